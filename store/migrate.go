@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads the embedded files named NNNN_name.sql, in version
+// order. Versions must be 1, 2, 3, ... without gaps.
+func loadMigrations(fsys fs.FS) ([]migration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive number and an underscore", base)
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: strings.TrimSuffix(base, ".sql"), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %s: expected version %d", m.name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// SchemaVersion is the newest schema version this binary knows.
+func SchemaVersion() int {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		panic(err) // the embedded files are checked by the tests
+	}
+	return len(ms)
+}
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_at INTEGER NOT NULL
+) STRICT`
+
+func (s *Store) migrate(ctx context.Context, logger *slog.Logger, busy time.Duration) error {
+	ms, err := loadMigrations(migrationFiles)
+	if err != nil {
+		return err
+	}
+	if _, err := s.writer.ExecContext(ctx, createMigrationsTable); err != nil {
+		return s.wrap("create schema_migrations", err, busy)
+	}
+	known := len(ms)
+
+	for {
+		// Each migration runs in its own IMMEDIATE transaction, and the
+		// current version is read inside it: two processes starting on the
+		// same file at once apply each migration exactly once.
+		applied, err := s.applyNext(ctx, ms, busy)
+		if err != nil {
+			return err
+		}
+		if applied == nil {
+			return nil
+		}
+		logger.Info("applied database migration", "version", applied.version, "name", applied.name, "known_version", known)
+	}
+}
+
+// applyNext applies the first migration the database lacks and returns it,
+// or nil when the database is current.
+func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duration) (*migration, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.wrap("begin migration", err, busy)
+	}
+	defer tx.Rollback()
+
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return nil, s.wrap("read schema version", err, busy)
+	}
+	if current > len(ms) {
+		return nil, &SchemaTooNewError{Path: s.path, DatabaseVersion: current, KnownVersion: len(ms)}
+	}
+	if current == len(ms) {
+		return nil, nil
+	}
+	m := ms[current]
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return nil, s.wrap("apply migration "+m.name, err, busy)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, s.nowMillis()); err != nil {
+		return nil, s.wrap("record migration "+m.name, err, busy)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, s.wrap("commit migration "+m.name, err, busy)
+	}
+	return &m, nil
+}
+
+// Version returns the schema version recorded in the database.
+func (s *Store) Version(ctx context.Context) (int, error) {
+	var v int
+	err := s.reader.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

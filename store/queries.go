@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// ErrNotFound reports that the requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// EntityCount returns how many Service Bus entities the catalog holds.
+func (s *Store) EntityCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM entities`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count entities: %w", err)
+	}
+	return n, nil
+}
+
+// SetMeta stores value under key in the meta table, replacing any earlier value.
+func (s *Store) SetMeta(ctx context.Context, key, value string) error {
+	_, err := s.writer.ExecContext(ctx,
+		`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+		key, value)
+	if err != nil {
+		return fmt.Errorf("set meta %q: %w", key, err)
+	}
+	return nil
+}
+
+// Meta returns the value stored under key, or ErrNotFound.
+func (s *Store) Meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.reader.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("meta %q: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("meta %q: %w", key, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,186 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// DefaultBusyTimeout is how long a connection waits for a lock held by
+// another connection (or another process) before giving up.
+const DefaultBusyTimeout = 5 * time.Second
+
+// ErrUnwritable reports that the database file or its directory cannot be
+// created or written.
+var ErrUnwritable = errors.New("database is not writable")
+
+// ErrLocked reports that another connection, usually another dlqdash
+// process, held the database's write lock for longer than the busy timeout.
+var ErrLocked = errors.New("database is locked by another process")
+
+// SchemaTooNewError reports a database whose schema was written by a newer
+// dlqdash than this one.
+type SchemaTooNewError struct {
+	Path            string
+	DatabaseVersion int // highest migration recorded in the database
+	KnownVersion    int // highest migration this binary knows
+}
+
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("database %s has schema version %d but this dlqdash only knows up to version %d: use a newer dlqdash or another --db file",
+		e.Path, e.DatabaseVersion, e.KnownVersion)
+}
+
+// Options tune Open. The zero value is ready to use.
+type Options struct {
+	// BusyTimeout is how long to wait for a lock held elsewhere; zero means
+	// DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// Logger receives one line per applied migration; nil discards.
+	Logger *slog.Logger
+}
+
+// Store is the SQLite database. It is safe for concurrent use.
+type Store struct {
+	// Now returns the current time; tests replace it. Times are stored as
+	// Unix milliseconds UTC.
+	Now func() time.Time
+
+	path string
+	// writer has exactly one connection so that writes queue in Go rather
+	// than fight over SQLite's lock, and every transaction on it begins
+	// IMMEDIATE so that a read-then-write transaction never fails to upgrade.
+	writer *sql.DB
+	// reader is a pool of query_only connections: in WAL mode readers never
+	// block the writer nor each other.
+	reader *sql.DB
+}
+
+// Open opens (creating if needed) the database at path and migrates it to
+// the newest schema this binary knows.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open database: empty path")
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+
+	if err := checkWritable(path); err != nil {
+		return nil, err
+	}
+
+	writer, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, false))
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+
+	s := &Store{Now: time.Now, path: path, writer: writer}
+	if err := s.migrate(ctx, logger, opts.BusyTimeout); err != nil {
+		writer.Close()
+		return nil, err
+	}
+
+	// The reader pool opens after migration so that its connections find the
+	// file already in WAL mode.
+	reader, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, true))
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(n)
+	reader.SetMaxIdleConns(n)
+	if err := reader.PingContext(ctx); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, s.wrap("open read pool", err, opts.BusyTimeout)
+	}
+	s.reader = reader
+	return s, nil
+}
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	return errors.Join(s.reader.Close(), s.writer.Close())
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+func dsn(path string, busy time.Duration, readOnly bool) string {
+	q := url.Values{}
+	// busy_timeout goes first so that the pragmas after it wait for locks
+	// instead of failing at once (the driver also sorts it first).
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// checkWritable gives a clear error for the common mistakes (missing
+// directory, a directory where the file should be, no permission) before
+// SQLite reports them as "unable to open database file".
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: directory %s does not exist", ErrUnwritable, dir)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrUnwritable, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrUnwritable, dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%w: %s is a directory, not a database file", ErrUnwritable, path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnwritable, err)
+	}
+	return f.Close()
+}
+
+// wrap turns SQLite's result codes into the package's errors.
+func (s *Store) wrap(op string, err error, busy time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return fmt.Errorf("%s: %w: %s (gave up after %s): %v", op, ErrLocked, s.path, busy, err)
+		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
+			return fmt.Errorf("%s: %w: %s: %v", op, ErrUnwritable, s.path, err)
+		}
+	}
+	return fmt.Errorf("%s %s: %w", op, s.path, err)
+}
+
+func (s *Store) nowMillis() int64 { return s.Now().UTC().UnixMilli() }

@@ -1,0 +1,31 @@
+package web
+
+import (
+	"bytes"
+	"mime"
+	"net/http"
+	"path"
+	"time"
+
+	"github.com/dlqdash/dlqdash/static"
+)
+
+// serveStatic serves embedded files. Hashed names never change content, so
+// browsers may keep them for a year; plain names must revalidate.
+func (s *Server) serveStatic(w http.ResponseWriter, r *http.Request) error {
+	a, hashed, ok := static.Lookup(r.PathValue("file"))
+	if !ok {
+		return ErrNotFound
+	}
+	if ct := mime.TypeByExtension(path.Ext(a.Name)); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	if hashed {
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+	w.Header().Set("ETag", `"`+a.Hashed+`"`)
+	http.ServeContent(w, r, a.Name, time.Time{}, bytes.NewReader(a.Data))
+	return nil
+}

@@ -1,0 +1,62 @@
+// Package broker is the in-memory namespace model of the dlqdash Service Bus
+// emulator: queues, topics, subscriptions and rules; messages with sequence
+// numbers, peek-locks, delivery counts, dead-lettering, TTL, scheduling,
+// deferral, duplicate detection and sessions; entity counts; fault hooks.
+//
+// It must not do AMQP framing, HTTP or any I/O: the AMQP server (package
+// emulator) and the admin HTTP API drive it through the exported API, and
+// all time comes from Options.Now, with timed work done by Tick (Run calls
+// it on a ticker). Messages are go-amqp *goamqp.Message values; the broker
+// takes ownership of sent messages, never mutates a stored message in place
+// (modifications replace it with a copy), and hands every delivery out as a
+// fresh stamped copy the caller may encode on another goroutine.
+//
+// Data structures: per queue or subscription one mutex guards three
+// sub-queues (main, DLQ, transfer DLQ). Each sub-queue keeps every record
+// in a chunked ordered index by sequence number (O(log n + page) Peek,
+// out-of-order DLQ inserts), a min-heap of deliverable records by sequence
+// number (Next is O(log n) no matter how many messages are locked) and a
+// heap of locks by expiry; the main queue adds heaps for TTL expiry and
+// scheduled activation, and session entities keep one ready heap per
+// session. Lock tokens map to records in one namespace-wide table, so
+// settlement works from any link or from $management; settlement validates
+// the lock under the same store mutex that expiry takes, checking expiry
+// lazily against Now, so a settlement racing an expiry has one winner.
+//
+// Emulator choices (behaviour chosen here, not known from Azure):
+//   - Sequence numbers start at 1 per queue or topic; subscription copies
+//     share the topic's number; dead-lettered messages keep their number, so
+//     dead-letter queues are ordered by it, not by arrival.
+//   - Lock expiry is an abandon without properties (delivery count + 1).
+//     Delivery counts never grow in a dead-letter queue. Release does not
+//     count. Defer counts as a finished delivery (MaxDeliveryCount applies).
+//     The MaxDeliveryCount description is "Message could not be consumed
+//     after N delivery attempts."; TTL dead-lettering uses reason
+//     "TTLExpiredException" and "The message expired and was dead lettered.".
+//   - Defer is allowed in a dead-letter queue (targeted replay); dead-letter
+//     from a dead-letter queue is ErrNotAllowed.
+//   - TTL = min(header TTL, entity default, and for subscriptions the
+//     topic's default). A locked message is not expired while locked; it is
+//     checked when it is unlocked. TTL is not enforced in dead-letter queues.
+//   - Scheduled messages get their number when scheduled, count as
+//     Scheduled, are visible to Peek (state 2) with the due time as enqueued
+//     time, and become active at Tick or Next after their time. Cancelling
+//     an unknown or no longer scheduled number is ignored. Schedule bypasses
+//     duplicate detection.
+//   - Duplicate detection keys on MessageID within the window measured from
+//     the first send; a duplicate send succeeds and enqueues nothing.
+//   - SQL filters are stored and shown but match every message, except the
+//     constants "1=1" (true) and "1=0" (false). Disabled subscriptions get
+//     no copies.
+//   - ReceiveDeferred returns ErrNotFound for a deferred message that is
+//     currently locked.
+//   - Session state can be read and written without holding the session
+//     lock. Losing a session lock (expiry) ends its consumer with
+//     ErrSessionLockLost and expires every message lock of that session;
+//     Close releases the session lock but leaves message locks valid.
+//   - SizeInBytes is an estimate of the encoded size, not a marshal.
+//   - RequiresSession cannot change after creation (ErrInvalidProperties).
+//   - Server-busy faults affect Send, Schedule, CancelScheduled,
+//     NewConsumer, Peek and ReceiveDeferred, not settlement.
+//   - Topic counts are the sums of their subscriptions' counts.
+package broker

@@ -1,0 +1,499 @@
+package broker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+func checkStatus(s *EntityStatus) error {
+	switch *s {
+	case "":
+		*s = StatusActive
+	case StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled:
+	default:
+		return fmt.Errorf("status %q: %w", *s, ErrInvalidProperties)
+	}
+	return nil
+}
+
+func checkLock(d *time.Duration, mdc *int32) error {
+	switch {
+	case *d == 0:
+		*d = defaultLockDuration
+	case *d < 0 || *d > maxLockDuration:
+		return fmt.Errorf("lock duration %v outside (0, 5m]: %w", *d, ErrInvalidProperties)
+	}
+	switch {
+	case *mdc == 0:
+		*mdc = defaultMaxDeliveryCount
+	case *mdc < 0:
+		return fmt.Errorf("max delivery count %d: %w", *mdc, ErrInvalidProperties)
+	}
+	return nil
+}
+
+func checkTTL(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("time to live %v: %w", d, ErrInvalidProperties)
+	}
+	return nil
+}
+
+func normalizeQueue(p *QueueProperties) error {
+	if err := checkLock(&p.LockDuration, &p.MaxDeliveryCount); err != nil {
+		return err
+	}
+	if err := checkTTL(p.DefaultMessageTimeToLive); err != nil {
+		return err
+	}
+	if p.DuplicateDetectionHistoryTimeWindow <= 0 {
+		p.DuplicateDetectionHistoryTimeWindow = defaultDupWindow
+	}
+	if p.MaxSizeInMegabytes <= 0 {
+		p.MaxSizeInMegabytes = defaultMaxSizeMB
+	}
+	if p.MaxMessageSizeInKilobytes <= 0 {
+		p.MaxMessageSizeInKilobytes = defaultMaxMessageSizeKB
+	}
+	return checkStatus(&p.Status)
+}
+
+func normalizeTopic(p *TopicProperties) error {
+	if err := checkTTL(p.DefaultMessageTimeToLive); err != nil {
+		return err
+	}
+	if p.DuplicateDetectionHistoryTimeWindow <= 0 {
+		p.DuplicateDetectionHistoryTimeWindow = defaultDupWindow
+	}
+	if p.MaxSizeInMegabytes <= 0 {
+		p.MaxSizeInMegabytes = defaultMaxSizeMB
+	}
+	if p.MaxMessageSizeInKilobytes <= 0 {
+		p.MaxMessageSizeInKilobytes = defaultMaxMessageSizeKB
+	}
+	return checkStatus(&p.Status)
+}
+
+func normalizeSubscription(p *SubscriptionProperties) error {
+	if err := checkLock(&p.LockDuration, &p.MaxDeliveryCount); err != nil {
+		return err
+	}
+	if err := checkTTL(p.DefaultMessageTimeToLive); err != nil {
+		return err
+	}
+	return checkStatus(&p.Status)
+}
+
+func checkName(kind, name string) error {
+	if name == "" || strings.TrimSpace(name) != name || strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "$") {
+		return fmt.Errorf("%s name %q: %w", kind, name, ErrInvalidProperties)
+	}
+	return nil
+}
+
+func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// CreateQueue creates a queue. ErrAlreadyExists when a queue or topic of
+// that name (case-insensitive) exists.
+func (ns *Namespace) CreateQueue(name string, p QueueProperties) (QueueInfo, error) {
+	if err := checkName("queue", name); err != nil {
+		return QueueInfo{}, err
+	}
+	if err := normalizeQueue(&p); err != nil {
+		return QueueInfo{}, err
+	}
+	key := strings.ToLower(name)
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if _, ok := ns.queues[key]; ok {
+		return QueueInfo{}, fmt.Errorf("queue %q: %w", name, ErrAlreadyExists)
+	}
+	if _, ok := ns.topics[key]; ok {
+		return QueueInfo{}, fmt.Errorf("queue %q: a topic has that name: %w", name, ErrAlreadyExists)
+	}
+	s := newStore(ns, KindQueue, name, ns.nowNano())
+	s.qp = p
+	s.session = p.RequiresSession
+	ns.queues[key] = s
+	ns.log.Debug("queue created", "entity", name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queueInfo(), nil
+}
+
+func (s *store) queueInfo() QueueInfo {
+	return QueueInfo{Name: s.name, Properties: s.qp, CreatedAt: unixTime(s.created), UpdatedAt: unixTime(s.updated),
+		AccessedAt: unixTime(s.accessed.Load()), Counts: s.counts()}
+}
+
+func (s *store) subscriptionInfo() SubscriptionInfo {
+	return SubscriptionInfo{Topic: s.topic.name, Name: s.subName, Properties: s.sp, CreatedAt: unixTime(s.created),
+		UpdatedAt: unixTime(s.updated), AccessedAt: unixTime(s.accessed.Load()), Counts: s.counts()}
+}
+
+func (ns *Namespace) queue(name string) (*store, error) {
+	ns.mu.RLock()
+	s, ok := ns.queues[strings.ToLower(name)]
+	ns.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("queue %q: %w", name, ErrNotFound)
+	}
+	return s, nil
+}
+
+// UpdateQueue replaces a queue's properties. RequiresSession cannot change.
+func (ns *Namespace) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) {
+	if err := normalizeQueue(&p); err != nil {
+		return QueueInfo{}, err
+	}
+	s, err := ns.queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return QueueInfo{}, fmt.Errorf("queue %q: %w", name, ErrNotFound)
+	}
+	if p.RequiresSession != s.session {
+		return QueueInfo{}, fmt.Errorf("queue %q: RequiresSession cannot be changed: %w", name, ErrInvalidProperties)
+	}
+	s.qp = p
+	s.updated = ns.nowNano()
+	s.main.notifyAll()
+	s.dlq.notifyAll()
+	s.wakeWaiters()
+	return s.queueInfo(), nil
+}
+
+// DeleteQueue deletes a queue and its messages; its consumers end with
+// ErrEntityDeleted and its locks are lost.
+func (ns *Namespace) DeleteQueue(name string) error {
+	key := strings.ToLower(name)
+	ns.mu.Lock()
+	s, ok := ns.queues[key]
+	if ok {
+		delete(ns.queues, key)
+	}
+	ns.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("queue %q: %w", name, ErrNotFound)
+	}
+	s.mu.Lock()
+	s.destroy()
+	s.mu.Unlock()
+	ns.log.Debug("queue deleted", "entity", s.name)
+	return nil
+}
+
+// Queue returns one queue.
+func (ns *Namespace) Queue(name string) (QueueInfo, error) {
+	s, err := ns.queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queueInfo(), nil
+}
+
+// Queues returns every queue, sorted by name (case-insensitive).
+func (ns *Namespace) Queues() []QueueInfo {
+	ns.mu.RLock()
+	stores := make([]*store, 0, len(ns.queues))
+	for _, s := range ns.queues {
+		stores = append(stores, s)
+	}
+	ns.mu.RUnlock()
+	out := make([]QueueInfo, 0, len(stores))
+	for _, s := range stores {
+		s.mu.Lock()
+		out = append(out, s.queueInfo())
+		s.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b QueueInfo) int { return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
+	return out
+}
+
+// CreateTopic creates a topic. ErrAlreadyExists when a queue or topic of
+// that name exists.
+func (ns *Namespace) CreateTopic(name string, p TopicProperties) (TopicInfo, error) {
+	if err := checkName("topic", name); err != nil {
+		return TopicInfo{}, err
+	}
+	if err := normalizeTopic(&p); err != nil {
+		return TopicInfo{}, err
+	}
+	key := strings.ToLower(name)
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if _, ok := ns.topics[key]; ok {
+		return TopicInfo{}, fmt.Errorf("topic %q: %w", name, ErrAlreadyExists)
+	}
+	if _, ok := ns.queues[key]; ok {
+		return TopicInfo{}, fmt.Errorf("topic %q: a queue has that name: %w", name, ErrAlreadyExists)
+	}
+	now := ns.nowNano()
+	t := &topic{ns: ns, name: name, props: p, subs: map[string]*store{}, created: now, updated: now}
+	t.accessed.Store(now)
+	ns.topics[key] = t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.info(), nil
+}
+
+// info describes t. Caller holds t.mu.
+func (t *topic) info() TopicInfo {
+	ti := TopicInfo{Name: t.name, Properties: t.props, CreatedAt: unixTime(t.created), UpdatedAt: unixTime(t.updated),
+		AccessedAt: unixTime(t.accessed.Load()), SubscriptionCount: len(t.subs)}
+	for _, s := range t.subs {
+		s.mu.Lock()
+		c := s.counts()
+		s.mu.Unlock()
+		ti.Counts.Active += c.Active
+		ti.Counts.DeadLetter += c.DeadLetter
+		ti.Counts.TransferDeadLetter += c.TransferDeadLetter
+		ti.Counts.Scheduled += c.Scheduled
+		ti.Counts.Transfer += c.Transfer
+		ti.Counts.Total += c.Total
+		ti.Counts.SizeInBytes += c.SizeInBytes
+	}
+	return ti
+}
+
+func (ns *Namespace) topic(name string) (*topic, error) {
+	ns.mu.RLock()
+	t, ok := ns.topics[strings.ToLower(name)]
+	ns.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("topic %q: %w", name, ErrNotFound)
+	}
+	return t, nil
+}
+
+// UpdateTopic replaces a topic's properties.
+func (ns *Namespace) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) {
+	if err := normalizeTopic(&p); err != nil {
+		return TopicInfo{}, err
+	}
+	t, err := ns.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.deleted {
+		return TopicInfo{}, fmt.Errorf("topic %q: %w", name, ErrNotFound)
+	}
+	t.props = p
+	t.updated = ns.nowNano()
+	for _, s := range t.subs {
+		s.mu.Lock()
+		s.topicTTL = p.DefaultMessageTimeToLive
+		s.mu.Unlock()
+	}
+	return t.info(), nil
+}
+
+// DeleteTopic deletes a topic and its subscriptions.
+func (ns *Namespace) DeleteTopic(name string) error {
+	key := strings.ToLower(name)
+	ns.mu.Lock()
+	t, ok := ns.topics[key]
+	if ok {
+		delete(ns.topics, key)
+	}
+	ns.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("topic %q: %w", name, ErrNotFound)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deleted = true
+	for _, s := range t.subs {
+		s.mu.Lock()
+		s.destroy()
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Topic returns one topic.
+func (ns *Namespace) Topic(name string) (TopicInfo, error) {
+	t, err := ns.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.info(), nil
+}
+
+// Topics returns every topic, sorted by name (case-insensitive).
+func (ns *Namespace) Topics() []TopicInfo {
+	ns.mu.RLock()
+	ts := make([]*topic, 0, len(ns.topics))
+	for _, t := range ns.topics {
+		ts = append(ts, t)
+	}
+	ns.mu.RUnlock()
+	out := make([]TopicInfo, 0, len(ts))
+	for _, t := range ts {
+		t.mu.Lock()
+		out = append(out, t.info())
+		t.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b TopicInfo) int { return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
+	return out
+}
+
+// CreateSubscription creates a subscription. Without rules it gets the
+// "$Default" true filter.
+func (ns *Namespace) CreateSubscription(topicName, name string, p SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
+	if err := checkName("subscription", name); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	if strings.Contains(name, "/") {
+		return SubscriptionInfo{}, fmt.Errorf("subscription name %q: %w", name, ErrInvalidProperties)
+	}
+	if err := normalizeSubscription(&p); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	now := ns.nowNano()
+	if len(rules) == 0 {
+		rules = []Rule{{Name: "$Default", Kind: FilterTrue}}
+	}
+	rs := make([]Rule, 0, len(rules))
+	for _, r := range rules {
+		r, err := normalizeRule(r, now)
+		if err != nil {
+			return SubscriptionInfo{}, err
+		}
+		if slices.ContainsFunc(rs, func(x Rule) bool { return strings.EqualFold(x.Name, r.Name) }) {
+			return SubscriptionInfo{}, fmt.Errorf("rule %q: %w", r.Name, ErrAlreadyExists)
+		}
+		rs = append(rs, r)
+	}
+	t, err := ns.topic(topicName)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.deleted {
+		return SubscriptionInfo{}, fmt.Errorf("topic %q: %w", topicName, ErrNotFound)
+	}
+	key := strings.ToLower(name)
+	if _, ok := t.subs[key]; ok {
+		return SubscriptionInfo{}, fmt.Errorf("subscription %q of %q: %w", name, t.name, ErrAlreadyExists)
+	}
+	s := newStore(ns, KindSubscription, t.name+"/Subscriptions/"+name, now)
+	s.subName = name
+	s.topic = t
+	s.sp = p
+	s.session = p.RequiresSession
+	s.topicTTL = t.props.DefaultMessageTimeToLive
+	s.rules = rs
+	t.subs[key] = s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.subscriptionInfo(), nil
+}
+
+// subscription finds a subscription; the caller must lock t.mu for rules.
+func (ns *Namespace) subscription(topicName, name string) (*topic, *store, error) {
+	t, err := ns.topic(topicName)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	s, ok := t.subs[strings.ToLower(name)]
+	t.mu.Unlock()
+	if !ok {
+		return nil, nil, fmt.Errorf("subscription %q of %q: %w", name, topicName, ErrNotFound)
+	}
+	return t, s, nil
+}
+
+// UpdateSubscription replaces a subscription's properties.
+func (ns *Namespace) UpdateSubscription(topicName, name string, p SubscriptionProperties) (SubscriptionInfo, error) {
+	if err := normalizeSubscription(&p); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	_, s, err := ns.subscription(topicName, name)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return SubscriptionInfo{}, fmt.Errorf("subscription %q of %q: %w", name, topicName, ErrNotFound)
+	}
+	if p.RequiresSession != s.session {
+		return SubscriptionInfo{}, fmt.Errorf("subscription %q: RequiresSession cannot be changed: %w", name, ErrInvalidProperties)
+	}
+	s.sp = p
+	s.updated = ns.nowNano()
+	s.main.notifyAll()
+	s.dlq.notifyAll()
+	s.wakeWaiters()
+	return s.subscriptionInfo(), nil
+}
+
+// DeleteSubscription deletes a subscription and its messages.
+func (ns *Namespace) DeleteSubscription(topicName, name string) error {
+	t, err := ns.topic(topicName)
+	if err != nil {
+		return err
+	}
+	key := strings.ToLower(name)
+	t.mu.Lock()
+	s, ok := t.subs[key]
+	if ok {
+		delete(t.subs, key)
+	}
+	t.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("subscription %q of %q: %w", name, topicName, ErrNotFound)
+	}
+	s.mu.Lock()
+	s.destroy()
+	s.mu.Unlock()
+	return nil
+}
+
+// Subscription returns one subscription.
+func (ns *Namespace) Subscription(topicName, name string) (SubscriptionInfo, error) {
+	_, s, err := ns.subscription(topicName, name)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.subscriptionInfo(), nil
+}
+
+// Subscriptions returns a topic's subscriptions sorted by name.
+func (ns *Namespace) Subscriptions(topicName string) ([]SubscriptionInfo, error) {
+	t, err := ns.topic(topicName)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	stores := make([]*store, 0, len(t.subs))
+	for _, s := range t.subs {
+		stores = append(stores, s)
+	}
+	t.mu.Unlock()
+	out := make([]SubscriptionInfo, 0, len(stores))
+	for _, s := range stores {
+		s.mu.Lock()
+		out = append(out, s.subscriptionInfo())
+		s.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b SubscriptionInfo) int { return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
+	return out, nil
+}

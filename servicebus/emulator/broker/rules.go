@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	goamqp "github.com/Azure/go-amqp"
+)
+
+// normalizeRule validates r, fills CreatedAt and deep-copies the filter so
+// the caller's maps are not shared.
+func normalizeRule(r Rule, now int64) (Rule, error) {
+	if r.Name == "" || strings.Contains(r.Name, "/") {
+		return r, fmt.Errorf("rule name %q: %w", r.Name, ErrInvalidProperties)
+	}
+	switch r.Kind {
+	case FilterTrue, FilterFalse, FilterSQL:
+	case FilterCorrelation:
+		if r.Correlation == nil {
+			return r, fmt.Errorf("rule %q: correlation filter missing: %w", r.Name, ErrInvalidProperties)
+		}
+	default:
+		return r, fmt.Errorf("rule %q: filter kind %d: %w", r.Name, r.Kind, ErrInvalidProperties)
+	}
+	if r.Correlation != nil {
+		c := *r.Correlation
+		c.Properties = maps.Clone(c.Properties)
+		r.Correlation = &c
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = unixTime(now)
+	}
+	return r, nil
+}
+
+func copyRule(r Rule) Rule {
+	if r.Correlation != nil {
+		c := *r.Correlation
+		c.Properties = maps.Clone(c.Properties)
+		r.Correlation = &c
+	}
+	return r
+}
+
+// sqlConstant recognises the two SQL filters whose meaning is fixed.
+func sqlConstant(expr string) (match, known bool) {
+	e := strings.ReplaceAll(strings.TrimSpace(expr), " ", "")
+	switch strings.ToLower(e) {
+	case "1=1", "true":
+		return true, true
+	case "1=0", "false":
+		return false, true
+	}
+	return true, false
+}
+
+// matches reports whether rule r selects m. SQL filters other than the
+// constant ones match every message (emulator choice).
+func (r *Rule) matches(m *goamqp.Message) bool {
+	switch r.Kind {
+	case FilterTrue:
+		return true
+	case FilterFalse:
+		return false
+	case FilterSQL:
+		ok, _ := sqlConstant(r.SQLExpression)
+		return ok
+	case FilterCorrelation:
+		return r.Correlation.matches(m)
+	}
+	return false
+}
+
+func strField(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func idString(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case goamqp.UUID:
+		return uuidString(v)
+	case []byte:
+		return string(v)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func (c *CorrelationFilter) matches(m *goamqp.Message) bool {
+	p := m.Properties
+	if p == nil {
+		p = &goamqp.MessageProperties{}
+	}
+	checks := []struct{ want, got string }{
+		{c.ContentType, strField(p.ContentType)},
+		{c.Subject, strField(p.Subject)},
+		{c.ReplyTo, strField(p.ReplyTo)},
+		{c.ReplyToSessionID, strField(p.ReplyToGroupID)},
+		{c.SessionID, strField(p.GroupID)},
+		{c.To, strField(p.To)},
+	}
+	for _, ch := range checks {
+		if ch.want != "" && ch.want != ch.got {
+			return false
+		}
+	}
+	if c.CorrelationID != "" && c.CorrelationID != idString(p.CorrelationID) {
+		return false
+	}
+	if c.MessageID != "" && c.MessageID != idString(p.MessageID) {
+		return false
+	}
+	for k, want := range c.Properties {
+		got, ok := m.ApplicationProperties[k]
+		if !ok || !valuesEqual(want, got) {
+			return false
+		}
+	}
+	return true
+}
+
+// valuesEqual compares application property values, treating numbers of
+// different Go types as equal when their values are.
+func valuesEqual(a, b any) bool {
+	if fa, ok := number(a); ok {
+		fb, ok := number(b)
+		return ok && fa == fb
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case int:
+		return float64(v), true
+	case int8:
+		return float64(v), true
+	case int16:
+		return float64(v), true
+	case int32:
+		return float64(v), true
+	case int64:
+		return float64(v), true
+	case uint:
+		return float64(v), true
+	case uint8:
+		return float64(v), true
+	case uint16:
+		return float64(v), true
+	case uint32:
+		return float64(v), true
+	case uint64:
+		return float64(v), true
+	case float32:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	return 0, false
+}
+
+// matchAny reports whether any rule of a subscription selects m. Caller
+// holds the topic's mu.
+func matchAny(rules []Rule, m *goamqp.Message) bool {
+	for i := range rules {
+		if rules[i].matches(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateRule adds a rule to a subscription.
+func (ns *Namespace) CreateRule(topicName, sub string, r Rule) (Rule, error) {
+	r, err := normalizeRule(r, ns.nowNano())
+	if err != nil {
+		return Rule{}, err
+	}
+	t, s, err := ns.subscription(topicName, sub)
+	if err != nil {
+		return Rule{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if slices.ContainsFunc(s.rules, func(x Rule) bool { return strings.EqualFold(x.Name, r.Name) }) {
+		return Rule{}, fmt.Errorf("rule %q: %w", r.Name, ErrAlreadyExists)
+	}
+	s.rules = append(slices.Clip(s.rules), r)
+	return copyRule(r), nil
+}
+
+// UpdateRule replaces a rule (matched by name); CreatedAt is kept.
+func (ns *Namespace) UpdateRule(topicName, sub string, r Rule) (Rule, error) {
+	t, s, err := ns.subscription(topicName, sub)
+	if err != nil {
+		return Rule{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := slices.IndexFunc(s.rules, func(x Rule) bool { return strings.EqualFold(x.Name, r.Name) })
+	if i < 0 {
+		return Rule{}, fmt.Errorf("rule %q: %w", r.Name, ErrNotFound)
+	}
+	r.Name = s.rules[i].Name
+	r.CreatedAt = s.rules[i].CreatedAt
+	r, err = normalizeRule(r, ns.nowNano())
+	if err != nil {
+		return Rule{}, err
+	}
+	rules := slices.Clone(s.rules)
+	rules[i] = r
+	s.rules = rules
+	return copyRule(r), nil
+}
+
+// DeleteRule removes a rule.
+func (ns *Namespace) DeleteRule(topicName, sub, name string) error {
+	t, s, err := ns.subscription(topicName, sub)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := slices.IndexFunc(s.rules, func(x Rule) bool { return strings.EqualFold(x.Name, name) })
+	if i < 0 {
+		return fmt.Errorf("rule %q: %w", name, ErrNotFound)
+	}
+	s.rules = slices.Delete(slices.Clone(s.rules), i, i+1)
+	return nil
+}
+
+// Rule returns one rule.
+func (ns *Namespace) Rule(topicName, sub, name string) (Rule, error) {
+	t, s, err := ns.subscription(topicName, sub)
+	if err != nil {
+		return Rule{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := slices.IndexFunc(s.rules, func(x Rule) bool { return strings.EqualFold(x.Name, name) })
+	if i < 0 {
+		return Rule{}, fmt.Errorf("rule %q: %w", name, ErrNotFound)
+	}
+	return copyRule(s.rules[i]), nil
+}
+
+// Rules returns a subscription's rules in creation order.
+func (ns *Namespace) Rules(topicName, sub string) ([]Rule, error) {
+	t, s, err := ns.subscription(topicName, sub)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Rule, len(s.rules))
+	for i, r := range s.rules {
+		out[i] = copyRule(r)
+	}
+	return out, nil
+}

@@ -1,0 +1,213 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+)
+
+func sendAllowed(st EntityStatus) bool { return st != StatusDisabled && st != StatusSendDisabled }
+func receiveAllowed(st EntityStatus) bool {
+	return st != StatusDisabled && st != StatusReceiveDisabled
+}
+
+// sendTarget resolves a path that must be a queue or topic main path.
+func (ns *Namespace) sendTarget(path string) (Address, *store, *topic, error) {
+	a, s, t, err := ns.resolve(path)
+	if err != nil {
+		return a, nil, nil, err
+	}
+	if a.SubQueue != SubQueueMain || a.Kind == KindSubscription {
+		return a, nil, nil, fmt.Errorf("send to %q: %w", path, ErrNotAllowed)
+	}
+	if err := ns.busy(a.Entity); err != nil {
+		return a, nil, nil, err
+	}
+	return a, s, t, nil
+}
+
+// Send enqueues m on a queue or topic. Ownership of m passes to the broker.
+// A duplicate (RequiresDuplicateDetection, same MessageID within the
+// window) succeeds without enqueuing anything.
+func (ns *Namespace) Send(path string, m *goamqp.Message) error {
+	_, s, t, err := ns.sendTarget(path)
+	if err != nil {
+		return err
+	}
+	sched, err := prepare(m)
+	if err != nil {
+		return err
+	}
+	now := ns.nowNano()
+	if s != nil {
+		return s.send([]*goamqp.Message{m}, []time.Time{sched}, nil, now, true)
+	}
+	return t.send([]*goamqp.Message{m}, []time.Time{sched}, nil, now, true)
+}
+
+// Schedule enqueues messages that each carry x-opt-scheduled-enqueue-time
+// and returns their sequence numbers in order. Scheduling bypasses
+// duplicate detection (emulator choice: a dropped duplicate has no number
+// to return).
+func (ns *Namespace) Schedule(path string, msgs []*goamqp.Message) ([]int64, error) {
+	_, s, t, err := ns.sendTarget(path)
+	if err != nil {
+		return nil, err
+	}
+	times := make([]time.Time, len(msgs))
+	for i, m := range msgs {
+		at, err := prepare(m)
+		if err != nil {
+			return nil, err
+		}
+		if at.IsZero() {
+			return nil, invalid("scheduled message %d has no %s", i, annScheduledEnqueueTime)
+		}
+		times[i] = at
+	}
+	seqs := make([]int64, len(msgs))
+	now := ns.nowNano()
+	if s != nil {
+		err = s.send(msgs, times, seqs, now, false)
+	} else {
+		err = t.send(msgs, times, seqs, now, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+// enqueue stores m under seq in s's main queue. Caller holds s.mu.
+func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int32, now int64) {
+	r := newRecord(s, m, seq, size)
+	if !sched.IsZero() && sched.UnixNano() > now {
+		r.state = stateScheduled
+		r.scheduledAt = sched.UnixNano()
+		r.enqueued = sched.UnixMilli()
+	} else {
+		r.enqueued = now / int64(time.Millisecond)
+		r.expires = expiresAt(m, s.defaultTTL(), now)
+	}
+	s.insert(&s.main, r, sessionID(m), now)
+}
+
+func requireSession(m *goamqp.Message, entity string) error {
+	if id := sessionID(m); id == nil || *id == "" {
+		return invalid("%s requires sessions: message has no session id (group-id)", entity)
+	}
+	return nil
+}
+
+// send enqueues msgs on a queue; seqs (optional) receives their numbers.
+func (s *store) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return fmt.Errorf("queue %q: %w", s.name, ErrNotFound)
+	}
+	if !sendAllowed(s.qp.Status) {
+		return fmt.Errorf("queue %q is %s: %w", s.name, s.qp.Status, ErrEntityDisabled)
+	}
+	if s.session {
+		for _, m := range msgs {
+			if err := requireSession(m, s.name); err != nil {
+				return err
+			}
+		}
+	}
+	s.accessed.Store(now)
+	for i, m := range msgs {
+		if dedupe && s.qp.RequiresDuplicateDetection {
+			if id := messageIDKey(m); id != "" && s.in.duplicate(id, now, s.qp.DuplicateDetectionHistoryTimeWindow) {
+				continue
+			}
+		}
+		s.in.seq++
+		if seqs != nil {
+			seqs[i] = s.in.seq
+		}
+		s.enqueue(m, s.in.seq, sched[i], estimateSize(m), now)
+	}
+	return nil
+}
+
+// send enqueues msgs on a topic: one sequence number per message, shared by
+// the copies in every subscription whose rules match.
+func (t *topic) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.deleted {
+		return fmt.Errorf("topic %q: %w", t.name, ErrNotFound)
+	}
+	if !sendAllowed(t.props.Status) {
+		return fmt.Errorf("topic %q is %s: %w", t.name, t.props.Status, ErrEntityDisabled)
+	}
+	// Validate against every target before enqueuing anything.
+	for _, m := range msgs {
+		for _, s := range t.subs {
+			if s.session && matchAny(s.rules, m) {
+				if err := requireSession(m, s.name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	t.accessed.Store(now)
+	for i, m := range msgs {
+		if dedupe && t.props.RequiresDuplicateDetection {
+			if id := messageIDKey(m); id != "" && t.in.duplicate(id, now, t.props.DuplicateDetectionHistoryTimeWindow) {
+				continue
+			}
+		}
+		t.in.seq++
+		if seqs != nil {
+			seqs[i] = t.in.seq
+		}
+		size := estimateSize(m)
+		for _, s := range t.subs {
+			if !matchAny(s.rules, m) {
+				continue
+			}
+			s.mu.Lock()
+			if !s.deleted && s.sp.Status != StatusDisabled {
+				s.enqueue(m, t.in.seq, sched[i], size, now)
+			}
+			s.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// CancelScheduled removes scheduled messages by sequence number. Unknown or
+// no longer scheduled numbers are ignored (emulator choice). On a topic the
+// copies in every subscription are cancelled.
+func (ns *Namespace) CancelScheduled(path string, seqs []int64) error {
+	_, s, t, err := ns.sendTarget(path)
+	if err != nil {
+		return err
+	}
+	var stores []*store
+	if s != nil {
+		stores = []*store{s}
+	} else {
+		t.mu.Lock()
+		for _, s := range t.subs {
+			stores = append(stores, s)
+		}
+		t.mu.Unlock()
+	}
+	for _, s := range stores {
+		s.mu.Lock()
+		if !s.deleted {
+			for _, seq := range seqs {
+				if r := s.main.index.get(seq); r != nil && r.state == stateScheduled {
+					s.remove(r)
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}

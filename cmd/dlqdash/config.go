@@ -1,0 +1,343 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Environment variables. Flags win over them; they win over defaults.
+const (
+	envAddr             = "DLQDASH_ADDR"
+	envDB               = "DLQDASH_DB"
+	envLogLevel         = "DLQDASH_LOG_LEVEL"
+	envLogFormat        = "DLQDASH_LOG_FORMAT"
+	envConnectionString = "SERVICEBUS_CONNECTION_STRING"
+	envEmulatorAMQPAddr = "DLQDASH_EMULATOR_AMQP_ADDR"
+	envEmulatorAdmin    = "DLQDASH_EMULATOR_ADMIN_ADDR"
+	envEmulatorConfig   = "DLQDASH_EMULATOR_CONFIG"
+	envHealthcheckURL   = "DLQDASH_HEALTHCHECK_URL"
+)
+
+// Defaults. The emulator's match Microsoft's Service Bus emulator, so one
+// connection string works against either.
+const (
+	defaultAddr         = "127.0.0.1:8080"
+	defaultDB           = "./dlqdash.db"
+	defaultLogLevel     = "info"
+	defaultLogFormat    = "text"
+	defaultEmulatorAMQP = "127.0.0.1:5672"
+	defaultEmulatorAdm  = "127.0.0.1:5300"
+)
+
+// Config is everything a subcommand needs, parsed and checked.
+type Config struct {
+	Command   string // demo, serve, emulator or healthcheck
+	LogLevel  slog.Level
+	LogFormat string // text or json
+
+	// demo and serve
+	Addr string // dashboard listen address
+	DB   string // SQLite file
+
+	// serve
+	ConnectionString ConnectionString
+
+	// emulator
+	Emulator EmulatorConfig
+
+	// healthcheck
+	HealthcheckURL string
+}
+
+// EmulatorConfig configures `dlqdash emulator`.
+type EmulatorConfig struct {
+	AMQPAddr   string
+	AdminAddr  string
+	ConfigPath string // Config.json in the Microsoft emulator's format; empty for none
+}
+
+// usageError is a bad command line: run prints it as one line and exits 2.
+type usageError struct {
+	msg     string
+	command string // for the hint; empty for the top level
+}
+
+func (e *usageError) Error() string {
+	return e.msg + "; run '" + strings.TrimSpace("dlqdash "+e.command) + " -h' for help"
+}
+
+// helpRequest is returned when -h was asked for: run prints the text to
+// stdout and exits 0.
+type helpRequest struct{ text string }
+
+func (h *helpRequest) Error() string { return "help requested" }
+
+type command struct {
+	name    string
+	summary string
+	flags   func(*flagSet)
+}
+
+var commands = []command{
+	{"demo", "run the dashboard against the embedded Service Bus emulator with seeded, failing traffic", dashboardFlags},
+	{"serve", "run the dashboard against the namespace in " + envConnectionString, dashboardFlags},
+	{"emulator", "run the Service Bus emulator alone", emulatorFlags},
+	{"healthcheck", "GET a running dashboard's /healthz; exit 0 if it answers 200 (for container health checks)", healthcheckFlags},
+}
+
+func lookupCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// flagSet is a flag.FlagSet whose string flags default to an environment
+// variable, and which remembers them for the help text.
+type flagSet struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	specs  []flagSpec
+	values map[string]*string
+}
+
+type flagSpec struct {
+	name, env, def, meaning string
+}
+
+func (f *flagSet) str(name, env, def, meaning string) {
+	v := def
+	if env != "" {
+		if e := f.getenv(env); e != "" {
+			v = e
+		}
+	}
+	f.values[name] = f.fs.String(name, v, meaning)
+	f.specs = append(f.specs, flagSpec{name, env, def, meaning})
+}
+
+// source names where a value came from, for error messages.
+func (f *flagSet) source(name string) string {
+	set := false
+	f.fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	for _, s := range f.specs {
+		if s.name == name && !set && s.env != "" && f.getenv(s.env) != "" {
+			return s.env
+		}
+	}
+	return "--" + name
+}
+
+func logFlags(f *flagSet) {
+	f.str("log-level", envLogLevel, defaultLogLevel, "log level: debug, info, warn or error")
+	f.str("log-format", envLogFormat, defaultLogFormat, "log format: text or json")
+}
+
+func dashboardFlags(f *flagSet) {
+	f.str("addr", envAddr, defaultAddr, "address the dashboard listens on (host:port; port 0 picks a free port)")
+	f.str("db", envDB, defaultDB, "SQLite database file (created if missing)")
+	logFlags(f)
+}
+
+func emulatorFlags(f *flagSet) {
+	f.str("amqp-addr", envEmulatorAMQPAddr, defaultEmulatorAMQP, "address the emulator's AMQP 1.0 endpoint listens on")
+	f.str("admin-addr", envEmulatorAdmin, defaultEmulatorAdm, "address the emulator's admin HTTP endpoint listens on")
+	f.str("config", envEmulatorConfig, "", "entities to create, in the Microsoft Service Bus emulator's Config.json format")
+	logFlags(f)
+}
+
+func healthcheckFlags(f *flagSet) {
+	f.str("url", envHealthcheckURL, "", "health URL to GET (default: /healthz on "+envAddr+", or "+defaultAddr+")")
+}
+
+// parseConfig turns the command line and environment into a Config. It is
+// pure: it reads nothing but its arguments and prints nothing. Errors are
+// *usageError (one line saying what to fix) or *helpRequest.
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	if len(args) == 0 {
+		return Config{}, &usageError{msg: "missing command: want one of demo, serve, emulator, healthcheck"}
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			if c, ok := lookupCommand(args[1]); ok {
+				return Config{}, &helpRequest{commandHelp(c, getenv)}
+			}
+		}
+		return Config{}, &helpRequest{topHelp()}
+	}
+	c, ok := lookupCommand(name)
+	if !ok {
+		if strings.HasPrefix(name, "-") {
+			return Config{}, &usageError{msg: fmt.Sprintf("flag %s given before the command: want dlqdash <command> [flags]", strings.SplitN(name, "=", 2)[0])}
+		}
+		return Config{}, &usageError{msg: fmt.Sprintf("unknown command %q: want one of demo, serve, emulator, healthcheck", name)}
+	}
+	bad := func(format string, a ...any) error {
+		return &usageError{msg: fmt.Sprintf(format, a...), command: c.name}
+	}
+
+	f := newFlagSet(c, getenv)
+	if err := f.fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, &helpRequest{commandHelp(c, getenv)}
+		}
+		// The flag package's messages name the flag, never its value.
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			msg = "unknown flag -" + strings.TrimLeft(name, "-")
+		}
+		return Config{}, bad("%s", msg)
+	}
+	if n := f.fs.NArg(); n > 0 {
+		// Not echoed: a pasted connection string would land here.
+		return Config{}, bad("%s takes no arguments, got %d (secrets such as the connection string go in %s)", c.name, n, envConnectionString)
+	}
+
+	cfg := Config{Command: c.name}
+	v := func(name string) string { return *f.values[name] }
+
+	if _, ok := f.values["log-level"]; ok {
+		if err := cfg.LogLevel.UnmarshalText([]byte(v("log-level"))); err != nil {
+			return Config{}, bad("invalid log level %q from %s: want debug, info, warn or error", v("log-level"), f.source("log-level"))
+		}
+		switch cfg.LogFormat = strings.ToLower(v("log-format")); cfg.LogFormat {
+		case "text", "json":
+		default:
+			return Config{}, bad("invalid log format %q from %s: want text or json", v("log-format"), f.source("log-format"))
+		}
+	}
+
+	checkAddr := func(name string) (string, error) {
+		a := v(name)
+		if err := validateAddr(a); err != nil {
+			return "", bad("invalid address %q from %s: %v", a, f.source(name), err)
+		}
+		return a, nil
+	}
+	var err error
+	switch c.name {
+	case "demo", "serve":
+		if cfg.Addr, err = checkAddr("addr"); err != nil {
+			return Config{}, err
+		}
+		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
+			return Config{}, bad("empty database path from %s", f.source("db"))
+		}
+	case "emulator":
+		if cfg.Emulator.AMQPAddr, err = checkAddr("amqp-addr"); err != nil {
+			return Config{}, err
+		}
+		if cfg.Emulator.AdminAddr, err = checkAddr("admin-addr"); err != nil {
+			return Config{}, err
+		}
+		cfg.Emulator.ConfigPath = v("config")
+	case "healthcheck":
+		u := v("url")
+		if u == "" {
+			addr := getenv(envAddr)
+			if addr == "" {
+				addr = defaultAddr
+			}
+			if err := validateAddr(addr); err != nil {
+				return Config{}, bad("invalid address %q from %s: %v", addr, envAddr, err)
+			}
+			u = healthURL(addr)
+		}
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return Config{}, bad("invalid URL %q from %s: want http://host:port/healthz", u, f.source("url"))
+		}
+		cfg.HealthcheckURL = u
+	}
+
+	if c.name == "serve" {
+		raw := getenv(envConnectionString)
+		if strings.TrimSpace(raw) == "" {
+			return Config{}, bad("%s is not set: serve needs the namespace's connection string (%s)", envConnectionString, connStrShape)
+		}
+		cs, err := parseConnectionString(raw)
+		if err != nil {
+			return Config{}, bad("%s %v", envConnectionString, err)
+		}
+		cfg.ConnectionString = cs
+	}
+	return cfg, nil
+}
+
+func newFlagSet(c command, getenv func(string) string) *flagSet {
+	fs := flag.NewFlagSet("dlqdash "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	f := &flagSet{fs: fs, getenv: getenv, values: map[string]*string{}}
+	c.flags(f)
+	return f
+}
+
+// validateAddr accepts host:port with a numeric port (0 means any free port)
+// and an optional host (":8080" listens on every interface).
+func validateAddr(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return errors.New("want host:port, e.g. 127.0.0.1:8080 or :8080")
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return errors.New("port must be a number from 0 to 65535")
+	}
+	if strings.ContainsAny(host, " /") {
+		return errors.New("want host:port, e.g. 127.0.0.1:8080 or :8080")
+	}
+	return nil
+}
+
+// healthURL is the /healthz URL of a dashboard listening on addr, reached
+// from the same machine.
+func healthURL(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz"
+}
+
+func topHelp() string {
+	var b strings.Builder
+	b.WriteString("dlqdash: triage and replay Azure Service Bus dead-lettered messages.\n\n")
+	b.WriteString("Usage:\n  dlqdash <command> [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-12s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'dlqdash <command> -h' for a command's flags.\n")
+	return b.String()
+}
+
+func commandHelp(c command, getenv func(string) string) string {
+	f := newFlagSet(c, getenv)
+	var b strings.Builder
+	fmt.Fprintf(&b, "dlqdash %s: %s.\n\nUsage:\n  dlqdash %s [flags]\n\nFlags (each defaults to its environment variable, then to the default shown):\n", c.name, c.summary, c.name)
+	for _, s := range f.specs {
+		fmt.Fprintf(&b, "  --%s\n        %s\n        env %s", s.name, s.meaning, s.env)
+		if s.def != "" {
+			fmt.Fprintf(&b, ", default %s", s.def)
+		}
+		b.WriteString("\n")
+	}
+	if c.name == "serve" {
+		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connStrShape)
+	}
+	return b.String()
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/dlqdash/dlqdash/store"
+	"github.com/dlqdash/dlqdash/web"
+)
+
+// shutdownTimeout bounds how long in-flight HTTP requests may take to finish.
+const shutdownTimeout = 10 * time.Second
+
+// dashboard is what differs between demo and serve.
+type dashboard struct {
+	mode      string // "demo" or "serve"
+	namespace string // Service Bus host for the overview page, never a secret
+
+	// loops are background loops (ingester, replay engine, ...). Each runs
+	// until its context is cancelled, which happens after HTTP has stopped
+	// and before the store closes. A loop returning early with an error
+	// shuts the whole program down.
+	loops []func(context.Context) error
+
+	// onStore, if set, runs once the store is open, to build loops that
+	// need it. It may append to d.loops.
+	onStore func(st *store.Store, d *dashboard) error
+}
+
+// serveDashboard is the lifecycle of demo and serve, top to bottom: open the
+// store, build the server, listen, serve until ctx ends or something fails,
+// then stop HTTP, then the background loops, then the store.
+func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dashboard) (err error) {
+	st, err := store.Open(ctx, cfg.DB, store.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer func() {
+		// Last: nothing may use the store after this.
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
+		}
+	}()
+	if d.onStore != nil {
+		if err := d.onStore(st, &d); err != nil {
+			return err
+		}
+	}
+
+	srv := web.New(web.Config{Logger: logger, Catalog: st, Mode: d.mode, Namespace: d.namespace})
+
+	// Listen before serving so that port 0 works and the address logged is
+	// the real one.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	logger.Info("dashboard listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/", "db", st.Path(), "mode", d.mode)
+
+	// failed receives the first error of the server or a loop.
+	failed := make(chan error, 1+len(d.loops))
+	var httpDone sync.WaitGroup
+	httpDone.Go(func() {
+		if err := srv.Serve(ln); err != nil {
+			failed <- fmt.Errorf("http server: %w", err)
+		}
+	})
+
+	// Loops get their own context: they must outlive the HTTP shutdown so
+	// that requests still in flight can use them.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	var loopsDone sync.WaitGroup
+	for _, loop := range d.loops {
+		loopsDone.Go(func() {
+			if err := loop(loopCtx); err != nil && !errors.Is(err, context.Canceled) {
+				failed <- err
+			}
+		})
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "reason", context.Cause(ctx).Error())
+	case runErr = <-failed:
+		logger.Info("shutting down after a failure")
+	}
+
+	// 1. HTTP: stop accepting, let requests in flight finish.
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
+	}
+	httpDone.Wait()
+
+	// 2. Background loops.
+	stopLoops()
+	loopsDone.Wait()
+
+	// 3. The store, in the deferred Close above.
+	logger.Info("stopped")
+	return runErr
+}

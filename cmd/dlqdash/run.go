@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed
+	exitUsage   = 2 // bad command line or configuration; nothing was started
+)
+
+// run is the whole program, minus process globals: it parses the command
+// line, then hands the Config to the command's run function.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, getenv)
+	var help *helpRequest
+	switch {
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "dlqdash: %v\n", err)
+		return exitUsage
+	}
+
+	logger := newLogger(cfg, stderr)
+	switch cfg.Command {
+	case "demo":
+		err = runDemo(ctx, cfg, logger)
+	case "serve":
+		err = runServe(ctx, cfg, logger)
+	case "emulator":
+		err = runEmulator(ctx, cfg, logger)
+	case "healthcheck":
+		err = runHealthcheck(ctx, cfg, stdout)
+	default:
+		err = fmt.Errorf("command %q has no implementation", cfg.Command)
+	}
+	if err != nil {
+		// The one report of a failure: a single plain line.
+		fmt.Fprintf(stderr, "dlqdash: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,167 @@
+package emulator
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/dlqdash/dlqdash/servicebus/emulator/amqp"
+)
+
+// writeTimeout bounds a single socket write: a client that stops reading for this long
+// is treated as dead, so its connection cannot pin memory forever.
+const writeTimeout = 30 * time.Second
+
+type outFrame struct {
+	f  amqp.Frame
+	at time.Time // when it was queued; used for injected latency
+}
+
+// writer owns the write side of one connection. Producers (the reader goroutine and the
+// link deliverers) append to an unbounded queue and never block on the socket; the writer
+// goroutine encodes whole batches into one buffer and writes it in a single call, so the
+// socket is flushed exactly when the queue runs empty.
+type writer struct {
+	c      *conn
+	nc     net.Conn
+	mu     sync.Mutex
+	queue  []outFrame
+	spare  []outFrame
+	wake   chan struct{}
+	finish bool          // write what is queued, then close the socket
+	done   chan struct{} // closed when the writer goroutine has exited
+	failed bool
+}
+
+func newWriter(c *conn, nc net.Conn) *writer {
+	return &writer{c: c, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// send queues a frame. It reports false once the writer is finishing or failed.
+func (w *writer) send(f amqp.Frame) bool {
+	w.mu.Lock()
+	if w.finish || w.failed {
+		w.mu.Unlock()
+		return false
+	}
+	var at time.Time
+	if w.c.s.latency.Load() > 0 {
+		at = time.Now()
+	}
+	w.queue = append(w.queue, outFrame{f: f, at: at})
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// close asks the writer to flush what is queued (after an optional final frame) and
+// then close the socket. Safe to call more than once.
+func (w *writer) close(final *amqp.Frame) {
+	w.mu.Lock()
+	if !w.finish && !w.failed && final != nil {
+		w.queue = append(w.queue, outFrame{f: *final})
+	}
+	w.finish = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) run(heartbeat time.Duration) {
+	defer close(w.done)
+	defer w.nc.Close()
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	var buf []byte
+	lastWrite := time.Now()
+	for {
+		select {
+		case <-w.wake:
+		case <-tick.C:
+			// Heartbeat: an empty frame keeps the client's 60 s read deadline from firing
+			// on idle links. Skipped when real traffic went out recently.
+			if time.Since(lastWrite) >= heartbeat/2 {
+				w.mu.Lock()
+				if !w.finish && !w.failed {
+					w.queue = append(w.queue, outFrame{f: amqp.Frame{Type: amqp.FrameTypeAMQP}})
+				}
+				w.mu.Unlock()
+			}
+		}
+		for {
+			w.mu.Lock()
+			batch := w.queue
+			if len(batch) > 0 {
+				// Double buffering: producers fill the spare slice while this batch is written.
+				w.queue, w.spare = w.spare[:0], nil
+			}
+			finish := w.finish
+			w.mu.Unlock()
+			if len(batch) == 0 {
+				if finish {
+					return
+				}
+				break
+			}
+			buf = buf[:0]
+			for i := range batch {
+				of := &batch[i]
+				if !of.at.IsZero() {
+					if d := time.Duration(w.c.s.latency.Load()) - time.Since(of.at); d > 0 {
+						// Write what precedes this frame first, then wait out its latency.
+						if !w.write(buf) {
+							return
+						}
+						buf = buf[:0]
+						time.Sleep(d)
+					}
+				}
+				var err error
+				buf, err = amqp.AppendFrame(buf, of.f)
+				if err != nil {
+					w.c.log.Error("emulator: encode frame", "error", err, "frame", describeBody(of.f.Body))
+					w.fail()
+					return
+				}
+				batch[i] = outFrame{}
+			}
+			if !w.write(buf) {
+				return
+			}
+			lastWrite = time.Now()
+			if cap(buf) > 1<<20 {
+				buf = nil // don't pin a huge buffer after a burst
+			}
+			w.mu.Lock()
+			w.spare = batch[:0]
+			w.mu.Unlock()
+		}
+	}
+}
+
+func (w *writer) write(b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	_ = w.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := w.nc.Write(b); err != nil {
+		w.c.log.Debug("emulator: write failed", "error", err)
+		w.fail()
+		return false
+	}
+	return true
+}
+
+func (w *writer) fail() {
+	w.mu.Lock()
+	w.failed = true
+	w.queue = nil
+	w.mu.Unlock()
+	// Unblock the reader too: the connection is unusable.
+	w.nc.Close()
+}

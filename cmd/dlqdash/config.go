@@ -195,7 +195,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		// The flag package's messages name the flag, never its value.
 		msg := err.Error()
 		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-			msg = "unknown flag -" + strings.TrimLeft(name, "-")
+			msg = "unknown flag --" + strings.TrimLeft(name, "-")
 		}
 		return Config{}, bad("%s", msg)
 	}

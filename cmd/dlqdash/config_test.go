@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+const goodConnStr = "Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + testKey
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   func(string) string
+		check func(t *testing.T, c Config)
+	}{
+		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
+			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text"}
+			if c != want {
+				t.Errorf("got %+v, want %+v", c, want)
+			}
+		}},
+		{"env sets defaults", []string{"demo"}, env(envAddr, ":9090", envDB, "/data/x.db", envLogLevel, "debug", envLogFormat, "json"), func(t *testing.T, c Config) {
+			if c.Addr != ":9090" || c.DB != "/data/x.db" || c.LogLevel != slog.LevelDebug || c.LogFormat != "json" {
+				t.Errorf("got %+v", c)
+			}
+		}},
+		{"flags win over env", []string{"demo", "--addr", "127.0.0.1:0", "-db=flag.db", "--log-level=warn"},
+			env(envAddr, ":9090", envDB, "/data/x.db", envLogLevel, "debug"), func(t *testing.T, c Config) {
+				if c.Addr != "127.0.0.1:0" || c.DB != "flag.db" || c.LogLevel != slog.LevelWarn {
+					t.Errorf("got %+v", c)
+				}
+			}},
+		{"serve with connection string", []string{"serve", "--addr", ":8080"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
+			if c.Command != "serve" || c.Addr != ":8080" || c.ConnectionString.Host != "contoso.servicebus.windows.net" {
+				t.Errorf("got %+v", c)
+			}
+			if c.ConnectionString.Raw() != goodConnStr {
+				t.Errorf("raw connection string not kept")
+			}
+		}},
+		{"emulator defaults", []string{"emulator"}, env(), func(t *testing.T, c Config) {
+			want := EmulatorConfig{AMQPAddr: "127.0.0.1:5672", AdminAddr: "127.0.0.1:5300"}
+			if c.Command != "emulator" || c.Emulator != want {
+				t.Errorf("got %+v", c)
+			}
+		}},
+		{"emulator env and flags", []string{"emulator", "--amqp-addr", ":5673", "--config", "flag.json"},
+			env(envEmulatorAMQPAddr, ":1", envEmulatorAdmin, "0.0.0.0:5301", envEmulatorConfig, "env.json"), func(t *testing.T, c Config) {
+				want := EmulatorConfig{AMQPAddr: ":5673", AdminAddr: "0.0.0.0:5301", ConfigPath: "flag.json"}
+				if c.Emulator != want {
+					t.Errorf("got %+v, want %+v", c.Emulator, want)
+				}
+			}},
+		{"healthcheck default URL follows DLQDASH_ADDR", []string{"healthcheck"}, env(envAddr, ":8080"), func(t *testing.T, c Config) {
+			if c.HealthcheckURL != "http://127.0.0.1:8080/healthz" {
+				t.Errorf("got %q", c.HealthcheckURL)
+			}
+		}},
+		{"healthcheck default URL", []string{"healthcheck"}, env(), func(t *testing.T, c Config) {
+			if c.HealthcheckURL != "http://127.0.0.1:8080/healthz" {
+				t.Errorf("got %q", c.HealthcheckURL)
+			}
+		}},
+		{"healthcheck on IPv6 any", []string{"healthcheck"}, env(envAddr, "[::]:8081"), func(t *testing.T, c Config) {
+			if c.HealthcheckURL != "http://[::1]:8081/healthz" {
+				t.Errorf("got %q", c.HealthcheckURL)
+			}
+		}},
+		{"healthcheck URL flag", []string{"healthcheck", "--url", "http://10.0.0.1:1/healthz"}, env(), func(t *testing.T, c Config) {
+			if c.HealthcheckURL != "http://10.0.0.1:1/healthz" {
+				t.Errorf("got %q", c.HealthcheckURL)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, tt.env)
+			if err != nil {
+				t.Fatalf("parseConfig(%q): %v", tt.args, err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  func(string) string
+		want string // in the message
+		hint string // command named in the help hint
+	}{
+		{"no command", nil, env(), "missing command", "dlqdash -h"},
+		{"unknown command", []string{"replay"}, env(), `unknown command "replay"`, "dlqdash -h"},
+		{"flag before command", []string{"--addr=:1", "demo"}, env(), "flag --addr given before the command", "dlqdash -h"},
+		{"unknown flag", []string{"demo", "--bogus"}, env(), "unknown flag --bogus", "dlqdash demo -h"},
+		{"bad address flag", []string{"demo", "--addr", "localhost"}, env(), `invalid address "localhost" from --addr`, "dlqdash demo -h"},
+		{"bad address env", []string{"demo"}, env(envAddr, "8080"), `invalid address "8080" from DLQDASH_ADDR`, "dlqdash demo -h"},
+		{"bad port", []string{"serve", "--addr", ":http"}, env(envConnectionString, goodConnStr), "port must be a number", "dlqdash serve -h"},
+		{"port out of range", []string{"demo", "--addr", ":70000"}, env(), "port must be a number", "dlqdash demo -h"},
+		{"flag without value", []string{"demo", "--addr"}, env(), "flag needs an argument", "dlqdash demo -h"},
+		{"empty db", []string{"demo", "--db", " "}, env(), "empty database path from --db", "dlqdash demo -h"},
+		{"bad log level", []string{"demo"}, env(envLogLevel, "loud"), `invalid log level "loud" from DLQDASH_LOG_LEVEL`, "dlqdash demo -h"},
+		{"bad log format", []string{"demo", "--log-format", "xml"}, env(), `invalid log format "xml" from --log-format`, "dlqdash demo -h"},
+		{"positional argument", []string{"serve", goodConnStr}, env(envConnectionString, goodConnStr), "takes no arguments", "dlqdash serve -h"},
+		{"serve without connection string", []string{"serve"}, env(), "SERVICEBUS_CONNECTION_STRING is not set", "dlqdash serve -h"},
+		{"serve with malformed connection string", []string{"serve"},
+			env(envConnectionString, "Endpoint=https://contoso/;SharedAccessKeyName=k;SharedAccessKey="+testKey), "SERVICEBUS_CONNECTION_STRING has an Endpoint that is not an sb:// address", "dlqdash serve -h"},
+		{"serve with key but no name", []string{"serve"},
+			env(envConnectionString, "Endpoint=sb://contoso/;SharedAccessKey="+testKey), "no SharedAccessKeyName", "dlqdash serve -h"},
+		{"emulator bad amqp address", []string{"emulator", "--amqp-addr", "nope"}, env(), `invalid address "nope" from --amqp-addr`, "dlqdash emulator -h"},
+		{"emulator bad admin env", []string{"emulator"}, env(envEmulatorAdmin, "x:y"), `from DLQDASH_EMULATOR_ADMIN_ADDR`, "dlqdash emulator -h"},
+		{"healthcheck bad url", []string{"healthcheck", "--url", "ftp://x/"}, env(), `invalid URL "ftp://x/"`, "dlqdash healthcheck -h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.args, tt.env)
+			var ue *usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("parseConfig(%q) = %v, want a *usageError", tt.args, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q does not contain %q", msg, tt.want)
+			}
+			if !strings.Contains(msg, "run '"+tt.hint+"'") {
+				t.Errorf("error %q does not hint %q", msg, tt.hint)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is more than one line: %q", msg)
+			}
+			assertNoSecret(t, "error", msg)
+		})
+	}
+}
+
+func TestParseConfigHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-h"}, []string{"Usage:", "demo", "serve", "emulator", "healthcheck"}},
+		{[]string{"help"}, []string{"Commands:"}},
+		{[]string{"help", "serve"}, []string{"dlqdash serve", "SERVICEBUS_CONNECTION_STRING"}},
+		{[]string{"demo", "-h"}, []string{"--addr", "DLQDASH_ADDR", "default 127.0.0.1:8080", "--db", "DLQDASH_DB", "--log-format"}},
+		{[]string{"serve", "--help"}, []string{"--addr", "SERVICEBUS_CONNECTION_STRING (required)"}},
+		{[]string{"emulator", "-h"}, []string{"--amqp-addr", "default 127.0.0.1:5672", "--admin-addr", "default 127.0.0.1:5300", "--config", "DLQDASH_EMULATOR_CONFIG"}},
+		{[]string{"healthcheck", "-h"}, []string{"--url"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := parseConfig(tt.args, env())
+			var h *helpRequest
+			if !errors.As(err, &h) {
+				t.Fatalf("parseConfig(%q) = %v, want help", tt.args, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(h.text, w) {
+					t.Errorf("help lacks %q:\n%s", w, h.text)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1
+
+# Build: a static binary (pure Go, including SQLite), no cgo.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/dlqdash ./cmd/dlqdash \
+ && mkdir -p /out/data
+
+# Run: distroless, non-root (uid 65532), no shell and no curl, so the health
+# check goes through the binary itself.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/dlqdash /dlqdash
+COPY --from=build --chown=65532:65532 /out/data /data
+ENV DLQDASH_DB=/data/dlqdash.db \
+    DLQDASH_ADDR=:8080
+VOLUME ["/data"]
+EXPOSE 8080
+USER 65532:65532
+# 'dlqdash healthcheck' GETs http://127.0.0.1:<port of DLQDASH_ADDR>/healthz.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/dlqdash", "healthcheck"]
+ENTRYPOINT ["/dlqdash"]
+CMD ["demo", "--addr", ":8080"]

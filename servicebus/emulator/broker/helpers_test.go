@@ -140,3 +140,5 @@ func counts(tb testing.TB, ns *Namespace, q string) Counts {
 	mustNil(tb, err)
 	return qi.Counts
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,56 @@
+// Package atom serves the Service Bus admin HTTP/ATOM API (protocol §12)
+// over an in-memory broker.Namespace, so that the azservicebus/admin client,
+// and the .NET, Java, JavaScript and Python administration clients, can list,
+// create, update and delete queues, topics, subscriptions and rules and read
+// runtime counts from the emulator.
+//
+// It is an http.Handler and nothing more: mount it at the root of a server
+// (the admin client always sends to https://<namespace>/; point it at the
+// emulator with a transport that rewrites scheme and host, §12.3).
+//
+// Routes (paths are case-insensitive where names are):
+//
+//	GET    /$namespaceinfo
+//	GET    /$Resources/Queues, /$Resources/Topics      ($skip, $top; 100 per page by default)
+//	GET    /<topic>/Subscriptions                      ($skip, $top; unknown parameters ignored)
+//	GET    /<topic>/Subscriptions/<sub>/Rules          ($skip, $top)
+//	GET|PUT|DELETE /<queue-or-topic>
+//	GET|PUT|DELETE /<topic>/Subscriptions/<sub>
+//	GET|PUT|DELETE /<topic>/Subscriptions/<sub>/Rules/<rule>
+//
+// Queue and topic names may contain '/': a path is split at its first
+// "Subscriptions" segment after the first.
+//
+// Choices:
+//
+//   - Every request needs a valid SharedAccessSignature token for the
+//     configured key (HMAC-SHA256 over sr + "\n" + se, sr as written in the
+//     token, key name equal, se in the future); otherwise 401. The signed
+//     resource is not compared with the request URL, because the SDK signs
+//     the real namespace URL that a local transport rewrites. The
+//     supplementary forwarding tokens are not checked.
+//   - PUT without If-Match creates (201; 409 if a queue or topic of that name
+//     exists); PUT with If-Match updates (200; 404 if missing). An update
+//     starts from the entity's current properties and applies the elements
+//     present, so a partial description changes only what it names. Absent
+//     elements at creation take Azure's defaults (broker.Default*Properties).
+//   - Every entry is complete (§17): <id> and <link> hold the entity URL,
+//     <title> the name, and the description carries all properties the
+//     service returns for that kind, CountDetails with all five counts read
+//     from the broker at request time, and times in RFC 3339. Durations are
+//     ISO-8601; a zero TTL or AutoDeleteOnIdle (the broker's "never") is
+//     written as TimeSpan.MaxValue, P10675199DT2H48M5.4775807S, and read back
+//     the same way.
+//   - Forwarding targets are stored as names; an absolute URL is reduced to
+//     its path. AuthorizationRules are accepted and not stored; responses
+//     carry an empty list. SQL filter parameters are not stored.
+//   - A topic's SqlFilterCount counts true, false and SQL filters of its
+//     subscriptions, CorrelationFilterCount the correlation filters.
+//   - Errors are <Error><Code>n</Code><Detail>text</Detail></Error>: 400 for
+//     a malformed body or a value Service Bus would reject, 401, 404, 405,
+//     409, 413 and 500 (detail hidden, error logged).
+//
+// It must not hold state of its own beyond the handler's creation time: the
+// broker is the single source of truth, so AMQP clients and the admin API
+// always agree.
+package atom

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependencyDirection keeps the layering of the README's architecture
+// section: dependencies point inward, and only the packages meant to touch
+// SQLite, HTTP or HTML do.
+func TestDependencyDirection(t *testing.T) {
+	const mod = "github.com/dlqdash/dlqdash/"
+	forbidden := map[string][]string{
+		"store":  {"net/http", "github.com/a-h/templ", mod + "web", mod + "views", "github.com/Azure/"},
+		"views":  {"database/sql", "modernc.org/sqlite", mod + "store", mod + "web", "github.com/Azure/"},
+		"web":    {"database/sql", "modernc.org/sqlite", "github.com/Azure/", mod + "servicebus"},
+		"static": {mod + "store", mod + "web", mod + "views", "net/http"},
+	}
+	args := []string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}
+	for pkg := range forbidden {
+		args = append(args, mod+pkg)
+	}
+	out, err := exec.CommandContext(t.Context(), "go", args...).Output()
+	if err != nil {
+		t.Skipf("go list not available: %v", err)
+	}
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		pkg := strings.TrimPrefix(fields[0], mod)
+		for _, dep := range fields[1:] {
+			for _, bad := range forbidden[pkg] {
+				if dep == bad || strings.HasPrefix(dep, bad+"/") || (strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad)) {
+					t.Errorf("%s depends on %s, which it must not", pkg, dep)
+				}
+			}
+		}
+	}
+}

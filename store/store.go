@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -139,8 +140,12 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 	} else {
 		q.Set("_txlock", "immediate")
 	}
-	return "file:" + path + "?" + q.Encode()
+	// SQLite reads the name as a URI: escape what would end the path or be
+	// decoded in it.
+	return "file:" + uriPathEscaper.Replace(path) + "?" + q.Encode()
 }
+
+var uriPathEscaper = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
 
 // checkWritable gives a clear error for the common mistakes (missing
 // directory, a directory where the file should be, no permission) before

@@ -65,6 +65,26 @@ func TestOpenMigrateReopen(t *testing.T) {
 	}
 }
 
+func TestOddFileNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"with space.db", "we?ird.db", "hash#1.db", "pct%41.db"} {
+		path := filepath.Join(dir, name)
+		s := openTemp(t, path)
+		if err := s.SetMeta(t.Context(), "k", "v"); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: database not at its path: %v", name, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if n := e.Name(); !strings.Contains(n, ".db") {
+			t.Errorf("stray file %q", n)
+		}
+	}
+}
+
 func TestPragmas(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "p.db"))
 	ctx := t.Context()

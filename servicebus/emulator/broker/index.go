@@ -12,6 +12,16 @@ import "sort"
 type seqIndex struct {
 	chunks [][]*record
 	n      int
+	spare  []*record // an emptied chunk kept for reuse (queues that drain often)
+}
+
+func (x *seqIndex) newChunk(r *record) []*record {
+	if x.spare != nil {
+		ch := append(x.spare, r)
+		x.spare = nil
+		return ch
+	}
+	return append(make([]*record, 0, 8), r)
 }
 
 const maxChunk = 128
@@ -43,8 +53,7 @@ func posIn(ch []*record, seq int64) int {
 func (x *seqIndex) insert(r *record) {
 	x.n++
 	if len(x.chunks) == 0 {
-		ch := make([]*record, 0, 8)
-		x.chunks = append(x.chunks, append(ch, r))
+		x.chunks = append(x.chunks, x.newChunk(r))
 		return
 	}
 	ci := x.chunkFor(r.seq)
@@ -104,16 +113,18 @@ func (x *seqIndex) remove(r *record) bool {
 	switch {
 	case len(ch) == 1:
 		ch[0] = nil
-		if ci == 0 {
+		if cap(ch) >= 8 {
+			x.spare = ch[:0]
+		}
+		if len(x.chunks) == 1 {
+			x.chunks = x.chunks[:0]
+		} else if ci == 0 {
 			x.chunks[0] = nil
 			x.chunks = x.chunks[1:]
 		} else {
 			copy(x.chunks[ci:], x.chunks[ci+1:])
 			x.chunks[len(x.chunks)-1] = nil
 			x.chunks = x.chunks[:len(x.chunks)-1]
-		}
-		if len(x.chunks) == 0 {
-			x.chunks = nil
 		}
 		return true
 	case p == 0:

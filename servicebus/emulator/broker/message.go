@@ -221,25 +221,35 @@ func withProps(m *goamqp.Message, props ...map[string]any) *goamqp.Message {
 // Caller holds r.st.mu.
 func stamp(r *record, withLock bool) *goamqp.Message {
 	src := r.msg
-	m := &goamqp.Message{
-		Format:   src.Format,
-		Value:    src.Value,
-		Sequence: src.Sequence,
-	}
-	if src.Data != nil {
+	// One allocation for the message and its fixed-size sections.
+	buf := &struct {
+		m    goamqp.Message
+		h    goamqp.MessageHeader
+		p    goamqp.MessageProperties
+		data [1][]byte
+	}{}
+	m := &buf.m
+	m.Format = src.Format
+	m.Value = src.Value
+	m.Sequence = src.Sequence
+	switch len(src.Data) {
+	case 0:
+	case 1:
+		buf.data[0] = src.Data[0]
+		m.Data = buf.data[:]
+	default:
 		m.Data = append([][]byte(nil), src.Data...)
 	}
-	h := goamqp.MessageHeader{Priority: 4}
+	buf.h.Priority = 4
 	if src.Header != nil {
-		h = *src.Header
+		buf.h = *src.Header
 	}
-	h.DeliveryCount = r.dc
-	m.Header = &h
-	p := goamqp.MessageProperties{}
+	buf.h.DeliveryCount = r.dc
+	m.Header = &buf.h
 	if src.Properties != nil {
-		p = *src.Properties
+		buf.p = *src.Properties
 	}
-	m.Properties = &p
+	m.Properties = &buf.p
 	ann := make(goamqp.Annotations, len(src.Annotations)+4)
 	maps.Copy(ann, src.Annotations)
 	ann[annSequenceNumber] = r.seq

@@ -1,4 +1,148 @@
-// Package emulator is a local Azure Service Bus: an AMQP 1.0 server, written from
-// scratch, in front of the in-memory namespace of package broker. (Full description
-// and the list of behaviour choices: see the end of this comment once written.)
+// Package emulator is a local Azure Service Bus for tests and for `dlqdash emulator`:
+// an AMQP 1.0 server written for this project (codec in package amqp) in front of the
+// in-memory namespace of package broker. The real azservicebus SDK (v1.11.0, over
+// go-amqp v1.7.0) talks to it over plain TCP, exactly as it talks to Azure: SASL
+// ANONYMOUS, `$cbs` put-token with a SAS token, data links, and the `$management`
+// request/response operations. The protocol contract it implements is
+// shared/design/servicebus-protocol.md.
+//
+// It must not grow business logic: entity semantics (locks, delivery counts,
+// dead-lettering, sessions, scheduling, TTL) live in package broker, the admin
+// HTTP/ATOM API lives elsewhere. This package only translates between AMQP and broker
+// calls.
+//
+// # Use from a test
+//
+//	srv := emulator.New(emulator.Options{})            // or Options{Namespace: ns} with entities
+//	srv.Namespace().CreateQueue("q1", broker.DefaultQueueProperties())
+//	connStr, err := srv.Start("127.0.0.1:0")           // listens and serves in the background
+//	if err != nil { ... }
+//	defer srv.Close()                                  // closes connections, waits for goroutines
+//	client, err := azservicebus.NewClientFromConnectionString(connStr,
+//	    &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: 1, RetryDelay: 10 * time.Millisecond}})
+//
+// The connection string is
+// `Endpoint=sb://HOST:PORT;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;`
+// (key name and key come from Options). Faults: Server.DropConnections and
+// Server.SetLatency here; server-busy, lock expiry and the clock through the broker.
+//
+// # Architecture
+//
+// Per connection: one reader goroutine owns the protocol state machine (sessions,
+// links, inbound transfers, dispositions, CBS and management requests); one writer
+// goroutine owns the socket, draining an unbounded queue and flushing a whole batch in
+// one write when the queue runs empty, so a slow client never blocks the broker, the
+// reader or other connections; one deliverer goroutine per data receiver link pulls
+// from its broker Consumer while the link has credit and the client's session window is
+// open, and otherwise waits on the consumer's Notify/Done channels. Session and link
+// state is guarded by one mutex per connection that is never held across a socket
+// write; broker calls that can block (accepting a session) run off the reader
+// goroutine. Panics in connection goroutines are recovered, logged and close only that
+// connection.
+//
+// # Behaviour the emulator chooses
+//
+// Marked [choice] or [unverified] in the protocol document, or decided here:
+//
+// Connection
+//   - SASL offers only ANONYMOUS; any other mechanism gets outcome auth (1). A client that
+//     skips SASL and sends the plain AMQP header is accepted too. Authorisation is CBS only.
+//   - A bad protocol header is answered with the SASL header, then the socket is closed.
+//   - open: max-frame-size 65536, channel-max 65535 (explicit), idle-time-out
+//     4×HeartbeatInterval (60 s by default), so clients send keep-alives every 30 s.
+//   - An empty frame is sent every HeartbeatInterval (15 s) unless other frames went out
+//     recently; a peer that sends nothing for twice the longer of its own and our
+//     idle-time-out is disconnected without a close frame.
+//   - Protocol violations close the connection with close{error}: oversized frame →
+//     amqp:connection:framing-error; undecodable frame or unknown performative →
+//     amqp:decode-error; frames before open, frames on a channel without a session,
+//     a second open, begin with remote-channel → amqp:not-allowed; max-frame-size below
+//     512 → amqp:frame-size-too-small; transfer/flow/detach on an unknown handle →
+//     amqp:session:unattached-handle (at connection level, not just the session);
+//     attach on a used handle → amqp:session:handle-in-use; more transfers than the
+//     advertised window → amqp:session:window-violation; other performatives →
+//     amqp:not-implemented.
+//   - Server.Close sends close without an error; DropConnections sends
+//     close{amqp:connection:forced}. SetLatency delays every outgoing frame (replies,
+//     dispositions, deliveries) by the given time, preserving order.
+//
+// Sessions and links
+//   - The emulator answers on the same channel number the client used, and gives each
+//     link the client's handle number (handle spaces are per direction).
+//   - Incoming window 5000, re-advertised (with next-incoming-id) in every flow and
+//     whenever half of it has been used; outgoing window 5000. Deliveries wait while the
+//     client's incoming window is exhausted. RPC replies do not wait.
+//   - End without detaches is an implicit detach of every link; unsettled deliveries of
+//     that session are forgotten but their broker locks stay (settle via $management).
+//   - A client detach is always answered with detach{closed:true}.
+//   - Client senders get link-credit 5000 right after attach, topped up to 5000 when it
+//     falls below 2500; attach replies carry max-message-size = Options.MaxMessageSize
+//     (262144) and com.microsoft:max-message-batch-size with the same value (ulong).
+//     Client receivers get initial-delivery-count 0 and max-message-size 0 (unlimited).
+//     Settle modes, source (with filter) and target are echoed verbatim.
+//   - Attach refusals (null terminus + detach{error}): unknown entity → amqp:not-found;
+//     sending to a subscription or sub-queue, receiving from a topic, session filter on a
+//     non-session entity or none on a session entity → amqp:not-allowed; session held →
+//     com.microsoft:session-cannot-be-locked; no session before the deadline →
+//     com.microsoft:timeout. The accept-next deadline is the link's com.microsoft:timeout
+//     property, or 60 s without one.
+//   - Session receivers: the reply's session filter carries the locked session id
+//     (string) and the link property com.microsoft:locked-until-utc (.NET ticks).
+//   - A receive link in receive-and-delete mode is one whose snd-settle-mode is settled;
+//     everything else is peek-lock.
+//   - Server-side detach of a receive link: entity deleted → amqp:not-found; consumer
+//     ended otherwise (session lock lost, …) → amqp:link:detach-forced.
+//   - Drain: available messages are sent first, then the remaining credit is consumed and
+//     flow{drain:true, link-credit:0} is sent.
+//
+// Messages
+//   - Outgoing deliveries are split at the client's max-frame-size minus 128 bytes.
+//     Delivery tag: peek-lock → the lock token in .NET Guid byte order; receive-and-delete
+//     → the 8-byte big-endian sequence number; RPC replies → the 4-byte delivery id.
+//   - Inbound messages above Options.MaxMessageSize are rejected with
+//     amqp:link:message-size-exceeded (RPC requests may be up to 4 MiB).
+//   - A batch (message-format 0x80013700) enqueues each data section as its own message,
+//     in order; it is not atomic: when one fails, the earlier ones stay enqueued and the
+//     delivery is rejected with the failure.
+//   - Broker send errors become rejected{condition}: server-busy →
+//     com.microsoft:server-busy, invalid message or not allowed → amqp:not-allowed,
+//     unknown entity → amqp:not-found, disabled → com.microsoft:entity-disabled.
+//   - If a receive link detaches between taking a message from the broker and sending it,
+//     a peek-lock message is released (no delivery count); a receive-and-delete message
+//     taken in that instant is lost, as on a real broker.
+//
+// Dispositions (client → emulator)
+//   - accepted → complete; released → release (no count); modified with
+//     undeliverable-here → defer, otherwise abandon (delivery-failed is ignored; abandon
+//     always counts); its message-annotations become properties to modify; rejected →
+//     dead-letter with DeadLetterReason/DeadLetterErrorDescription from the error info,
+//     other info entries become properties; a settled disposition without an outcome →
+//     release.
+//   - Replies echo the outcome; a successful dead-letter is answered rejected{} without an
+//     error. Failures: lock lost → com.microsoft:message-lock-lost; dead-lettering a DLQ
+//     message → amqp:not-allowed. A delivery id the session does not know (already
+//     settled) is answered with com.microsoft:message-lock-lost. When every delivery of a
+//     range succeeded, one disposition covers the range.
+//
+// $cbs
+//   - SAS tokens are validated: key name must equal Options.KeyName, se must be in the
+//     future, sig must be the HMAC-SHA256 of "sr\nse" with Options.Key, and sr must cover
+//     the audience (equal to it or a path prefix, scheme ignored); otherwise 401. JWT tokens
+//     are accepted unchecked. An audience naming a missing entity → 404; a namespace-level
+//     audience is accepted. Success is 202. Other operations or token types → 400.
+//
+// $management
+//   - Replies carry status-code and statusCode (int32) and status-description and
+//     statusDescription. Broker errors map to: not found → 404, lock or session lock
+//     lost → 410, server busy → 503, not allowed / invalid / session held → 400, anything
+//     else → 500; unknown operations → 501; malformed requests → 400.
+//   - peek-message: 204 when nothing is found; message-count capped at 5000; with a
+//     session-id the page is filtered to that session after it was read.
+//   - receive-by-sequence-number: a missing or non-deferred number → 404 (never 204);
+//     receiver-settle-mode 0 is receive-and-delete, anything else peek-lock.
+//   - cancel-scheduled-message ignores unknown numbers (200).
+//   - get-message-sessions: 204 when empty; the reply's skip is the request's skip plus
+//     the number returned; last-updated-time at or after 10000-01-01 means default mode.
+//   - get-session-state answers null for an empty state; set-session-state with an empty
+//     binary clears it.
 package emulator

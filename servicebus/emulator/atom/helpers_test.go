@@ -1,0 +1,40 @@
+package atom
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+)
+
+func policyRetry() policy.RetryOptions { return policy.RetryOptions{MaxRetries: -1} }
+
+// assertJSONEqual compares values through their JSON form, which follows
+// pointers and shows a readable difference.
+func assertJSONEqual(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, g, w)
+	}
+}
+
+// sign builds a SharedAccessSignature header the way Service Bus clients do:
+// sr is the lower-case query-escaped resource URL, signed as written.
+func sign(t *testing.T, resource, keyName, key string) string {
+	t.Helper()
+	sr := strings.ToLower(url.QueryEscape(resource))
+	se := fmt.Sprint(time.Now().Add(time.Hour).Unix())
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(sr + "\n" + se))
+	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	return fmt.Sprintf("SharedAccessSignature sr=%s&sig=%s&se=%s&skn=%s", sr, sig, se, keyName)
+}

@@ -287,16 +287,16 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	created, err := e.client.CreateSubscription(ctx, "t", "s1", &admin.CreateSubscriptionOptions{Properties: &admin.SubscriptionProperties{
-		LockDuration:                     to.Ptr("PT2M"),
-		RequiresSession:                  to.Ptr(false),
-		DefaultMessageTimeToLive:         to.Ptr("PT7M"),
-		DeadLetteringOnMessageExpiration: to.Ptr(true),
+		LockDuration:                                    to.Ptr("PT2M"),
+		RequiresSession:                                 to.Ptr(false),
+		DefaultMessageTimeToLive:                        to.Ptr("PT7M"),
+		DeadLetteringOnMessageExpiration:                to.Ptr(true),
 		EnableDeadLetteringOnFilterEvaluationExceptions: to.Ptr(true),
-		MaxDeliveryCount:              to.Ptr(int32(4)),
-		EnableBatchedOperations:       to.Ptr(false),
-		AutoDeleteOnIdle:              to.Ptr("PT11M"),
-		UserMetadata:                  to.Ptr("user metadata"),
-		ForwardDeadLetteredMessagesTo: to.Ptr("fwd"),
+		MaxDeliveryCount:                                to.Ptr(int32(4)),
+		EnableBatchedOperations:                         to.Ptr(false),
+		AutoDeleteOnIdle:                                to.Ptr("PT11M"),
+		UserMetadata:                                    to.Ptr("user metadata"),
+		ForwardDeadLetteredMessagesTo:                   to.Ptr("fwd"),
 		DefaultRule: &admin.RuleProperties{
 			Name:   "only-red",
 			Filter: &admin.CorrelationFilter{Subject: to.Ptr("red")},
@@ -306,17 +306,17 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := admin.SubscriptionProperties{
-		LockDuration:                     to.Ptr("PT2M"),
-		RequiresSession:                  to.Ptr(false),
-		DefaultMessageTimeToLive:         to.Ptr("PT7M"),
-		DeadLetteringOnMessageExpiration: to.Ptr(true),
+		LockDuration:                                    to.Ptr("PT2M"),
+		RequiresSession:                                 to.Ptr(false),
+		DefaultMessageTimeToLive:                        to.Ptr("PT7M"),
+		DeadLetteringOnMessageExpiration:                to.Ptr(true),
 		EnableDeadLetteringOnFilterEvaluationExceptions: to.Ptr(true),
-		MaxDeliveryCount:              to.Ptr(int32(4)),
-		Status:                        to.Ptr(admin.EntityStatusActive),
-		EnableBatchedOperations:       to.Ptr(false),
-		AutoDeleteOnIdle:              to.Ptr("PT11M"),
-		UserMetadata:                  to.Ptr("user metadata"),
-		ForwardDeadLetteredMessagesTo: to.Ptr("fwd"),
+		MaxDeliveryCount:                                to.Ptr(int32(4)),
+		Status:                                          to.Ptr(admin.EntityStatusActive),
+		EnableBatchedOperations:                         to.Ptr(false),
+		AutoDeleteOnIdle:                                to.Ptr("PT11M"),
+		UserMetadata:                                    to.Ptr("user metadata"),
+		ForwardDeadLetteredMessagesTo:                   to.Ptr("fwd"),
 	}
 	if created.SubscriptionName != "s1" || created.TopicName != "t" {
 		t.Errorf("names = %q %q", created.TopicName, created.SubscriptionName)
@@ -898,4 +898,3 @@ func queueBody(inner string) string {
 	return `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">` +
 		inner + `</QueueDescription></content></entry>`
 }
-

@@ -11,11 +11,11 @@ import (
 
 // Defaults for properties absent from Config.json (Microsoft's emulator defaults).
 const (
-	DefaultNamespace                           = "sbemulatorns"
-	DefaultLockDuration                        = time.Minute
-	DefaultMaxDeliveryCount              int32 = 3
-	DefaultMessageTimeToLive                   = time.Hour
-	DefaultDuplicateDetectionHistoryTimeWindow = 20 * time.Second
+	DefaultNamespace                                 = "sbemulatorns"
+	DefaultLockDuration                              = time.Minute
+	DefaultMaxDeliveryCount                    int32 = 3
+	DefaultMessageTimeToLive                         = time.Hour
+	DefaultDuplicateDetectionHistoryTimeWindow       = 20 * time.Second
 )
 
 // Limits enforced by Validate (Service Bus limits, not Microsoft's emulator caps).

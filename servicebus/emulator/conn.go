@@ -41,11 +41,12 @@ type conn struct {
 	ctx    context.Context // cancelled when the connection ends
 	cancel context.CancelFunc
 
-	mu           sync.Mutex
-	sessions     map[uint16]*session // by the client's channel (we use the same number)
-	peerMaxFrame uint32
-	peerIdle     time.Duration
-	closing      bool // a close has been queued; ignore further frames
+	mu            sync.Mutex
+	sessions      map[uint16]*session // by the client's channel (we use the same number)
+	peerMaxFrame  uint32
+	peerIdle      time.Duration
+	closing       bool // a close has been queued; ignore further frames
+	writerRunning bool // the writer goroutine owns the socket
 
 	wg sync.WaitGroup // deliverers and pending attaches
 }
@@ -102,7 +103,14 @@ func (c *conn) serve() {
 		}
 		return
 	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
 	writerStarted = true
+	c.writerRunning = true
+	c.mu.Unlock()
 	go c.w.run(c.s.opts.HeartbeatInterval)
 
 	fr.SetMaxFrameSize(ourMaxFrameSize)
@@ -172,9 +180,16 @@ func (c *conn) failWith(err error) {
 // shutdown closes the connection from outside the reader goroutine (Server.Close,
 // DropConnections). e may be nil for a plain close.
 func (c *conn) shutdown(e *amqp.Error) {
+	c.mu.Lock()
+	if !c.writerRunning {
+		// Still in the handshake: nothing to say, just unblock the reader.
+		c.closing = true
+		c.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	c.mu.Unlock()
 	c.shutdownWith(e)
-	// Unblock a reader that is still in the handshake (writer not running yet).
-	_ = c.nc.SetReadDeadline(time.Now())
 }
 
 func (c *conn) shutdownWith(e *amqp.Error) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	goamqp "github.com/Azure/go-amqp"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/servicebus/emulator"
 	"github.com/dlqdash/dlqdash/servicebus/emulator/amqp"
@@ -142,5 +142,50 @@ func TestRawDrain(t *testing.T) {
 	var ae *goamqp.Error
 	if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound {
 		t.Fatalf("attach to a missing queue: %v", err)
+	}
+}
+
+// TestCloseWithOpenConnections: Close must end every connection goroutine, including
+// deliverers blocked on an empty queue and a session accept waiting for a session.
+func TestCloseWithOpenConnections(t *testing.T) {
+	srv := emulator.New(emulator.Options{Logger: testLogger()})
+	createQueue(t, srv.Namespace(), "q1", nil)
+	createQueue(t, srv.Namespace(), "sq", func(p *broker.QueueProperties) { p.RequiresSession = true })
+	if _, err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for range 3 {
+		conn, err := goamqp.Dial(ctx, "amqp://"+srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		sess, err := conn.NewSession(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sess.NewReceiver(ctx, "q1", &goamqp.ReceiverOptions{Credit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			// An accept-next that can never succeed: it blocks in the broker until Close.
+			_, _ = sess.NewReceiver(ctx, "sq", &goamqp.ReceiverOptions{Filters: []goamqp.LinkFilter{
+				goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, nil)}})
+		}()
+	}
+	// Also a connection that never finishes its handshake.
+	raw := dialRaw(t, &testEnv{srv: srv})
+	raw.write([]byte("AM"))
+
+	done := make(chan error, 1)
+	go func() { done <- srv.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
 	}
 }

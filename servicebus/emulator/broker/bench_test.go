@@ -218,3 +218,21 @@ func BenchmarkStoredMessageMemory(b *testing.B) {
 		b.ReportMetric((float64(stored)-float64(msgOnly))/n, "overhead-bytes/msg")
 	}
 }
+
+// BenchmarkPeekOneMiddle100k isolates the index lookup: one message from
+// the middle of 100,000.
+func BenchmarkPeekOneMiddle100k(b *testing.B) {
+	ns := New(Options{})
+	mustQueue(b, ns, "q", nil)
+	for range 100_000 {
+		if err := ns.Send("q", benchMsg(64)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ds, err := ns.Peek("q", 50_000, 1); err != nil || len(ds) != 1 {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+)
+
+func TestTopicScheduleCancelTTLAndDuplicates(t *testing.T) {
+	ns, clk := newNS(t)
+	tp := DefaultTopicProperties()
+	tp.DefaultMessageTimeToLive = time.Minute
+	tp.RequiresDuplicateDetection = true
+	_, err := ns.CreateTopic("t", tp)
+	mustNil(t, err)
+	sp := DefaultSubscriptionProperties()
+	_, err = ns.CreateSubscription("t", "a", sp)
+	mustNil(t, err)
+	sp.DefaultMessageTimeToLive = 10 * time.Second
+	sp.DeadLetteringOnMessageExpiration = true
+	_, err = ns.CreateSubscription("t", "b", sp)
+	mustNil(t, err)
+
+	seqsOut, err := ns.Schedule("t", []*goamqp.Message{schedMsg("s1", clk.Now().Add(time.Hour)), schedMsg("s2", clk.Now().Add(time.Hour))})
+	mustNil(t, err)
+	if !slices.Equal(seqsOut, []int64{1, 2}) {
+		t.Fatalf("seqs %v", seqsOut)
+	}
+	mustNil(t, ns.CancelScheduled("t", []int64{1}))
+	mustSend(t, ns, "t", msgID("m", "dup"), msgID("m again", "dup"))
+	for _, s := range []string{"a", "b"} {
+		si, err := ns.Subscription("t", s)
+		mustNil(t, err)
+		if si.Counts.Scheduled != 1 || si.Counts.Active != 1 {
+			t.Fatalf("%s counts %+v", s, si.Counts)
+		}
+	}
+	// Subscription b expires after its own 10s; a after the topic's minute.
+	clk.Advance(10 * time.Second)
+	ns.Tick()
+	a, err := ns.Subscription("t", "a")
+	mustNil(t, err)
+	b, err := ns.Subscription("t", "b")
+	mustNil(t, err)
+	if a.Counts.Active != 1 || b.Counts.Active != 0 || b.Counts.DeadLetter != 1 {
+		t.Fatalf("after 10s: a %+v b %+v", a.Counts, b.Counts)
+	}
+	clk.Advance(50 * time.Second)
+	ns.Tick()
+	a, err = ns.Subscription("t", "a")
+	mustNil(t, err)
+	if a.Counts.Active != 0 || a.Counts.DeadLetter != 0 {
+		t.Fatalf("after 60s: a %+v", a.Counts)
+	}
+	ti, err := ns.Topic("t")
+	mustNil(t, err)
+	if ti.Counts.Scheduled != 2 || ti.Counts.DeadLetter != 1 {
+		t.Fatalf("topic counts %+v", ti.Counts)
+	}
+}
+
+func TestSessionSubscription(t *testing.T) {
+	ns, _ := newNS(t)
+	mustNil(t, ns.CreateTopicDefault("t"))
+	sp := DefaultSubscriptionProperties()
+	sp.RequiresSession = true
+	_, err := ns.CreateSubscription("t", "s", sp)
+	mustNil(t, err)
+	wantErr(t, ns.Send("t", msg("no session")), ErrInvalidMessage)
+	mustSend(t, ns, "t", sessMsg("x", "S"))
+	c := mustConsumer(t, ns, "t/Subscriptions/s", ConsumerOptions{Session: true})
+	if c.SessionID() != "S" || body(mustNext(t, c)) != "x" {
+		t.Fatal("session subscription delivery")
+	}
+	mustNil(t, ns.SetSessionState("t/Subscriptions/s", "S", []byte("st")))
+	ids, err := ns.ListSessions("t/Subscriptions/s", time.Time{}, 0, 0)
+	mustNil(t, err)
+	if !slices.Equal(ids, []string{"S"}) {
+		t.Fatalf("ids %v", ids)
+	}
+}
+
+func TestReceiveDeferredExpired(t *testing.T) {
+	ns, clk := newNS(t)
+	mustQueue(t, ns, "q", func(p *QueueProperties) { p.DefaultMessageTimeToLive = time.Minute })
+	mustSend(t, ns, "q", msg("a"))
+	d := mustNext(t, mustConsumer(t, ns, "q", ConsumerOptions{}))
+	mustNil(t, ns.Defer(d.LockToken, nil))
+	clk.Advance(time.Minute)
+	_, err := ns.ReceiveDeferred("q", []int64{1}, PeekLock)
+	wantErr(t, err, ErrNotFound)
+	if c := counts(t, ns, "q"); c.Total != 0 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// TestConcurrentExactlyOnce runs senders, peek-lock consumers that
+// complete, abandon or let locks lapse, and a ticking clock together; every
+// message must be completed exactly once.
+func TestConcurrentExactlyOnce(t *testing.T) {
+	const senders, perSender, consumers = 4, 300, 4
+	ns, clk := newNS(t)
+	mustQueue(t, ns, "q", func(p *QueueProperties) { p.LockDuration = time.Second; p.MaxDeliveryCount = 1000 })
+	var completed sync.Map
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := range perSender {
+				if err := ns.Send("q", msg(fmt.Sprint(s, "-", i))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	for w := range consumers {
+		wg.Go(func() {
+			c, err := ns.NewConsumer(t.Context(), "q", ConsumerOptions{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			n := 0
+			for {
+				d, ok := c.Next()
+				if !ok {
+					select {
+					case <-c.Notify():
+						continue
+					case <-stop:
+						return
+					}
+				}
+				n++
+				switch (n + w) % 5 {
+				case 0:
+					_ = ns.Abandon(d.LockToken, nil)
+				case 1:
+					// let the lock lapse
+				default:
+					if err := ns.Complete(d.LockToken); err == nil {
+						if _, dup := completed.LoadOrStore(body(d), true); dup {
+							t.Errorf("%s completed twice", body(d))
+						}
+						done.Add(1)
+					}
+				}
+			}
+		})
+	}
+	ticker := make(chan struct{})
+	go func() {
+		defer close(ticker)
+		for i := 0; done.Load() < senders*perSender && i < 200_000; i++ {
+			clk.Advance(200 * time.Millisecond)
+			ns.Tick()
+			yieldCPU()
+		}
+	}()
+	<-ticker
+	close(stop)
+	wg.Wait()
+	if got := done.Load(); got != senders*perSender {
+		t.Fatalf("completed %d", got)
+	}
+	if c := counts(t, ns, "q"); c.Total != 0 {
+		t.Fatalf("left %+v", c)
+	}
+}
+
+func yieldCPU() {
+	ch := make(chan struct{})
+	go close(ch)
+	<-ch
+}

@@ -643,7 +643,7 @@ func TestRuntimeProperties(t *testing.T) {
 		rt.TransferDeadLetterMessageCount != 0 || rt.TransferMessageCount != 0 || rt.TotalMessageCount != 5 {
 		t.Errorf("queue runtime = %+v", rt.QueueRuntimeProperties)
 	}
-	if rt.SizeInBytes <= 0 || rt.CreatedAt.IsZero() || rt.UpdatedAt.IsZero() {
+	if rt.SizeInBytes <= 0 || rt.CreatedAt.IsZero() || rt.UpdatedAt.IsZero() || rt.AccessedAt.IsZero() {
 		t.Errorf("queue runtime size/times = %+v", rt.QueueRuntimeProperties)
 	}
 	// Counts are read at request time.

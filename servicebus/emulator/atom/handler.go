@@ -348,11 +348,18 @@ func (h *handler) entry(rq *request, path, title string, created, updated time.T
 	}
 }
 
-// timeText writes a time as RFC 3339 in UTC, which the SDK and .NET parse.
-// The zero time becomes "0001-01-01T00:00:00Z", also accepted by both.
+// timeText writes a time as RFC 3339 in UTC with at most 7 fractional
+// digits (.NET's DateTime precision; more would break its parser). "Never"
+// (the zero time, or the Unix epoch the broker reports for an entity nobody
+// has used) is written "0001-01-01T00:00:00", exactly as the service does.
 func timeText(t time.Time) string {
-	return t.UTC().Format(time.RFC3339Nano)
+	if t.IsZero() || t.UnixNano() == 0 {
+		return neverText
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.9999999Z07:00")
 }
+
+const neverText = "0001-01-01T00:00:00"
 
 // ---- conversions shared by the resources ----
 

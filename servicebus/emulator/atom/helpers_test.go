@@ -38,3 +38,19 @@ func sign(t *testing.T, resource, keyName, key string) string {
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 	return fmt.Sprintf("SharedAccessSignature sr=%s&sig=%s&se=%s&skn=%s", sr, sig, se, keyName)
 }
+
+func TestTimeText(t *testing.T) {
+	for _, tt := range []struct {
+		in   time.Time
+		want string
+	}{
+		{time.Time{}, "0001-01-01T00:00:00"},
+		{time.Unix(0, 0), "0001-01-01T00:00:00"},
+		{time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600)), "2026-01-02T02:04:05.1234567Z"},
+		{time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), "2026-01-02T03:04:05Z"},
+	} {
+		if got := timeText(tt.in); got != tt.want {
+			t.Errorf("timeText(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

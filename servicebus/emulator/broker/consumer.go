@@ -154,6 +154,7 @@ func (s *store) acceptSession(c *Consumer, ss *session, now int64) {
 // nextSession picks the free session whose next deliverable message has the
 // lowest sequence number. Caller holds s.mu.
 func (s *store) nextSession(now int64) *session {
+	s.expireDueLocks(&s.main, now)
 	s.activateDue(now)
 	var expired []*session
 	for _, ss := range s.sessions {
@@ -206,6 +207,9 @@ func (c *Consumer) Next() (Delivery, bool) {
 	}
 	now := c.ns.nowNano()
 	h := &c.q.ready
+	// Lazily do the timed work Tick would do, so Next never waits for a
+	// tick to see an expired lock or a due scheduled message.
+	s.expireDueLocks(c.q, now)
 	if c.q == &s.main {
 		s.activateDue(now)
 	}

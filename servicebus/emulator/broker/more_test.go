@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
@@ -180,4 +182,42 @@ func yieldCPU() {
 	ch := make(chan struct{})
 	go close(ch)
 	<-ch
+}
+
+func TestNextExpiresLocksWithoutTick(t *testing.T) {
+	ns, clk := newNS(t)
+	mustQueue(t, ns, "q", func(p *QueueProperties) { p.LockDuration = 10 * time.Second })
+	mustSend(t, ns, "q", msg("a"))
+	c := mustConsumer(t, ns, "q", ConsumerOptions{})
+	d := mustNext(t, c)
+	clk.Advance(10 * time.Second)
+	d2 := mustNext(t, c)
+	if d2.SequenceNumber != 1 || d2.Message.Header.DeliveryCount != 1 {
+		t.Fatalf("seq %d count %d", d2.SequenceNumber, d2.Message.Header.DeliveryCount)
+	}
+	wantErr(t, ns.Complete(d.LockToken), ErrLockLost)
+	mustNil(t, ns.Complete(d2.LockToken))
+}
+
+// TestRun drives Tick from Run inside a synctest bubble, where the ticker
+// and time.Now use the bubble's fake clock.
+func TestRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := New(Options{})
+		mustQueue(t, ns, "q", func(p *QueueProperties) { p.LockDuration = time.Second })
+		mustSend(t, ns, "q", msg("a"))
+		c := mustConsumer(t, ns, "q", ConsumerOptions{})
+		d := mustNext(t, c)
+		signalled(c)
+		ctx, cancel := context.WithCancel(t.Context())
+		stopped := make(chan struct{})
+		go func() {
+			ns.Run(ctx, 100*time.Millisecond)
+			close(stopped)
+		}()
+		<-c.Notify() // the lock expires at a tick after one second
+		wantErr(t, ns.Complete(d.LockToken), ErrLockLost)
+		cancel()
+		<-stopped
+	})
 }

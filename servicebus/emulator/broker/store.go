@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -386,6 +388,9 @@ func (s *store) failDelivery(r *record, now int64) bool {
 // deadLetter moves an unlocked main record to the DLQ, keeping its seq and
 // delivery count.
 func (s *store) deadLetter(r *record, reason, desc string, props map[string]any, now int64) {
+	if s.ns.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.ns.log.Debug("message dead-lettered", "entity", s.name, "sequence_number", r.seq, "reason", reason)
+	}
 	s.unlock(r)
 	s.detach(r)
 	r.msg = withProps(r.msg, props, map[string]any{"DeadLetterReason": reason, "DeadLetterErrorDescription": desc})
@@ -463,16 +468,21 @@ func (s *store) expireSession(ss *session, now int64) {
 	s.maybeDropSession(ss)
 }
 
+// expireDueLocks expires the locks of q whose time has come.
+func (s *store) expireDueLocks(q *subQueue, now int64) {
+	for {
+		r := q.locks.top()
+		if r == nil || r.lockedUntil > now {
+			return
+		}
+		s.expireLock(r, now)
+	}
+}
+
 // tick does the timed work of one store. Caller holds s.mu.
 func (s *store) tick(now int64) {
 	for _, q := range []*subQueue{&s.main, &s.dlq, &s.tdlq} {
-		for {
-			r := q.locks.top()
-			if r == nil || r.lockedUntil > now {
-				break
-			}
-			s.expireLock(r, now)
-		}
+		s.expireDueLocks(q, now)
 	}
 	if s.session {
 		var lost []*session

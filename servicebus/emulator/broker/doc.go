@@ -22,6 +22,8 @@
 // settlement works from any link or from $management; settlement validates
 // the lock under the same store mutex that expiry takes, checking expiry
 // lazily against Now, so a settlement racing an expiry has one winner.
+// Next and accept-next also do the due timed work (lock expiry, activation,
+// TTL) lazily, so consumers never wait for a tick to see it.
 //
 // Emulator choices (behaviour chosen here, not known from Azure):
 //   - Sequence numbers start at 1 per queue or topic; subscription copies
@@ -59,4 +61,12 @@
 //   - Server-busy faults affect Send, Schedule, CancelScheduled,
 //     NewConsumer, Peek and ReceiveDeferred, not settlement.
 //   - Topic counts are the sums of their subscriptions' counts.
+//   - Session ids are case-sensitive; entity names are not.
+//   - Next returns the lowest sequence number first; accept-next picks the
+//     free session whose next deliverable message has the lowest number.
+//
+// Not modelled: auto-forwarding (ForwardTo, ForwardDeadLetteredMessagesTo;
+// the transfer DLQ stays empty), AutoDeleteOnIdle, MaxSizeInMegabytes and
+// MaxMessageSizeInKilobytes quotas (the AMQP server enforces the message
+// size), rule actions, SQL filter evaluation, transactions.
 package broker

@@ -403,7 +403,10 @@ func (d *decoder) fieldsField(p *map[Symbol]any) error {
 	return c.done()
 }
 
-func (d *decoder) mapField(p *map[any]any) error {
+// unsettledField reads an attach's unsettled map. Its keys are delivery
+// tags, which are binary and cannot key a Go map, so binary keys become
+// strings holding the same bytes. Other unhashable keys are errors.
+func (d *decoder) unsettledField(p *map[any]any) error {
 	code, err := d.readByte()
 	if err != nil {
 		return err
@@ -412,10 +415,33 @@ func (d *decoder) mapField(p *map[any]any) error {
 	case codeNull:
 		return nil
 	case codeMap8, codeMap32:
-		*p, err = d.mapAny(code == codeMap32)
+	default:
+		return malformed("constructor 0x%02x where a map was expected", code)
+	}
+	c, n, err := d.compound(code == codeMap32)
+	if err != nil {
 		return err
 	}
-	return malformed("constructor 0x%02x where a map was expected", code)
+	if n%2 != 0 {
+		return malformed("map with an odd count %d", n)
+	}
+	m := make(map[any]any, n/2)
+	for i := 0; i < n; i += 2 {
+		k, err := c.value()
+		if err != nil {
+			return err
+		}
+		if tag, ok := k.([]byte); ok {
+			k = string(tag)
+		} else if !hashable(k) {
+			return malformed("map key of type %T is not supported", k)
+		}
+		if m[k], err = c.value(); err != nil {
+			return err
+		}
+	}
+	*p = m
+	return c.done()
 }
 
 func (d *decoder) errorField(p **Error) error {
@@ -573,7 +599,7 @@ func (d *decoder) attach(n int) (*Attach, error) {
 		case 6:
 			err = d.targetField(&a.Target)
 		case 7:
-			err = d.mapField(&a.Unsettled)
+			err = d.unsettledField(&a.Unsettled)
 		case 8:
 			_, err = d.boolField(&a.IncompleteUnsettled)
 		case 9:

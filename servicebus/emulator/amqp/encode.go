@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// maxEncodeDepth bounds the recursion of the encoder (which also stops
+// cyclic values). It is larger than MaxDepth so that anything the decoder
+// accepts can be encoded again, whatever the performative around it.
+const maxEncodeDepth = 2 * MaxDepth
+
 // errEncode is wrapped by encoding errors (unsupported types, oversized values).
 var errEncode = errors.New("amqp: cannot encode")
 
@@ -36,8 +41,8 @@ func AppendValue(dst []byte, v any) ([]byte, error) {
 }
 
 func appendValue(dst []byte, v any, depth int) ([]byte, error) {
-	if depth > MaxDepth {
-		return dst, fmt.Errorf("%w: nesting deeper than %d", errEncode, MaxDepth)
+	if depth > maxEncodeDepth {
+		return dst, fmt.Errorf("%w: nesting deeper than %d", errEncode, maxEncodeDepth)
 	}
 	switch v := v.(type) {
 	case nil:
@@ -523,8 +528,8 @@ func appendArray(dst []byte, a Array, depth int) ([]byte, error) {
 // appendArrayElement writes x without its constructor, in the form code
 // selects. arrayElementCode has already checked the types.
 func appendArrayElement(dst []byte, code byte, x any, depth int) ([]byte, error) {
-	if depth > MaxDepth {
-		return dst, fmt.Errorf("%w: nesting deeper than %d", errEncode, MaxDepth)
+	if depth > maxEncodeDepth {
+		return dst, fmt.Errorf("%w: nesting deeper than %d", errEncode, maxEncodeDepth)
 	}
 	switch x := x.(type) {
 	case bool:

@@ -21,6 +21,10 @@ const (
 	ProtoSASL uint8 = 3
 )
 
+// minReadBuffer is the initial FrameReader buffer: room for a burst of
+// small frames (flows, dispositions, small transfers) per Read call.
+const minReadBuffer = 16 << 10
+
 // frameHeaderSize is the size of the fixed frame header; DefaultMaxFrameSize
 // is the FrameReader limit until SetMaxFrameSize changes it.
 const (
@@ -234,8 +238,8 @@ func (fr *FrameReader) fill(n int) error {
 		if len(fr.buf)-fr.start < n {
 			// Not enough room after start: compact, growing when needed.
 			size := len(fr.buf)
-			if size < 4096 {
-				size = 4096
+			if size < minReadBuffer {
+				size = minReadBuffer
 			}
 			for size < n {
 				size *= 2

@@ -27,7 +27,7 @@ func seedFrames(tb testing.TB) map[string][]byte {
 		tb.Fatal(err)
 	}
 	frames := map[string]Frame{
-		"keepalive": {},
+		"keepalive":       {},
 		"sasl-mechanisms": {Type: FrameTypeSASL, Body: &SASLMechanisms{Mechanisms: []Symbol{"ANONYMOUS", "MSSBCBS"}}},
 		"sasl-init":       {Type: FrameTypeSASL, Body: &SASLInit{Mechanism: "ANONYMOUS", InitialResponse: []byte("anonymous"), Hostname: "127.0.0.1"}},
 		"sasl-outcome":    {Type: FrameTypeSASL, Body: &SASLOutcome{Code: 0}},

@@ -72,7 +72,7 @@ type Attach struct {
 	RcvSettleMode        *ReceiverSettleMode // nil = absent (first)
 	Source               *Source
 	Target               *Target
-	Unsettled            map[any]any
+	Unsettled            map[any]any // binary keys (delivery tags) decode as string
 	IncompleteUnsettled  bool
 	InitialDeliveryCount uint32
 	MaxMessageSize       uint64 // 0 = unlimited (absent)

@@ -325,7 +325,7 @@ func TestMaxDepthAccepted(t *testing.T) {
 
 func TestAppendValueErrors(t *testing.T) {
 	var deep any = nil
-	for i := 0; i < MaxDepth+5; i++ {
+	for i := 0; i < 2*MaxDepth+5; i++ {
 		deep = []any{deep}
 	}
 	tests := []struct {
@@ -367,5 +367,51 @@ func TestErrorString(t *testing.T) {
 	var err error = &Error{Condition: "amqp:not-found", Description: "no such queue"}
 	if got := err.Error(); !strings.Contains(got, "amqp:not-found") || !strings.Contains(got, "no such queue") {
 		t.Fatalf("Error() = %q", got)
+	}
+}
+
+// TestDepthSymmetry checks that whatever nesting the decoder accepts inside a
+// performative, the encoder can write again.
+func TestDepthSymmetry(t *testing.T) {
+	for k := MaxDepth - 8; k < MaxDepth+4; k++ {
+		var v any = uint8(1)
+		for i := 0; i < k; i++ {
+			v = []any{v}
+		}
+		for _, f := range []Frame{
+			{Body: &Open{ContainerID: "c", Properties: map[Symbol]any{"a": v}}},
+			{Body: &Attach{Source: &Source{DynamicNodeProperties: map[Symbol]any{"a": v}}}},
+			{Body: &Disposition{State: &Rejected{Error: &Error{Info: map[Symbol]any{"a": v}}}}},
+		} {
+			b, err := AppendFrame(nil, f)
+			if err != nil {
+				t.Fatalf("depth %d: AppendFrame: %v", k, err)
+			}
+			got, err := ParseFrame(b)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("depth %d: %v", k, err)
+				}
+				continue
+			}
+			if _, err := AppendFrame(nil, got); err != nil {
+				t.Fatalf("depth %d: decoded %T but cannot encode it again: %v", k, got.Body, err)
+			}
+		}
+	}
+}
+
+func TestCyclicValueIsAnError(t *testing.T) {
+	l := []any{nil}
+	l[0] = l
+	if _, err := Marshal(l); err == nil {
+		t.Fatal("Marshal of a cyclic list succeeded")
+	}
+	m := map[any]any{}
+	d := &Described{Descriptor: uint64(1)}
+	d.Value = []any{d}
+	m["x"] = d
+	if _, err := Marshal(m); err == nil {
+		t.Fatal("Marshal of a cyclic described value succeeded")
 	}
 }

@@ -223,3 +223,52 @@ func TestHostileInput(t *testing.T) {
 		})
 	}
 }
+
+// TestRandomFramesManySeeds: well-framed garbage (and garbage inside valid sessions)
+// on many concurrent connections never takes the server down.
+func TestRandomFramesManySeeds(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
+	done := make(chan struct{})
+	const conns = 40
+	for seed := range conns {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			nc, err := net.Dial("tcp", env.srv.Addr().String())
+			if err != nil {
+				return
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+			r := rand.New(rand.NewPCG(uint64(seed), 99))
+			var out []byte
+			out = append(out, amqp.ProtocolHeader(amqp.ProtoAMQP)...)
+			out, _ = amqp.AppendFrame(out, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Open{ContainerID: "fuzz", MaxFrameSize: 65536, ChannelMax: 10}})
+			out, _ = amqp.AppendFrame(out, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Begin{IncomingWindow: 10, OutgoingWindow: 10, HandleMax: 10}})
+			if seed%2 == 0 {
+				out, _ = amqp.AppendFrame(out, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Attach{Name: "l", Handle: 0, Role: amqp.RoleReceiver, Source: &amqp.Source{Address: "q1"}}})
+			}
+			for range 1 + r.IntN(5) {
+				n := 8 + r.IntN(300)
+				f := make([]byte, n)
+				for i := range f {
+					f[i] = byte(r.Uint32())
+				}
+				binary.BigEndian.PutUint32(f, uint32(n))
+				f[4], f[5] = 2, 0
+				if r.IntN(2) == 0 {
+					// Keep a valid performative descriptor so decoding gets deeper.
+					if n >= 11 {
+						f[8], f[9], f[10] = 0x00, 0x53, byte(0x10+r.IntN(9))
+					}
+				}
+				out = append(out, f...)
+			}
+			_, _ = nc.Write(out)
+			_, _ = io.Copy(io.Discard, nc)
+		}()
+	}
+	for range conns {
+		<-done
+	}
+	stillServes(t, env)
+}

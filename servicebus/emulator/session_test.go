@@ -192,3 +192,31 @@ func TestConcurrentSendersAndReceivers(t *testing.T) {
 		}
 	}
 }
+
+func TestListSessions(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "sq", func(p *broker.QueueProperties) { p.RequiresSession = true })
+	})
+	ctx := testCtx(t)
+	s := env.sender(t, "sq")
+	want := map[string]bool{}
+	for i := range 150 {
+		id := fmt.Sprintf("s%03d", i)
+		want[id] = true
+		send(t, ctx, s, &azservicebus.Message{Body: []byte("x"), SessionID: &id})
+	}
+	got := map[string]bool{}
+	pager := env.client.NewListSessionsForQueuePager("sq", nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list sessions: %v", err)
+		}
+		for _, id := range page.Sessions {
+			got[id] = true
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d sessions, want %d", len(got), len(want))
+	}
+}

@@ -13,8 +13,9 @@
 // What the package must not do:
 //
 //   - No I/O policy: it never dials, listens, sets deadlines, sends
-//     heartbeats, splits transfers or negotiates anything. FrameReader only
-//     reads from the io.Reader it is given; AppendFrame only appends bytes.
+//     heartbeats or negotiates anything. FrameReader only reads from the
+//     io.Reader it is given; AppendFrame and AppendTransferFrames only append
+//     bytes (the latter splits a transfer at the max-frame-size it is told).
 //   - No broker or link semantics: it does not track sessions, windows,
 //     credit, delivery ids or settlement. It encodes and decodes what it is
 //     given, applying only the AMQP defaults of absent fields.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	goamqp "github.com/Azure/go-amqp"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/servicebus/emulator"
 	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"

@@ -22,6 +22,9 @@ const (
 	DefaultMaxMessageSize    = 262144
 	DefaultHeartbeatInterval = 15 * time.Second
 	DefaultTickInterval      = 100 * time.Millisecond
+
+	// closeGrace is how long Close lets connections flush their close frame.
+	closeGrace = 2 * time.Second
 )
 
 // Options configure a Server. The zero value is usable.
@@ -164,7 +167,15 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.shutdown(nil)
 	}
+	// A peer that does not read could keep the final flush blocked for writeTimeout;
+	// after a grace period the sockets are closed regardless.
+	force := time.AfterFunc(closeGrace, func() {
+		for _, c := range conns {
+			c.nc.Close()
+		}
+	})
 	s.wg.Wait()
+	force.Stop()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}

@@ -12,6 +12,10 @@ import (
 // is treated as dead, so its connection cannot pin memory forever.
 const writeTimeout = 30 * time.Second
 
+// maxQueuedFrames bounds the writer queue of one connection. Deliveries are bounded by
+// credit and the session window, so only a peer that stops reading reaches it.
+const maxQueuedFrames = 200000
+
 type outFrame struct {
 	f  amqp.Frame
 	at time.Time // when it was queued; used for injected latency
@@ -47,6 +51,14 @@ func (w *writer) send(f amqp.Frame) bool {
 	var at time.Time
 	if w.c.s.latency.Load() > 0 {
 		at = time.Now()
+	}
+	if len(w.queue) >= maxQueuedFrames {
+		// The peer does not read what it asks for (e.g. endless echo flows): drop it
+		// rather than grow without bound.
+		w.mu.Unlock()
+		w.c.log.Warn("emulator: peer is not reading; closing connection", "queued_frames", maxQueuedFrames)
+		w.fail()
+		return false
 	}
 	w.queue = append(w.queue, outFrame{f: f, at: at})
 	w.mu.Unlock()

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
-	"slices"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 

@@ -26,6 +26,8 @@ const (
 	handshakeTimeout = 10 * time.Second
 	// minPeerFrameSize is the smallest max-frame-size AMQP allows.
 	minPeerFrameSize = 512
+	// minHeartbeat is the shortest keep-alive period a peer can ask for.
+	minHeartbeat = 50 * time.Millisecond
 )
 
 // conn is one client connection. A single reader goroutine (serve) owns the protocol
@@ -297,6 +299,11 @@ func (c *conn) open(fr *amqp.FrameReader) error {
 	}
 	c.peerIdle = o.IdleTimeout
 	c.mu.Unlock()
+	if hb := c.s.opts.HeartbeatInterval; o.IdleTimeout > 0 && o.IdleTimeout/2 < hb {
+		// The peer wants traffic more often than our default: every half of its time-out,
+		// with a floor so a silly value cannot make us spin.
+		c.w.setHeartbeat(max(o.IdleTimeout/2, minHeartbeat))
+	}
 	c.w.send(amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Open{
 		ContainerID:  "dlqdash-emulator-" + randomHex(8),
 		Hostname:     o.Hostname,

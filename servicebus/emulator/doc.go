@@ -50,7 +50,8 @@
 //   - A bad protocol header is answered with the SASL header, then the socket is closed.
 //   - open: max-frame-size 65536, channel-max 65535 (explicit), idle-time-out
 //     4×HeartbeatInterval (60 s by default), so clients send keep-alives every 30 s.
-//   - An empty frame is sent every HeartbeatInterval (15 s) unless other frames went out
+//   - An empty frame is sent every HeartbeatInterval (15 s), or every half of the peer's
+//     idle-time-out when that is shorter (at least 50 ms), unless other frames went out
 //     recently; a peer that sends nothing for twice the longer of its own and our
 //     idle-time-out is disconnected without a close frame.
 //   - Protocol violations close the connection with close{error}: oversized frame →

@@ -189,3 +189,21 @@ func TestCloseWithOpenConnections(t *testing.T) {
 		t.Fatal("Close did not return")
 	}
 }
+
+// TestHeartbeatFollowsPeerIdleTimeout: a peer with a short idle-time-out gets
+// keep-alives at half of it even though the server's default is 15 s.
+func TestHeartbeatFollowsPeerIdleTimeout(t *testing.T) {
+	env := startEmulator(t, nil)
+	c := dialRaw(t, env)
+	c.handshake(false)
+	c.writeFrame(0, &amqp.Open{ContainerID: "raw", MaxFrameSize: 65536, ChannelMax: 65535, IdleTimeout: 400 * time.Millisecond})
+	if _, ok := c.readFrame().Body.(*amqp.Open); !ok {
+		t.Fatal("no open")
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for range 2 {
+		if f := c.readFrame(); f.Body != nil {
+			t.Fatalf("expected an empty frame, got %T", f.Body)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,13 +33,14 @@ type writer struct {
 	queue  []outFrame
 	spare  []outFrame
 	wake   chan struct{}
-	finish bool          // write what is queued, then close the socket
-	done   chan struct{} // closed when the writer goroutine has exited
+	hb     chan time.Duration // new heartbeat interval, once the peer's open is known
+	finish bool               // write what is queued, then close the socket
+	done   chan struct{}      // closed when the writer goroutine has exited
 	failed bool
 }
 
 func newWriter(c *conn, nc net.Conn) *writer {
-	return &writer{c: c, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &writer{c: c, nc: nc, wake: make(chan struct{}, 1), hb: make(chan time.Duration, 1), done: make(chan struct{})}
 }
 
 // send queues a frame. It reports false once the writer is finishing or failed.
@@ -84,15 +86,34 @@ func (w *writer) close(final *amqp.Frame) {
 	}
 }
 
+// setHeartbeat changes the keep-alive period (the peer may need more than the default).
+func (w *writer) setHeartbeat(d time.Duration) {
+	select {
+	case <-w.hb:
+	default:
+	}
+	w.hb <- d
+}
+
 func (w *writer) run(heartbeat time.Duration) {
 	defer close(w.done)
 	defer w.nc.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			w.c.log.Error("emulator: panic in writer", "panic", r, "stack", string(debug.Stack()))
+			w.fail()
+		}
+	}()
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
 	var buf []byte
 	lastWrite := time.Now()
 	for {
 		select {
+		case d := <-w.hb:
+			heartbeat = d
+			tick.Reset(d)
+			continue
 		case <-w.wake:
 		case <-tick.C:
 			// Heartbeat: an empty frame keeps the client's 60 s read deadline from firing

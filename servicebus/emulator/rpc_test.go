@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -113,5 +114,57 @@ func TestReplyRoutedByLinkName(t *testing.T) {
 	resp, err = rcv.Receive(ctx, nil)
 	if err != nil || resp.ApplicationProperties["statusCode"] != int32(501) {
 		t.Fatalf("unknown op: %v %v", resp, err)
+	}
+}
+
+// TestAttachRefusals checks the conditions of refused attaches with a raw go-amqp client.
+func TestAttachRefusals(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "q1", nil)
+		createQueue(t, ns, "sq", func(p *broker.QueueProperties) { p.RequiresSession = true })
+		if _, err := ns.CreateTopic("t1", broker.DefaultTopicProperties()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ns.CreateSubscription("t1", "s1", broker.DefaultSubscriptionProperties()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := testCtx(t)
+	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionFilter := []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, "a")}
+	cases := []struct {
+		name string
+		try  func() error
+		cond goamqp.ErrCond
+	}{
+		{"send to subscription", func() error { _, err := sess.NewSender(ctx, "t1/Subscriptions/s1", nil); return err }, goamqp.ErrCondNotAllowed},
+		{"send to DLQ", func() error { _, err := sess.NewSender(ctx, "q1/$DeadLetterQueue", nil); return err }, goamqp.ErrCondNotAllowed},
+		{"send to missing", func() error { _, err := sess.NewSender(ctx, "nope", nil); return err }, goamqp.ErrCondNotFound},
+		{"receive from topic", func() error { _, err := sess.NewReceiver(ctx, "t1", nil); return err }, goamqp.ErrCondNotAllowed},
+		{"session filter on plain queue", func() error {
+			_, err := sess.NewReceiver(ctx, "q1", &goamqp.ReceiverOptions{Filters: sessionFilter})
+			return err
+		}, goamqp.ErrCondNotAllowed},
+		{"no session filter on session queue", func() error { _, err := sess.NewReceiver(ctx, "sq", nil); return err }, goamqp.ErrCondNotAllowed},
+		{"management of missing entity", func() error { _, err := sess.NewSender(ctx, "nope/$management", nil); return err }, goamqp.ErrCondNotFound},
+	}
+	for _, tc := range cases {
+		err := tc.try()
+		var ae *goamqp.Error
+		if !errors.As(err, &ae) || ae.Condition != tc.cond {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.cond)
+		}
+	}
+	// The session still works after the refusals.
+	if _, err := sess.NewSender(ctx, "q1", nil); err != nil {
+		t.Fatalf("sender after refusals: %v", err)
 	}
 }

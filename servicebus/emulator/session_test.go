@@ -107,6 +107,18 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("DLQ message session %v reason %v", d.SessionID, d.DeadLetterReason)
 	}
 
+	// Closing the receiver releases the session lock: session a can be accepted again.
+	if err := ra.Close(ctx); err != nil {
+		t.Fatalf("close session receiver: %v", err)
+	}
+	ra2, err := env.client.AcceptSessionForQueue(ctx, "sq", "a", nil)
+	if err != nil {
+		t.Fatalf("accept session a again: %v", err)
+	}
+	if err := ra2.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
 	// No session left: accept-next times out with CodeTimeout.
 	tctx, cancel2 := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel2()

@@ -38,9 +38,12 @@ func malformed(format string, args ...any) error {
 
 func (d *decoder) remaining() int { return len(d.b) - d.pos }
 
+// The accessors below stay small enough to inline; their errors are built
+// out of line.
+
 func (d *decoder) readByte() (byte, error) {
 	if d.pos >= len(d.b) {
-		return 0, malformed("unexpected end of data at offset %d", d.pos)
+		return 0, errShort
 	}
 	c := d.b[d.pos]
 	d.pos++
@@ -49,15 +52,19 @@ func (d *decoder) readByte() (byte, error) {
 
 func (d *decoder) peekByte() (byte, error) {
 	if d.pos >= len(d.b) {
-		return 0, malformed("unexpected end of data at offset %d", d.pos)
+		return 0, errShort
 	}
 	return d.b[d.pos], nil
 }
 
+// errShort reports input that ends inside a value. It is a prebuilt value
+// so that the hot accessors inline.
+var errShort = fmt.Errorf("%w: unexpected end of data", ErrMalformed)
+
 // next returns the next n bytes, which alias b.
 func (d *decoder) next(n int) ([]byte, error) {
-	if n < 0 || n > d.remaining() {
-		return nil, malformed("need %d bytes at offset %d, have %d", n, d.pos, d.remaining())
+	if n < 0 || n > len(d.b)-d.pos {
+		return nil, errShort
 	}
 	p := d.b[d.pos : d.pos+n : d.pos+n]
 	d.pos += n

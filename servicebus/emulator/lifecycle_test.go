@@ -95,8 +95,9 @@ func TestQueueDeletedDetachesReceiver(t *testing.T) {
 	}
 	select {
 	case err := <-errc:
-		if err == nil {
-			t.Log("ReceiveMessages returned without error after the queue was deleted")
+		var ae *goamqp.Error
+		if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound {
+			t.Fatalf("ReceiveMessages after the queue was deleted: %v, want amqp:not-found", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("ReceiveMessages still blocked after the queue was deleted")

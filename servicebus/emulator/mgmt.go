@@ -25,9 +25,9 @@ const (
 	maxPeekCount = 5000
 )
 
-// listSessionsDefaultMode is 10000-01-01T00:00:00Z, the SDK's marker for "sessions with
-// messages or state" in get-message-sessions.
-var listSessionsDefaultMode = time.UnixMilli(253402300800000)
+// listSessionsDefaultModeMillis is 10000-01-01T00:00:00Z, the SDK's marker for
+// "sessions with messages or state" in get-message-sessions.
+const listSessionsDefaultModeMillis = 253402300800000
 
 // mgmtError carries a status code out of an operation handler.
 type mgmtError struct {
@@ -279,7 +279,7 @@ func (s *Server) mgmtSchedule(path string, body map[string]any) (any, error) {
 
 func (s *Server) mgmtListSessions(path string, body map[string]any) (any, int32, error) {
 	updated, _ := body["last-updated-time"].(time.Time)
-	if !updated.Before(listSessionsDefaultMode) {
+	if updated.UnixMilli() >= listSessionsDefaultModeMillis {
 		updated = time.Time{}
 	}
 	skip, _ := toInt64(body["skip"])

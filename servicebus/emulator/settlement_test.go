@@ -2,10 +2,12 @@ package emulator_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,4 +424,137 @@ func TestTopicFanOut(t *testing.T) {
 		}
 		_ = r.Close(ctx)
 	}
+}
+
+// TestReleasedMessagesAreNotCounted: messages arriving on leftover credit after
+// ReceiveMessages returned are released by the SDK; that must not count as a delivery.
+func TestReleasedMessagesAreNotCounted(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "q1", func(p *broker.QueueProperties) { p.MaxDeliveryCount = 1 })
+	})
+	ctx := testCtx(t)
+	s := env.sender(t, "q1")
+	send(t, ctx, s, &azservicebus.Message{Body: []byte("first")})
+	r := env.receiver(t, "q1", nil)
+	first := receiveN(t, r, 1)[0]
+	if err := r.CompleteMessage(ctx, first, nil); err != nil {
+		t.Fatal(err)
+	}
+	// 99 credits are still outstanding: these go out and come back released.
+	for i := range 5 {
+		send(t, ctx, s, &azservicebus.Message{Body: []byte(fmt.Sprintf("later-%d", i))})
+	}
+	msgs := receiveN(t, r, 5)
+	for _, m := range msgs {
+		if m.DeliveryCount != 1 {
+			t.Errorf("%s: delivery count %d after release, want 1", m.Body, m.DeliveryCount)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	qi, _ := env.ns.Queue("q1")
+	if qi.Counts.DeadLetter != 0 {
+		t.Fatalf("%d messages dead-lettered by releases", qi.Counts.DeadLetter)
+	}
+}
+
+// TestRandomSettlementSoak: concurrent receivers settle at random; every message ends
+// up completed or dead-lettered exactly once.
+func TestRandomSettlementSoak(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "q1", func(p *broker.QueueProperties) { p.MaxDeliveryCount = 3 })
+	})
+	ctx := testCtx(t)
+	const total = 600
+	s := env.sender(t, "q1")
+	for i := 0; i < total; i += 100 {
+		batch, err := s.NewMessageBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 100 {
+			if err := batch.AddMessage(&azservicebus.Message{Body: []byte(fmt.Sprint(i + j))}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var completed, deadLettered atomicCounter
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := env.client.NewReceiverForQueue("q1", nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.Close(context.Background())
+			n := w
+			for rctx.Err() == nil {
+				msgs, err := r.ReceiveMessages(rctx, 20, nil)
+				if err != nil {
+					return
+				}
+				for _, m := range msgs {
+					n++
+					var err error
+					switch n % 4 {
+					case 0:
+						err = r.AbandonMessage(ctx, m, nil)
+					case 1:
+						err = r.DeadLetterMessage(ctx, m, nil)
+						deadLettered.add(err)
+					default:
+						err = r.CompleteMessage(ctx, m, nil)
+						completed.add(err)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	waitFor(t, "all messages settled", func() bool {
+		qi, _ := env.ns.Queue("q1")
+		return qi.Counts.Active == 0 && qi.Counts.DeadLetter+completed.get() == total
+	})
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("worker: %v", err)
+	}
+	qi, _ := env.ns.Queue("q1")
+	if qi.Counts.DeadLetter < deadLettered.get() {
+		t.Errorf("DLQ has %d, explicitly dead-lettered %d", qi.Counts.DeadLetter, deadLettered.get())
+	}
+}
+
+type atomicCounter struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *atomicCounter) add(err error) {
+	if err == nil {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+}
+
+func (c *atomicCounter) get() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }

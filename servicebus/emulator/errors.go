@@ -12,11 +12,9 @@ import (
 const (
 	condInternalError     amqp.Symbol = "amqp:internal-error"
 	condNotFound          amqp.Symbol = "amqp:not-found"
-	condUnauthorized      amqp.Symbol = "amqp:unauthorized-access"
 	condDecodeError       amqp.Symbol = "amqp:decode-error"
 	condNotAllowed        amqp.Symbol = "amqp:not-allowed"
 	condNotImplemented    amqp.Symbol = "amqp:not-implemented"
-	condResourceLimit     amqp.Symbol = "amqp:resource-limit-exceeded"
 	condConnectionForced  amqp.Symbol = "amqp:connection:forced"
 	condFramingError      amqp.Symbol = "amqp:connection:framing-error"
 	condFrameSizeTooSmall amqp.Symbol = "amqp:frame-size-too-small"
@@ -24,15 +22,12 @@ const (
 	condHandleInUse       amqp.Symbol = "amqp:session:handle-in-use"
 	condWindowViolation   amqp.Symbol = "amqp:session:window-violation"
 	condDetachForced      amqp.Symbol = "amqp:link:detach-forced"
-	condTransferLimit     amqp.Symbol = "amqp:link:transfer-limit-exceeded"
 	condMessageSize       amqp.Symbol = "amqp:link:message-size-exceeded"
 	condServerBusy        amqp.Symbol = "com.microsoft:server-busy"
 	condTimeout           amqp.Symbol = "com.microsoft:timeout"
 	condLockLost          amqp.Symbol = "com.microsoft:message-lock-lost"
-	condSessionLockLost   amqp.Symbol = "com.microsoft:session-lock-lost"
 	condSessionCannotLock amqp.Symbol = "com.microsoft:session-cannot-be-locked"
 	condEntityDisabled    amqp.Symbol = "com.microsoft:entity-disabled"
-	condDeadLetter        amqp.Symbol = "com.microsoft:dead-letter"
 )
 
 // brokerCondition maps a broker error to the AMQP condition used in dispositions,

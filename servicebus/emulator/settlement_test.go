@@ -419,10 +419,27 @@ func TestTopicFanOut(t *testing.T) {
 		if string(m.Body) != "fan" {
 			t.Fatalf("%s: body %q", sub, m.Body)
 		}
-		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+		if sub == "s1" {
+			if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: strPtr("sub-dl")}); err != nil {
+				t.Fatalf("%s: dead-letter: %v", sub, err)
+			}
+		} else if err := r.CompleteMessage(ctx, m, nil); err != nil {
 			t.Fatalf("%s: complete: %v", sub, err)
 		}
 		_ = r.Close(ctx)
+	}
+	dlq, err := env.client.NewReceiverForSubscription("t1", "s1", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close(ctx)
+	peeked, err := dlq.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 1 || deref(peeked[0].DeadLetterReason) != "sub-dl" {
+		t.Fatalf("subscription DLQ peek: %v %v", peeked, err)
+	}
+	d := receiveN(t, dlq, 1)[0]
+	if err := dlq.CompleteMessage(ctx, d, nil); err != nil {
+		t.Fatalf("complete from subscription DLQ: %v", err)
 	}
 }
 

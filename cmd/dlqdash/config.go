@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/dlqdash/dlqdash/servicebus/emulator"
+	"github.com/dlqdash/dlqdash/servicebus/emulator/config"
 )
 
 // Environment variables. Flags win over them; they win over defaults.
@@ -22,6 +26,8 @@ const (
 	envEmulatorAMQPAddr = "DLQDASH_EMULATOR_AMQP_ADDR"
 	envEmulatorAdmin    = "DLQDASH_EMULATOR_ADMIN_ADDR"
 	envEmulatorConfig   = "DLQDASH_EMULATOR_CONFIG"
+	envEmulatorKeyName  = "DLQDASH_EMULATOR_KEY_NAME"
+	envEmulatorKey      = "DLQDASH_EMULATOR_KEY"
 	envHealthcheckURL   = "DLQDASH_HEALTHCHECK_URL"
 )
 
@@ -61,6 +67,11 @@ type EmulatorConfig struct {
 	AMQPAddr   string
 	AdminAddr  string
 	ConfigPath string // Config.json in the Microsoft emulator's format; empty for none
+
+	// The SAS key clients must sign with. Only from the environment;
+	// defaults to the well-known key of Microsoft's emulator.
+	KeyName string
+	Key     secret
 }
 
 // usageError is a bad command line: run prints it as one line and exits 2.
@@ -242,6 +253,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, err
 		}
 		cfg.Emulator.ConfigPath = v("config")
+		cfg.Emulator.KeyName = cmp.Or(strings.TrimSpace(getenv(envEmulatorKeyName)), emulator.DefaultKeyName)
+		cfg.Emulator.Key = secret(cmp.Or(getenv(envEmulatorKey), emulator.DefaultKey))
 	case "healthcheck":
 		u := v("url")
 		if u == "" {
@@ -336,8 +349,22 @@ func commandHelp(c command, getenv func(string) string) string {
 		}
 		b.WriteString("\n")
 	}
+	if c.name == "emulator" {
+		fmt.Fprintf(&b, "\nEnvironment:\n  %s, %s\n        the SAS key name and key clients must sign with (default %s and\n        %s, the well-known key of Microsoft's emulator). Only from the environment.\n",
+			envEmulatorKeyName, envEmulatorKey, emulator.DefaultKeyName, emulator.DefaultKey)
+		fmt.Fprintf(&b, "\nEntities:\n%s\n", indent(config.DefaultsHelp(), "  "))
+	}
 	if c.name == "serve" {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connStrShape)
 	}
 	return b.String()
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString(prefix + line)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

@@ -50,14 +50,14 @@ func TestParseConfig(t *testing.T) {
 			}
 		}},
 		{"emulator defaults", []string{"emulator"}, env(), func(t *testing.T, c Config) {
-			want := EmulatorConfig{AMQPAddr: "127.0.0.1:5672", AdminAddr: "127.0.0.1:5300"}
+			want := EmulatorConfig{AMQPAddr: "127.0.0.1:5672", AdminAddr: "127.0.0.1:5300", KeyName: "RootManageSharedAccessKey", Key: "SAS_KEY_VALUE"}
 			if c.Command != "emulator" || c.Emulator != want {
 				t.Errorf("got %+v", c)
 			}
 		}},
 		{"emulator env and flags", []string{"emulator", "--amqp-addr", ":5673", "--config", "flag.json"},
-			env(envEmulatorAMQPAddr, ":1", envEmulatorAdmin, "0.0.0.0:5301", envEmulatorConfig, "env.json"), func(t *testing.T, c Config) {
-				want := EmulatorConfig{AMQPAddr: ":5673", AdminAddr: "0.0.0.0:5301", ConfigPath: "flag.json"}
+			env(envEmulatorAMQPAddr, ":1", envEmulatorAdmin, "0.0.0.0:5301", envEmulatorConfig, "env.json", envEmulatorKeyName, "ops", envEmulatorKey, "k3y"), func(t *testing.T, c Config) {
+				want := EmulatorConfig{AMQPAddr: ":5673", AdminAddr: "0.0.0.0:5301", ConfigPath: "flag.json", KeyName: "ops", Key: "k3y"}
 				if c.Emulator != want {
 					t.Errorf("got %+v, want %+v", c.Emulator, want)
 				}
@@ -156,7 +156,7 @@ func TestParseConfigHelp(t *testing.T) {
 		{[]string{"help", "serve"}, []string{"dlqdash serve", "SERVICEBUS_CONNECTION_STRING"}},
 		{[]string{"demo", "-h"}, []string{"--addr", "DLQDASH_ADDR", "default 127.0.0.1:8080", "--db", "DLQDASH_DB", "--log-format"}},
 		{[]string{"serve", "--help"}, []string{"--addr", "SERVICEBUS_CONNECTION_STRING (required)"}},
-		{[]string{"emulator", "-h"}, []string{"--amqp-addr", "default 127.0.0.1:5672", "--admin-addr", "default 127.0.0.1:5300", "--config", "DLQDASH_EMULATOR_CONFIG"}},
+		{[]string{"emulator", "-h"}, []string{"--amqp-addr", "default 127.0.0.1:5672", "--admin-addr", "default 127.0.0.1:5300", "--config", "DLQDASH_EMULATOR_CONFIG", "DLQDASH_EMULATOR_KEY", "MaxDeliveryCount 3"}},
 		{[]string{"healthcheck", "-h"}, []string{"--url"}},
 	}
 	for _, tt := range tests {

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve":
 		err = runServe(ctx, cfg, logger)
 	case "emulator":
-		err = runEmulator(ctx, cfg, logger)
+		err = runEmulator(ctx, cfg, logger, stdout)
 	case "healthcheck":
 		err = runHealthcheck(ctx, cfg, stdout)
 	default:

@@ -218,17 +218,6 @@ func TestRunHelpExitsZero(t *testing.T) {
 	}
 }
 
-func TestRunEmulatorNotAvailableYet(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), []string{"emulator", "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, env(), &stdout, &stderr)
-	if code != 1 {
-		t.Errorf("exit code = %d, want 1", code)
-	}
-	if got := stderr.String(); got != "dlqdash: the emulator is not available in this build yet\n" {
-		t.Errorf("stderr = %q", got)
-	}
-}
-
 func TestRunHealthcheck(t *testing.T) {
 	s := start(t, []string{"demo", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "h.db")}, env())
 	var stdout, stderr bytes.Buffer

@@ -44,6 +44,7 @@ type Summary struct {
 // Traffic drives producers and failing consumers through the SDK.
 type Traffic struct {
 	client *azservicebus.Client
+	owned  bool // Dial made client; Close closes it
 	log    *slog.Logger
 	now    func() time.Time
 	scale  float64
@@ -267,19 +268,19 @@ func firstLine(s string) string {
 func (t *Traffic) Seed(ctx context.Context) (Summary, error) {
 	n := func(base int) int { return max(1, int(float64(base)*t.scale)) }
 	start := t.now()
-	if err := t.send(ctx, QueueOrders, n(4000), t.orders); err != nil {
+	if err := t.send(ctx, QueueOrders, n(6000), t.orders); err != nil {
 		return Summary{}, err
 	}
-	if err := t.send(ctx, TopicPayments, n(1500), t.payments); err != nil {
+	if err := t.send(ctx, TopicPayments, n(2200), t.payments); err != nil {
 		return Summary{}, err
 	}
-	if err := t.send(ctx, QueueEmail, n(1000), t.emails); err != nil {
+	if err := t.send(ctx, QueueEmail, n(1500), t.emails); err != nil {
 		return Summary{}, err
 	}
-	if err := t.send(ctx, QueueInventory, n(600), t.stock); err != nil {
+	if err := t.send(ctx, QueueInventory, n(900), t.stock); err != nil {
 		return Summary{}, err
 	}
-	if err := t.send(ctx, QueueShipping, n(300), t.labels); err != nil {
+	if err := t.send(ctx, QueueShipping, n(400), t.labels); err != nil {
 		return Summary{}, err
 	}
 	if err := t.scheduleReminders(ctx, n(40)); err != nil {

@@ -17,12 +17,21 @@ import (
 // BenchmarkSDKSendReceiveComplete measures the whole peek-lock round trip through the
 // real SDK: batched sends, ReceiveMessages(…, 500) and concurrent CompleteMessage.
 func BenchmarkSDKSendReceiveComplete(b *testing.B) {
+	for _, size := range []int{16, 1024} {
+		b.Run(fmt.Sprintf("body=%dB", size), func(b *testing.B) { benchSendReceiveComplete(b, size) })
+	}
+}
+
+func benchSendReceiveComplete(b *testing.B, size int) {
 	env := startEmulator(b, func(ns *broker.Namespace) { createQueue(b, ns, "bench", nil) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := env.sender(b, "bench")
 	r := env.receiver(b, "bench", nil)
-	body := []byte("benchmark-payload")
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
 	// Warm up the links (CBS, attach) outside the timer.
 	send(b, ctx, s, &azservicebus.Message{Body: body})
 	for _, m := range receiveN(b, r, 1) {
@@ -100,13 +109,16 @@ func BenchmarkSDKSendReceiveComplete(b *testing.B) {
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "msgs/s")
 }
 
-// BenchmarkSDKPeek250 pages through a 100,000-message queue 250 at a time.
+// BenchmarkSDKPeek250 pages through a 100,000-message queue of 1 KiB
+// messages 250 at a time, as the catalog does.
 func BenchmarkSDKPeek250(b *testing.B) {
 	const n = 100000
 	env := startEmulator(b, func(ns *broker.Namespace) {
 		createQueue(b, ns, "big", nil)
 		for i := range n {
-			m := &goamqp.Message{Data: [][]byte{[]byte(fmt.Sprintf("message-%06d", i))}}
+			body := make([]byte, 1024)
+			copy(body, fmt.Sprintf("message-%06d", i))
+			m := &goamqp.Message{Data: [][]byte{body}}
 			if err := ns.Send("big", m); err != nil {
 				b.Fatal(err)
 			}

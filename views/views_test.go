@@ -12,9 +12,9 @@ func TestHomePage(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{"demo, empty", Home{Mode: "demo"},
-			[]string{`data-testid="connection-status"`, "No namespace connected yet", "demo", `data-testid="catalog-empty"`, `data-testid="entity-count">0<`},
-			[]string{`data-testid="namespace"`}},
+		{"demo, empty", Home{Mode: "demo", Namespace: "127.0.0.1:41234"},
+			[]string{`data-testid="connection-status"`, "emulator is running at", `data-testid="namespace">127.0.0.1:41234<`, `data-testid="catalog-empty"`, `data-testid="entity-count">0<`},
+			nil},
 		{"serve, namespace named but not connected", Home{Mode: "serve", Namespace: "contoso.servicebus.windows.net"},
 			[]string{"No namespace connected yet", `data-testid="namespace">contoso.servicebus.windows.net<`},
 			nil},

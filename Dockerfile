@@ -17,7 +17,8 @@ COPY --from=build --chown=65532:65532 /out/data /data
 ENV DLQDASH_DB=/data/dlqdash.db \
     DLQDASH_ADDR=:8080
 VOLUME ["/data"]
-EXPOSE 8080
+# 8080: dashboard; 5672 and 5300: `dlqdash emulator --amqp-addr :5672 --admin-addr :5300`
+EXPOSE 8080 5672 5300
 USER 65532:65532
 # 'dlqdash healthcheck' GETs http://127.0.0.1:<port of DLQDASH_ADDR>/healthz.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \

@@ -21,6 +21,30 @@
 // Queue and topic names may contain '/': a path is split at its first
 // "Subscriptions" segment after the first.
 //
+// Fault injection (not part of Service Bus; faults.go), for tests and demos
+// against a running emulator. Same SAS authorization as every request; 204
+// on success:
+//
+//	POST   /$emulator/faults/server-busy?entity=<path>&ops=<n>&for=<duration>
+//	POST   /$emulator/faults/expire-locks?entity=<path>
+//	POST   /$emulator/faults/drop-connections
+//	POST   /$emulator/faults/latency?d=<duration>
+//	DELETE /$emulator/faults
+//
+// server-busy makes the next ops operations on the entity (send, schedule,
+// cancel-scheduled, receiver attach, peek, receive-deferred; not settlement)
+// and every one within the span "for" fail with com.microsoft:server-busy
+// (management: 503); at least one of ops and for is required and a new
+// fault replaces the entity's previous one. expire-locks expires every
+// message lock held on the entity now. drop-connections closes every AMQP
+// connection with amqp:connection:forced; latency delays every AMQP reply
+// and delivery (d=0 turns it off). DELETE clears every server-busy fault and
+// the latency. Durations are Go durations (250ms, 30s, 1m); entity is a
+// queue, topic or subscription path (events/Subscriptions/audit). Errors:
+// 400 naming the bad or unknown parameter, 404 for an unknown entity or
+// fault, 405, and 501 for drop-connections and latency when Options.Faults
+// is nil.
+//
 // Choices:
 //
 //   - Every request needs a valid SharedAccessSignature token for the
@@ -48,9 +72,10 @@
 //     subscriptions, CorrelationFilterCount the correlation filters.
 //   - Errors are <Error><Code>n</Code><Detail>text</Detail></Error>: 400 for
 //     a malformed body or a value Service Bus would reject, 401, 404, 405,
-//     409, 413 and 500 (detail hidden, error logged).
+//     409, 413, 501 (fault hooks missing) and 500 (detail hidden, error logged).
 //
-// It must not hold state of its own beyond the handler's creation time: the
+// It must not hold state of its own beyond the handler's creation time (and
+// the Faults hook, whose state lives in the AMQP server): the
 // broker is the single source of truth, so AMQP clients and the admin API
 // always agree.
 package atom

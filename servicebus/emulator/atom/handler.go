@@ -24,6 +24,9 @@ type Options struct {
 	Key     string           // SAS key; default "SAS_KEY_VALUE"
 	Logger  *slog.Logger     // default: discard
 	Now     func() time.Time // default time.Now; token expiry and $namespaceinfo times
+	// Faults serves drop-connections and latency under /$emulator/faults
+	// (faults.go); nil answers those two with 501.
+	Faults Faults
 }
 
 // Defaults of Options, the same as Microsoft's emulator connection string.
@@ -45,12 +48,13 @@ type handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	created time.Time
+	faults  Faults // may be nil
 }
 
 // NewHandler serves the Service Bus admin HTTP/ATOM API for ns. Mount it at
 // the root: paths are entity paths ("/myqueue", "/$Resources/Queues").
 func NewHandler(ns *broker.Namespace, o Options) http.Handler {
-	h := &handler{ns: ns, keyName: o.KeyName, key: []byte(o.Key), log: o.Logger, now: o.Now}
+	h := &handler{ns: ns, keyName: o.KeyName, key: []byte(o.Key), log: o.Logger, now: o.Now, faults: o.Faults}
 	if h.keyName == "" {
 		h.keyName = DefaultKeyName
 	}
@@ -142,6 +146,8 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) error {
 		return h.only(r, http.MethodGet, func() error { return h.listQueues(w, rq) })
 	case strings.EqualFold(p, "$Resources/Topics"):
 		return h.only(r, http.MethodGet, func() error { return h.listTopics(w, rq) })
+	case isFaultsPath(p):
+		return h.serveFaults(w, r, p)
 	case strings.HasPrefix(p, "$"):
 		return notFound("unknown resource %q", "/"+p)
 	}

@@ -353,12 +353,39 @@ func commandHelp(c command, getenv func(string) string) string {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s, %s\n        the SAS key name and key clients must sign with (default %s and\n        %s, the well-known key of Microsoft's emulator). Only from the environment.\n",
 			envEmulatorKeyName, envEmulatorKey, emulator.DefaultKeyName, emulator.DefaultKey)
 		fmt.Fprintf(&b, "\nEntities:\n%s\n", indent(config.DefaultsHelp(), "  "))
+		b.WriteString(faultInjectionHelp)
 	}
 	if c.name == "serve" {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connStrShape)
 	}
 	return b.String()
 }
+
+// faultInjectionHelp ends `dlqdash emulator -h`: the admin listener's
+// /$emulator/faults endpoints (servicebus/emulator/atom/faults.go).
+const faultInjectionHelp = `
+Fault injection (admin listener; each request needs a SharedAccessSignature
+Authorization header like every admin request, 204 on success):
+  POST   /$emulator/faults/server-busy?entity=<path>&ops=<n>&for=<duration>
+        the next n operations on the entity (send, receive attach, peek,
+        receive-deferred, schedule; not settlement), and all within the span,
+        fail with com.microsoft:server-busy (management: 503)
+  POST   /$emulator/faults/expire-locks?entity=<path>
+        every message lock held on the entity expires now
+  POST   /$emulator/faults/drop-connections
+        every AMQP connection is closed with amqp:connection:forced
+  POST   /$emulator/faults/latency?d=<duration>
+        every AMQP reply and delivery is delayed by d (0 turns it off)
+  DELETE /$emulator/faults
+        clears server-busy and latency
+  Any SAS token generator works (the signature is HMAC-SHA256 with the key over
+  "<sr>\n<se>"). With the default key, in a shell:
+    sr=localhost; se=$(( $(date +%s) + 3600 ))
+    sig=$(printf '%s\n%s' "$sr" "$se" | openssl dgst -sha256 -hmac SAS_KEY_VALUE -binary | base64 | sed 's/+/%2B/g;s|/|%2F|g;s/=/%3D/g')
+    auth="SharedAccessSignature sr=$sr&sig=$sig&se=$se&skn=RootManageSharedAccessKey"
+    curl -X POST -H "Authorization: $auth" 'http://127.0.0.1:5300/$emulator/faults/server-busy?entity=queue.1&ops=3'
+    curl -X DELETE -H "Authorization: $auth" 'http://127.0.0.1:5300/$emulator/faults'
+`
 
 // indent prefixes every line of s.
 func indent(s, prefix string) string {

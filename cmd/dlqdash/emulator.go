@@ -80,6 +80,7 @@ func startEmulator(ns *broker.Namespace, cfg EmulatorConfig, logger *slog.Logger
 				KeyName: cfg.KeyName,
 				Key:     string(cfg.Key),
 				Logger:  logger.With("component", "emulator-admin"),
+				Faults:  amqp, // drop-connections and latency under /$emulator/faults
 			}),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,

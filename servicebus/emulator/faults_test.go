@@ -282,6 +282,7 @@ func TestFaultDeleteQueueInUse(t *testing.T) {
 
 	// The sender that was attached fails: not-found, as a code or a condition.
 	err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("to nowhere")}, nil)
+	t.Logf("send with the old sender after the delete: %v", err)
 	var ae *goamqp.Error
 	if sbCode(err) != azservicebus.CodeNotFound && !(errors.As(err, &ae) && ae.Condition == goamqp.ErrCondNotFound) {
 		t.Fatalf("send with the old sender after the delete: %v, want not-found", err)

@@ -115,6 +115,9 @@ func faultDuration(name, v string) (time.Duration, error) {
 }
 
 // POST /$emulator/faults/server-busy?entity=<path>&ops=<n>&for=<duration>
+//
+// The span starts at Options.Now and ends by the broker's clock; both are
+// time.Now unless a test replaces one of them.
 func (h *handler) injectServerBusy(r *http.Request) error {
 	q, err := faultQuery(r, "entity", "ops", "for")
 	if err != nil {

@@ -71,8 +71,14 @@
 //   - The emulator answers on the same channel number the client used, and gives each
 //     link the client's handle number (handle spaces are per direction).
 //   - Incoming window 5000, re-advertised (with next-incoming-id) in every flow and
-//     whenever half of it has been used; outgoing window 5000. Deliveries wait while the
-//     client's incoming window is exhausted. RPC replies do not wait.
+//     whenever half of it has been used; outgoing window 5000. A delivery is sent only
+//     when all of its transfer frames fit the client's incoming window (one larger than
+//     the whole advertised window goes once the window is fully open). RPC replies do not
+//     wait.
+//   - Back-pressure: while more than 4 MiB of transfer payload is queued or being written
+//     on a connection, its links take no more messages from the broker, so a client that
+//     stops reading holds a bounded number of locks and bytes; a write blocked for 30 s
+//     drops the connection.
 //   - End without detaches is an implicit detach of every link; unsettled deliveries of
 //     that session are forgotten but their broker locks stay (settle via $management).
 //   - A client detach is always answered with detach{closed:true}.
@@ -108,9 +114,11 @@
 //   - Broker send errors become rejected{condition}: server-busy →
 //     com.microsoft:server-busy, invalid message or not allowed → amqp:not-allowed,
 //     unknown entity → amqp:not-found, disabled → com.microsoft:entity-disabled.
-//   - If a receive link detaches between taking a message from the broker and sending it,
-//     a peek-lock message is released (no delivery count); a receive-and-delete message
-//     taken in that instant is lost, as on a real broker.
+//   - A message taken from the broker waits on its link until credit and window allow it
+//     to be sent. If the client withdraws the credit meanwhile, a peek-lock message is
+//     released (no delivery count) and a receive-and-delete one is kept for the next
+//     credit. If the link detaches, a peek-lock message is released; a receive-and-delete
+//     message taken in that instant is lost, as on a real broker.
 //
 // Dispositions (client → emulator)
 //   - accepted → complete; released → release (no count); modified with

@@ -616,10 +616,7 @@ func (l *link) transferLocked(payload []byte, tag []byte, settled bool) uint32 {
 		binary.BigEndian.PutUint32(b[:], id)
 		tag = b[:]
 	}
-	chunk := int(c.peerMaxFrame) - transferOverhead
-	if c.peerMaxFrame > 1<<24 {
-		chunk = 1<<24 - transferOverhead
-	}
+	chunk := int(c.framesChunk())
 	format := uint32(0)
 	for first := true; first || len(payload) > 0; first = false {
 		n := len(payload)
@@ -643,11 +640,61 @@ func (l *link) transferLocked(payload []byte, tag []byte, settled bool) uint32 {
 	return id
 }
 
+// staged is a broker delivery taken for a link and encoded, waiting for credit and
+// session window to send it.
+type staged struct {
+	d       broker.Delivery
+	payload []byte
+	frames  int64
+}
+
+// framesChunk is the payload size of one outgoing transfer frame. Caller holds c.mu.
+func (c *conn) framesChunk() int64 {
+	if c.peerMaxFrame > 1<<24 {
+		return 1<<24 - transferOverhead
+	}
+	return int64(c.peerMaxFrame) - transferOverhead
+}
+
+// framesFor is how many transfer frames transferLocked splits a payload into. Caller
+// holds c.mu.
+func (c *conn) framesFor(n int) int64 {
+	chunk := c.framesChunk()
+	if n == 0 {
+		return 1
+	}
+	return (int64(n) + chunk - 1) / chunk
+}
+
+// windowFits reports whether a delivery of the given number of transfer frames may be
+// sent now. Every frame of a multi-frame delivery consumes one unit of the client's
+// incoming window, so the whole delivery must fit; only a delivery larger than the
+// window the client advertises at all is sent once that window is fully open (it could
+// never be sent otherwise). Caller holds c.mu.
+func (s *session) windowFits(frames int64) bool {
+	w := s.remoteIncomingWindow
+	return w >= frames || (w > 0 && w >= int64(s.remoteWindowAdvertised))
+}
+
 // deliverLoop feeds a client receiver from its broker consumer while it has credit and
 // the session window is open.
+//
+// A message is taken from the broker only when the link has credit and the window is
+// open, but the client may withdraw credit (flow with link-credit 0) while it is being
+// encoded, and a multi-frame delivery may not fit the rest of the window. The taken
+// message is therefore staged on the link and sent as soon as credit and window allow,
+// never dropped: in receive-and-delete mode the broker has already removed it. A staged
+// peek-lock message is released (no delivery count) when the credit is withdrawn or the
+// link detaches; only a detach loses a staged receive-and-delete message.
 func (l *link) deliverLoop() {
 	c := l.s.c
 	defer c.wg.Done()
+	var pending *staged
+	defer func() {
+		if pending != nil && l.mode == broker.PeekLock {
+			_ = c.s.ns.Release(pending.d.LockToken)
+		}
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("emulator: panic in deliverer", "panic", r)
@@ -661,16 +708,33 @@ func (l *link) deliverLoop() {
 			c.mu.Unlock()
 			return
 		}
-		ready := l.credit > 0 && l.s.remoteIncomingWindow > 0
+		if pending != nil && l.credit > 0 && l.s.windowFits(pending.frames) {
+			l.sendStagedLocked(pending)
+			pending = nil
+		}
+		var unlock *staged
+		if pending != nil && l.credit == 0 && l.mode == broker.PeekLock {
+			// Credit withdrawn: hand a locked message back (no delivery count) rather than
+			// keep it locked for a client that may never ask again.
+			unlock, pending = pending, nil
+		}
+		ready := pending == nil && l.credit > 0 && l.s.remoteIncomingWindow > 0
 		drain := l.drain
 		c.mu.Unlock()
+		if unlock != nil {
+			_ = c.s.ns.Release(unlock.d.LockToken)
+		}
+		var room <-chan struct{}
 		if ready {
-			if d, ok := cons.Next(); ok {
-				l.deliver(d)
-				continue
+			// Back-pressure: a client that does not read keeps its messages in the broker.
+			if room = c.w.waitRoom(); room == nil {
+				if d, ok := cons.Next(); ok {
+					pending = l.stage(d)
+					continue
+				}
 			}
 		}
-		if drain {
+		if drain && room == nil {
 			c.mu.Lock()
 			if l.drain && !l.detached {
 				// Nothing more to send: consume the remaining credit and tell the client.
@@ -680,11 +744,16 @@ func (l *link) deliverLoop() {
 				l.sendFlowLocked(true)
 			}
 			c.mu.Unlock()
-			continue
+			continue // releases a pending peek-lock message, now without credit
+		}
+		notify := cons.Notify()
+		if pending != nil || room != nil {
+			notify = nil // nothing new can be taken until the pending one is sent
 		}
 		select {
 		case <-l.wake:
-		case <-cons.Notify():
+		case <-room:
+		case <-notify:
 		case <-cons.Done():
 			l.forceDetach(consumerDoneError(cons.Err()))
 			return
@@ -705,9 +774,9 @@ func consumerDoneError(err error) *amqp.Error {
 	}
 }
 
-// deliver encodes (outside the lock) and sends one broker delivery. If the link went
-// away or lost its credit meanwhile, the lock is released without counting.
-func (l *link) deliver(d broker.Delivery) {
+// stage encodes a broker delivery (outside the lock). It returns nil when the message
+// cannot be encoded (a peek-lock message is then released).
+func (l *link) stage(d broker.Delivery) *staged {
 	c := l.s.c
 	payload, err := d.Message.MarshalBinary()
 	if err != nil {
@@ -715,29 +784,28 @@ func (l *link) deliver(d broker.Delivery) {
 		if l.mode == broker.PeekLock {
 			_ = c.s.ns.Release(d.LockToken)
 		}
-		return
+		return nil
 	}
 	c.mu.Lock()
-	if l.detached || l.credit == 0 {
-		c.mu.Unlock()
-		if l.mode == broker.PeekLock {
-			_ = c.s.ns.Release(d.LockToken)
-		}
-		return
-	}
+	frames := c.framesFor(len(payload))
+	c.mu.Unlock()
+	return &staged{d: d, payload: payload, frames: frames}
+}
+
+// sendStagedLocked sends a staged delivery. Caller holds c.mu.
+func (l *link) sendStagedLocked(p *staged) {
 	settled := l.mode == broker.ReceiveAndDelete
 	var tag []byte
 	if !settled {
-		tag = dotnetGUIDBytes(d.LockToken)
+		tag = dotnetGUIDBytes(p.d.LockToken)
 	} else {
 		tag = make([]byte, 8)
-		binary.BigEndian.PutUint64(tag, uint64(d.SequenceNumber))
+		binary.BigEndian.PutUint64(tag, uint64(p.d.SequenceNumber))
 	}
-	id := l.transferLocked(payload, tag, settled)
+	id := l.transferLocked(p.payload, tag, settled)
 	if !settled {
-		l.s.unsettled[id] = unsettledDelivery{l: l, token: d.LockToken}
+		l.s.unsettled[id] = unsettledDelivery{l: l, token: p.d.LockToken}
 	}
-	c.mu.Unlock()
 }
 
 // dotnetGUIDBytes returns the lock token in .NET Guid.ToByteArray order, which the SDK

@@ -35,19 +35,22 @@ type session struct {
 	nextOutgoingID       uint32
 	nextDeliveryID       uint32
 	remoteIncomingWindow int64
-	unsettled            map[uint32]unsettledDelivery
+	// remoteWindowAdvertised is the incoming-window of the client's last begin or flow.
+	remoteWindowAdvertised uint32
+	unsettled              map[uint32]unsettledDelivery
 
 	ended bool
 }
 
 func newSession(c *conn, ch uint16, b *amqp.Begin) *session {
 	return &session{
-		c:                    c,
-		ch:                   ch,
-		links:                map[uint32]*link{},
-		nextIncomingID:       b.NextOutgoingID,
-		remoteIncomingWindow: int64(b.IncomingWindow),
-		unsettled:            map[uint32]unsettledDelivery{},
+		c:                      c,
+		ch:                     ch,
+		links:                  map[uint32]*link{},
+		nextIncomingID:         b.NextOutgoingID,
+		remoteIncomingWindow:   int64(b.IncomingWindow),
+		remoteWindowAdvertised: b.IncomingWindow,
+		unsettled:              map[uint32]unsettledDelivery{},
 	}
 }
 
@@ -117,6 +120,7 @@ func (s *session) handleFlow(f *amqp.Flow) error {
 	} else {
 		s.remoteIncomingWindow = int64(f.IncomingWindow)
 	}
+	s.remoteWindowAdvertised = f.IncomingWindow
 	for _, l := range s.links {
 		l.wakeUp()
 	}

@@ -17,6 +17,14 @@ const writeTimeout = 30 * time.Second
 // credit and the session window, so only a peer that stops reading reaches it.
 const maxQueuedFrames = 200000
 
+// maxQueuedBytes is the backlog of transfer payload bytes (queued or being written) above
+// which link deliverers stop taking messages from the broker until the writer has drained
+// to half of it. Credit and window alone do not bound memory: a client granting 5000
+// credits on 256 KiB messages and then not reading would otherwise make the emulator lock
+// and copy 1.25 GB into this connection's queue, and keep those messages from every other
+// receiver until writeTimeout drops it.
+const maxQueuedBytes = 4 << 20
+
 type outFrame struct {
 	f  amqp.Frame
 	at time.Time // when it was queued; used for injected latency
@@ -37,6 +45,9 @@ type writer struct {
 	finish bool               // write what is queued, then close the socket
 	done   chan struct{}      // closed when the writer goroutine has exited
 	failed bool
+
+	queuedBytes int           // transfer payload bytes queued or in the write in progress
+	room        chan struct{} // closed when queuedBytes falls below maxQueuedBytes/2
 }
 
 func newWriter(c *conn, nc net.Conn) *writer {
@@ -63,12 +74,43 @@ func (w *writer) send(f amqp.Frame) bool {
 		return false
 	}
 	w.queue = append(w.queue, outFrame{f: f, at: at})
+	w.queuedBytes += payloadLen(f)
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 	return true
+}
+
+func payloadLen(f amqp.Frame) int {
+	if t, ok := f.Body.(*amqp.Transfer); ok {
+		return len(t.Payload)
+	}
+	return 0
+}
+
+// waitRoom returns nil when deliverers may queue more transfers, else a channel that is
+// closed once the backlog has drained (or the writer has stopped).
+func (w *writer) waitRoom() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queuedBytes < maxQueuedBytes || w.finish || w.failed {
+		return nil
+	}
+	if w.room == nil {
+		w.room = make(chan struct{})
+	}
+	return w.room
+}
+
+// wroteLocked accounts for written transfer bytes. Caller holds w.mu.
+func (w *writer) wroteLocked(n int) {
+	w.queuedBytes -= n
+	if w.room != nil && w.queuedBytes < maxQueuedBytes/2 {
+		close(w.room)
+		w.room = nil
+	}
 }
 
 // close asks the writer to flush what is queued (after an optional final frame) and
@@ -79,6 +121,10 @@ func (w *writer) close(final *amqp.Frame) {
 		w.queue = append(w.queue, outFrame{f: *final})
 	}
 	w.finish = true
+	if w.room != nil {
+		close(w.room)
+		w.room = nil
+	}
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -142,8 +188,10 @@ func (w *writer) run(heartbeat time.Duration) {
 				break
 			}
 			buf = buf[:0]
+			batchBytes := 0
 			for i := range batch {
 				of := &batch[i]
+				batchBytes += payloadLen(of.f)
 				if !of.at.IsZero() {
 					if d := time.Duration(w.c.s.latency.Load()) - time.Since(of.at); d > 0 {
 						// Write what precedes this frame first, then wait out its latency.
@@ -172,6 +220,9 @@ func (w *writer) run(heartbeat time.Duration) {
 			}
 			w.mu.Lock()
 			w.spare = batch[:0]
+			if !w.failed {
+				w.wroteLocked(batchBytes)
+			}
 			w.mu.Unlock()
 		}
 	}
@@ -194,6 +245,11 @@ func (w *writer) fail() {
 	w.mu.Lock()
 	w.failed = true
 	w.queue = nil
+	w.queuedBytes = 0
+	if w.room != nil {
+		close(w.room)
+		w.room = nil
+	}
 	w.mu.Unlock()
 	// Unblock the reader too: the connection is unusable.
 	w.nc.Close()

@@ -92,7 +92,8 @@
 //     non-session entity or none on a session entity → amqp:not-allowed; session held →
 //     com.microsoft:session-cannot-be-locked; no session before the deadline →
 //     com.microsoft:timeout. The accept-next deadline is the link's com.microsoft:timeout
-//     property, or 60 s without one.
+//     property less a fifth of it (at most 1 s), so the refusal beats the caller's own
+//     context deadline from which the SDK derived it; 60 s without the property.
 //   - Session receivers: the reply's session filter carries the locked session id
 //     (string) and the link property com.microsoft:locked-until-utc (.NET ticks).
 //   - A receive link in receive-and-delete mode is one whose snd-settle-mode is settled;

@@ -634,3 +634,21 @@ func TestScheduledArrivesAtWaitingReceiver(t *testing.T) {
 		t.Fatalf("arrived %s late", late)
 	}
 }
+
+// TestAcceptNextSessionTimesOutBeforeTheCaller: the SDK derives the accept-next timeout
+// from the caller's context deadline minus at most 1 % jitter, so the emulator's
+// "no session" refusal must reach the client before that deadline, or the caller gets
+// context.DeadlineExceeded instead of CodeTimeout.
+func TestAcceptNextSessionTimesOutBeforeTheCaller(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "sq", func(p *broker.QueueProperties) { p.RequiresSession = true })
+	})
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := env.client.AcceptNextSessionForQueue(ctx, "sq", nil)
+		cancel()
+		if sbCode(err) != azservicebus.CodeTimeout {
+			t.Fatalf("attempt %d: %v (code %q); want CodeTimeout", i, err, sbCode(err))
+		}
+	}
+}

@@ -652,3 +652,117 @@ func TestAcceptNextSessionTimesOutBeforeTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestSoakStalledClientDropped: a client that stops reading is dropped once a write has
+// been blocked for the write time-out (30 s), and the messages it held come back when
+// their locks expire.
+func TestSoakStalledClientDropped(t *testing.T) {
+	soakEnabled(t)
+	const n, size = 200, 128 << 10
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "big", func(p *broker.QueueProperties) { p.LockDuration = 5 * time.Second })
+	})
+	sendBodies(t, env.ns, "big", n, size)
+	stalled := rawReceiver(t, env, "big", 1<<30, false)
+	stalled.rawFlow(0, 1<<30, nil, 5000)
+	start := time.Now()
+	// Read nothing until the emulator has given up on us, then find the end of the stream.
+	waitAvail := func(want int, within time.Duration) {
+		deadline := time.Now().Add(within)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for countAvailable(t, env.ns, "big") < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s only %d of %d messages available", time.Since(start).Round(time.Second), countAvailable(t, env.ns, "big"), want)
+			}
+			<-tick.C
+		}
+	}
+	// Locks expire (5 s) but the stalled deliverer is blocked, so nothing more is taken.
+	waitAvail(n-40, 20*time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	_ = stalled.nc.SetReadDeadline(deadline)
+	for {
+		if _, err := stalled.fr.ReadFrame(); err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the emulator never dropped the stalled connection: %v", err)
+			}
+			break
+		}
+	}
+	t.Logf("stalled connection ended after %s", time.Since(start).Round(time.Second))
+	waitAvail(n, 20*time.Second)
+}
+
+// TestHandleAndChannelReuse: a handle detached and re-attached on another queue, and a
+// channel ended and begun again, work; deliveries of the detached link still settle
+// on their session.
+func TestHandleAndChannelReuse(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "a", nil)
+		createQueue(t, ns, "b", nil)
+	})
+	sendBodies(t, env.ns, "a", 2, 16)
+	sendBodies(t, env.ns, "b", 1, 16)
+	c := rawReceiver(t, env, "a", 5000, false)
+	c.rawFlow(0, 5000, nil, 2)
+	var ids []uint32
+	for len(ids) < 2 {
+		if tr, ok := c.readFrame().Body.(*amqp.Transfer); ok {
+			ids = append(ids, *tr.DeliveryID)
+		}
+	}
+	c.writeFrame(0, &amqp.Detach{Handle: 0, Closed: true})
+	for {
+		if d, ok := c.readFrame().Body.(*amqp.Detach); ok {
+			if d.Error != nil {
+				t.Fatalf("detach answered with %v", d.Error)
+			}
+			break
+		}
+	}
+	// Settle the first delivery of the detached link: the lock is still good.
+	c.writeFrame(0, &amqp.Disposition{Role: amqp.RoleReceiver, First: ids[0], Settled: false, State: &amqp.Accepted{}})
+	for {
+		if d, ok := c.readFrame().Body.(*amqp.Disposition); ok {
+			if _, acc := d.State.(*amqp.Accepted); !acc {
+				t.Fatalf("settling a delivery of a detached link: %#v", d.State)
+			}
+			break
+		}
+	}
+	// Handle 0 again, on queue b.
+	c.writeFrame(0, &amqp.Attach{Name: "again", Handle: 0, Role: amqp.RoleReceiver, Source: &amqp.Source{Address: "b"}, Target: &amqp.Target{Address: "raw"}})
+	if r, ok := c.readFrame().Body.(*amqp.Attach); !ok || r.Source == nil {
+		t.Fatal("re-attach on handle 0 refused")
+	}
+	c.rawFlow(2, 5000, nil, 5)
+	for {
+		if tr, ok := c.readFrame().Body.(*amqp.Transfer); ok {
+			if tr.Handle != 0 {
+				t.Fatalf("transfer on handle %d", tr.Handle)
+			}
+			break
+		}
+	}
+	// End the session and begin again on the same channel.
+	c.writeFrame(0, &amqp.End{})
+	for {
+		if _, ok := c.readFrame().Body.(*amqp.End); ok {
+			break
+		}
+	}
+	c.writeFrame(0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 5000, OutgoingWindow: 100, HandleMax: 10})
+	if _, ok := c.readFrame().Body.(*amqp.Begin); !ok {
+		t.Fatal("no begin on the reused channel")
+	}
+	c.writeFrame(0, &amqp.Attach{Name: "third", Handle: 0, Role: amqp.RoleReceiver, Source: &amqp.Source{Address: "a"}, Target: &amqp.Target{Address: "raw"}})
+	if r, ok := c.readFrame().Body.(*amqp.Attach); !ok || r.Source == nil {
+		t.Fatal("attach on the reused channel refused")
+	}
+	// a's first message was completed; the second is still locked by the ended session.
+	info, _ := env.ns.Queue("a")
+	if info.Counts.Active != 1 {
+		t.Fatalf("queue a has %d messages; want 1 (locked)", info.Counts.Active)
+	}
+}

@@ -147,7 +147,8 @@
 //     lost → 410, server busy → 503, not allowed / invalid / session held → 400, anything
 //     else → 500; unknown operations → 501; malformed requests → 400.
 //   - peek-message: 204 when nothing is found; message-count capped at 5000; with a
-//     session-id the page is filtered to that session after it was read.
+//     session-id only that session's messages are counted and returned (other sessions'
+//     messages are skipped, not counted against message-count).
 //   - receive-by-sequence-number: a missing or non-deferred number → 404 (never 204);
 //     receiver-settle-mode 0 is receive-and-delete, anything else peek-lock.
 //   - cancel-scheduled-message ignores unknown numbers (200).

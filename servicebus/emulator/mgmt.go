@@ -129,19 +129,35 @@ func (s *Server) mgmtPeek(path string, body map[string]any) (any, int32, error) 
 	if count > maxPeekCount {
 		count = maxPeekCount
 	}
-	ds, err := s.ns.Peek(path, from, int(count))
-	if err != nil {
-		return nil, 0, err
-	}
+	var ds []broker.Delivery
 	if sid, ok := body["session-id"].(string); ok && sid != "" {
-		// Session peek: only that session's messages [choice: filtered after the page].
-		kept := ds[:0]
-		for _, d := range ds {
-			if d.Message.Properties != nil && d.Message.Properties.GroupID != nil && *d.Message.Properties.GroupID == sid {
-				kept = append(kept, d)
+		// Session peek: only that session's messages, read on past other sessions' until
+		// count are found or the entity ends. Filtering one page after reading it could
+		// answer 204 while the session has more messages further on, and the client
+		// would stop paging.
+		for {
+			page, err := s.ns.Peek(path, from, maxPeekCount)
+			if err != nil {
+				return nil, 0, err
 			}
+			for _, d := range page {
+				if d.Message.Properties != nil && d.Message.Properties.GroupID != nil && *d.Message.Properties.GroupID == sid {
+					ds = append(ds, d)
+					if len(ds) == int(count) {
+						break
+					}
+				}
+			}
+			if len(ds) == int(count) || len(page) < maxPeekCount {
+				break
+			}
+			from = page[len(page)-1].SequenceNumber + 1
 		}
-		ds = kept
+	} else {
+		var err error
+		if ds, err = s.ns.Peek(path, from, int(count)); err != nil {
+			return nil, 0, err
+		}
 	}
 	if len(ds) == 0 {
 		return nil, statusNoContent, nil

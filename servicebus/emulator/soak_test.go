@@ -766,3 +766,72 @@ func TestHandleAndChannelReuse(t *testing.T) {
 		t.Fatalf("queue a has %d messages; want 1 (locked)", info.Counts.Active)
 	}
 }
+
+// TestSessionPeekSkipsOtherSessions: a peek-message request with a session-id (issued by
+// other SDKs, not the Go one) pages through that session's messages only; messages of
+// other sessions in between must not end the paging with 204.
+func TestSessionPeekSkipsOtherSessions(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "sq", func(p *broker.QueueProperties) { p.RequiresSession = true })
+	})
+	for i, sid := range []string{"a", "a", "a", "b", "b", "b", "b", "b", "b", "a", "a"} {
+		m := &goamqp.Message{Data: [][]byte{{byte(i)}}, Properties: &goamqp.MessageProperties{GroupID: &sid}}
+		if err := env.ns.Send("sq", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := testCtx(t)
+	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sess.NewSender(ctx, "sq/$management", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := sess.NewReceiver(ctx, "sq/$management", &goamqp.ReceiverOptions{Name: "peek-replies", Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peek := func(from int64) (int32, []int64) {
+		req := &goamqp.Message{
+			Properties:            &goamqp.MessageProperties{MessageID: fmt.Sprint(from), ReplyTo: strPtr("peek-replies")},
+			ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
+			Value:                 map[string]any{"from-sequence-number": from, "message-count": int32(3), "session-id": "a"},
+		}
+		if err := snd.Send(ctx, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rcv.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, _ := resp.ApplicationProperties["statusCode"].(int32)
+		var seqs []int64
+		if body, ok := resp.Value.(map[string]any); ok {
+			list, _ := body["messages"].([]any)
+			for _, e := range list {
+				var m goamqp.Message
+				if err := m.UnmarshalBinary(e.(map[string]any)["message"].([]byte)); err != nil {
+					t.Fatal(err)
+				}
+				seqs = append(seqs, m.Annotations["x-opt-sequence-number"].(int64))
+			}
+		}
+		return code, seqs
+	}
+	if code, seqs := peek(1); code != 200 || fmt.Sprint(seqs) != "[1 2 3]" {
+		t.Fatalf("first page: %d %v", code, seqs)
+	}
+	if code, seqs := peek(4); code != 200 || fmt.Sprint(seqs) != "[10 11]" {
+		t.Fatalf("second page: %d %v; want 200 [10 11]", code, seqs)
+	}
+	if code, _ := peek(12); code != 204 {
+		t.Fatalf("after the end: %d; want 204", code)
+	}
+}

@@ -185,6 +185,7 @@ func (ns *Namespace) DeleteQueue(name string) error {
 	s.mu.Lock()
 	s.destroy()
 	s.mu.Unlock()
+	ns.dropFaults(key)
 	ns.log.Debug("queue deleted", "entity", s.name)
 	return nil
 }
@@ -310,6 +311,7 @@ func (ns *Namespace) DeleteTopic(name string) error {
 	if !ok {
 		return fmt.Errorf("topic %q: %w", name, ErrNotFound)
 	}
+	ns.dropFaults(key)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.deleted = true
@@ -462,6 +464,7 @@ func (ns *Namespace) DeleteSubscription(topicName, name string) error {
 	s.mu.Lock()
 	s.destroy()
 	s.mu.Unlock()
+	ns.dropFaults(strings.ToLower(s.name)) // s.name is topic/Subscriptions/sub
 	return nil
 }
 

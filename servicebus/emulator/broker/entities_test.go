@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -248,6 +249,55 @@ func TestFaults(t *testing.T) {
 	wantErr(t, ns.Complete(d2.LockToken), ErrLockLost)
 	if d := mustNext(t, c); d.SequenceNumber != 1 || d.Message.Header.DeliveryCount != 1 {
 		t.Fatalf("after ExpireLocks: seq %d count %d", d.SequenceNumber, d.Message.Header.DeliveryCount)
+	}
+}
+
+func TestFaultsDoNotOutliveTheirEntity(t *testing.T) {
+	ns, _ := newNS(t)
+	mustQueue(t, ns, "q", nil)
+	ns.InjectServerBusy("q", 100, time.Time{})
+	if err := ns.DeleteQueue("Q"); err != nil {
+		t.Fatal(err)
+	}
+	mustQueue(t, ns, "q", nil)
+	mustSend(t, ns, "q", msg("a")) // a queue created again under the name starts healthy
+
+	if _, err := ns.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"a", "b"} {
+		if _, err := ns.CreateSubscription("t", sub, DefaultSubscriptionProperties()); err != nil {
+			t.Fatal(err)
+		}
+		ns.InjectServerBusy("t/Subscriptions/"+sub, 100, time.Time{})
+	}
+	ns.InjectServerBusy("t", 100, time.Time{})
+	if err := ns.DeleteSubscription("t", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.CreateSubscription("t", "a", DefaultSubscriptionProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Peek("t/Subscriptions/a", 1, 1); err != nil {
+		t.Errorf("recreated subscription inherited a fault: %v", err)
+	}
+	if _, err := ns.Peek("t/Subscriptions/b", 1, 1); !errors.Is(err, ErrServerBusy) {
+		t.Errorf("the fault of a subscription that was not deleted went away: %v", err)
+	}
+	if err := ns.DeleteTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.CreateSubscription("t", "b", DefaultSubscriptionProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Send("t", msg("x")); err != nil {
+		t.Errorf("recreated topic inherited a fault: %v", err)
+	}
+	if _, err := ns.Peek("t/Subscriptions/b", 1, 1); err != nil {
+		t.Errorf("subscription of a recreated topic inherited a fault: %v", err)
 	}
 }
 

@@ -106,3 +106,20 @@ func (ns *Namespace) ClearFaults() {
 	clear(ns.faults)
 	ns.nFaults.Store(0)
 }
+
+// dropFaults forgets the faults of a deleted entity (name, lower case) and,
+// for a topic, of its subscriptions, so that an entity created again under
+// the same name starts healthy.
+func (ns *Namespace) dropFaults(name string) {
+	if ns.nFaults.Load() == 0 {
+		return
+	}
+	ns.faultMu.Lock()
+	defer ns.faultMu.Unlock()
+	for key := range ns.faults {
+		if key == name || strings.HasPrefix(key, name+"/subscriptions/") {
+			delete(ns.faults, key)
+		}
+	}
+	ns.nFaults.Store(int32(len(ns.faults)))
+}

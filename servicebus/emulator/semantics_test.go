@@ -1,0 +1,181 @@
+package emulator_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/dlqdash/dlqdash/servicebus/emulator"
+	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
+)
+
+// manualClock is a broker clock that tests move by hand, so that time-driven
+// behaviour (TTL, duplicate-detection windows) is tested without waiting.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// startWithClock is startEmulator with a broker on a manual clock; the
+// server's ticker is slowed down so that the test decides when Tick runs.
+func startWithClock(t *testing.T, setup func(ns *broker.Namespace)) (*testEnv, *manualClock) {
+	t.Helper()
+	clk := &manualClock{now: time.Now()}
+	ns := broker.New(broker.Options{Now: clk.Now})
+	setup(ns)
+	srv := emulator.New(emulator.Options{Namespace: ns, Logger: testLogger(), TickInterval: time.Hour})
+	connStr, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("start emulator: %v", err)
+	}
+	client := newClient(t, connStr)
+	env := &testEnv{srv: srv, ns: ns, client: client, conn: connStr}
+	t.Cleanup(func() {
+		_ = client.Close(context.Background())
+		_ = srv.Close()
+	})
+	return env, clk
+}
+
+func peekAll(t *testing.T, ctx context.Context, r *azservicebus.Receiver) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	var out []*azservicebus.ReceivedMessage
+	from := int64(1)
+	for {
+		page, err := r.PeekMessages(ctx, 100, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		if err != nil {
+			t.Fatalf("peek: %v", err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out = append(out, page...)
+		from = *page[len(page)-1].SequenceNumber + 1
+	}
+}
+
+// The replay engine relies on this: a copy sent with the original's
+// MessageID inside the window is silently dropped, one with a derived
+// MessageID is not, and the window ends.
+func TestDuplicateDetectionThroughSDK(t *testing.T) {
+	env, clk := startWithClock(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "dedup", func(p *broker.QueueProperties) {
+			p.RequiresDuplicateDetection = true
+			p.DuplicateDetectionHistoryTimeWindow = 10 * time.Minute
+		})
+	})
+	ctx := testCtx(t)
+	s := env.sender(t, "dedup")
+	send(t, ctx, s,
+		&azservicebus.Message{MessageID: strPtr("order-1"), Body: []byte("first")},
+		&azservicebus.Message{MessageID: strPtr("order-1"), Body: []byte("duplicate, dropped")},
+		&azservicebus.Message{MessageID: strPtr("order-1:replay-7"), Body: []byte("derived id, kept")},
+	)
+	clk.Advance(11 * time.Minute)
+	env.ns.Tick()
+	send(t, ctx, s, &azservicebus.Message{MessageID: strPtr("order-1"), Body: []byte("after the window")})
+
+	r := env.receiver(t, "dedup", nil)
+	var got []string
+	for _, m := range peekAll(t, ctx, r) {
+		got = append(got, string(m.Body))
+	}
+	want := []string{"first", "derived id, kept", "after the window"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("queue holds %q, want %q", got, want)
+	}
+}
+
+func TestTTLExpiryThroughSDK(t *testing.T) {
+	env, clk := startWithClock(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "keep", func(p *broker.QueueProperties) { p.DeadLetteringOnMessageExpiration = true })
+		createQueue(t, ns, "drop", nil)
+	})
+	ctx := testCtx(t)
+	ttl := time.Minute
+	for _, q := range []string{"keep", "drop"} {
+		send(t, ctx, env.sender(t, q),
+			&azservicebus.Message{MessageID: strPtr("short"), Body: []byte("expires"), TimeToLive: &ttl},
+			&azservicebus.Message{MessageID: strPtr("long"), Body: []byte("stays")},
+		)
+	}
+	clk.Advance(2 * time.Minute)
+	env.ns.Tick()
+
+	for _, q := range []string{"keep", "drop"} {
+		main := peekAll(t, ctx, env.receiver(t, q, nil))
+		if len(main) != 1 || main[0].MessageID != "long" {
+			t.Errorf("%s: main queue holds %d messages, want only the one without TTL", q, len(main))
+		}
+	}
+	dlq := env.receiver(t, "keep", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	msgs := receiveN(t, dlq, 1)
+	m := msgs[0]
+	if m.MessageID != "short" || m.DeadLetterReason == nil || *m.DeadLetterReason != "TTLExpiredException" {
+		t.Errorf("DLQ message %v with reason %v, want short with TTLExpiredException", m.MessageID, m.DeadLetterReason)
+	}
+	if err := dlq.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := peekAll(t, ctx, env.receiver(t, "drop", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})); len(left) != 0 {
+		t.Errorf("queue without dead-lettering on expiration has %d messages in its DLQ", len(left))
+	}
+}
+
+func TestCorrelationFilterThroughSDK(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateTopic("events", broker.DefaultTopicProperties()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ns.CreateSubscription("events", "all", broker.DefaultSubscriptionProperties()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ns.CreateSubscription("events", "eu-refunds", broker.DefaultSubscriptionProperties(), broker.Rule{
+			Name: "eu-refunds", Kind: broker.FilterCorrelation,
+			Correlation: &broker.CorrelationFilter{Subject: "Refund", Properties: map[string]any{"region": "EU"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := testCtx(t)
+	send(t, ctx, env.sender(t, "events"),
+		&azservicebus.Message{MessageID: strPtr("1"), Subject: strPtr("Refund"), ApplicationProperties: map[string]any{"region": "EU"}},
+		&azservicebus.Message{MessageID: strPtr("2"), Subject: strPtr("Refund"), ApplicationProperties: map[string]any{"region": "US"}},
+		&azservicebus.Message{MessageID: strPtr("3"), Subject: strPtr("Payment"), ApplicationProperties: map[string]any{"region": "EU"}},
+	)
+	ids := func(sub string) []string {
+		r, err := env.client.NewReceiverForSubscription("events", sub, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		var out []string
+		for _, m := range peekAll(t, ctx, r) {
+			out = append(out, m.MessageID)
+		}
+		return out
+	}
+	if got := ids("all"); fmt.Sprint(got) != "[1 2 3]" {
+		t.Errorf("subscription with the default rule got %v", got)
+	}
+	if got := ids("eu-refunds"); fmt.Sprint(got) != "[1]" {
+		t.Errorf("correlation-filtered subscription got %v, want [1]", got)
+	}
+}

@@ -104,6 +104,9 @@
 //     flow{drain:true, link-credit:0} is sent.
 //
 // Messages
+//   - Every delivered or peeked message carries a header section with all five fields,
+//     delivery-count included when it is 0 (go-amqp's encoder would omit defaults, and
+//     some non-Go clients do not apply them).
 //   - Outgoing deliveries are split at the client's max-frame-size minus 128 bytes.
 //     Delivery tag: peek-lock → the lock token in .NET Guid byte order; receive-and-delete
 //     → the 8-byte big-endian sequence number; RPC replies → the 4-byte delivery id.

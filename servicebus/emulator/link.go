@@ -783,7 +783,7 @@ func consumerDoneError(err error) *amqp.Error {
 // cannot be encoded (a peek-lock message is then released).
 func (l *link) stage(d broker.Delivery) *staged {
 	c := l.s.c
-	payload, err := d.Message.MarshalBinary()
+	payload, err := encodeMessage(d.Message)
 	if err != nil {
 		c.log.Error("emulator: encode delivery", "error", err, "sequence_number", d.SequenceNumber)
 		if l.mode == broker.PeekLock {

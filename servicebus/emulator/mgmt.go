@@ -174,7 +174,7 @@ func (s *Server) mgmtPeek(path string, body map[string]any) (any, int32, error) 
 func encodeDeliveries(ds []broker.Delivery, withLock bool) ([]any, error) {
 	out := make([]any, 0, len(ds))
 	for _, d := range ds {
-		b, err := d.Message.MarshalBinary()
+		b, err := encodeMessage(d.Message)
 		if err != nil {
 			return nil, fmt.Errorf("encode message %d: %w", d.SequenceNumber, err)
 		}

@@ -74,7 +74,7 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 	c.notify <- struct{}{}
 	if !o.Session {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlockFlush()
 		if err := s.receivable(); err != nil {
 			return nil, err
 		}
@@ -84,7 +84,7 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 	}
 	if o.SessionID != "" {
 		s.mu.Lock()
-		defer s.mu.Unlock()
+		defer s.unlockFlush()
 		if err := s.receivable(); err != nil {
 			return nil, err
 		}
@@ -107,26 +107,26 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 			delete(s.waiters, wake)
 		}
 		if err := s.receivable(); err != nil {
-			s.mu.Unlock()
+			s.unlockFlush()
 			return nil, err
 		}
 		now := ns.nowNano()
 		if ss := s.nextSession(now); ss != nil {
 			s.acceptSession(c, ss, now)
-			s.mu.Unlock()
+			s.unlockFlush()
 			return c, nil
 		}
 		if wake == nil {
 			wake = make(chan struct{}, 1)
 		}
 		s.waiters[wake] = struct{}{}
-		s.mu.Unlock()
+		s.unlockFlush()
 		select {
 		case <-wake:
 		case <-ctx.Done():
 			s.mu.Lock()
 			delete(s.waiters, wake)
-			s.mu.Unlock()
+			s.unlockFlush()
 			return nil, fmt.Errorf("accept next session on %s: %w: %w", s.name, ErrNoSession, ctx.Err())
 		}
 	}
@@ -201,7 +201,7 @@ func (s *store) readyTop(h *recHeap, now int64) *record {
 func (c *Consumer) Next() (Delivery, bool) {
 	s := c.st
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	if c.finished || s.deleted || !receiveAllowed(s.status()) {
 		return Delivery{}, false
 	}
@@ -246,7 +246,7 @@ func (c *Consumer) Done() <-chan struct{} { return c.done }
 // or ErrSessionLockLost.
 func (c *Consumer) Err() error {
 	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	defer c.st.unlockFlush()
 	return c.err
 }
 
@@ -262,7 +262,7 @@ func (c *Consumer) SessionID() string {
 // consumer holds no session lock).
 func (c *Consumer) SessionLockedUntil() time.Time {
 	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	defer c.st.unlockFlush()
 	if c.sess == nil || c.sess.holder != c {
 		return time.Time{}
 	}
@@ -273,6 +273,6 @@ func (c *Consumer) SessionLockedUntil() time.Time {
 // survive: they are namespace-wide and settle by token.
 func (c *Consumer) Close() {
 	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	defer c.st.unlockFlush()
 	c.finishLocked(nil)
 }

@@ -114,6 +114,9 @@ func (ns *Namespace) CreateQueue(name string, p QueueProperties) (QueueInfo, err
 	if _, ok := ns.topics[key]; ok {
 		return QueueInfo{}, fmt.Errorf("queue %q: a topic has that name: %w", name, ErrAlreadyExists)
 	}
+	if err := ns.checkQueueForward(name, p); err != nil {
+		return QueueInfo{}, err
+	}
 	s := newStore(ns, KindQueue, name, ns.nowNano())
 	s.qp = p
 	s.session = p.RequiresSession
@@ -150,6 +153,12 @@ func (ns *Namespace) UpdateQueue(name string, p QueueProperties) (QueueInfo, err
 		return QueueInfo{}, err
 	}
 	s, err := ns.queue(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	ns.mu.RLock()
+	err = ns.checkQueueForward(s.name, p)
+	ns.mu.RUnlock()
 	if err != nil {
 		return QueueInfo{}, err
 	}
@@ -383,6 +392,9 @@ func (ns *Namespace) CreateSubscription(topicName, name string, p SubscriptionPr
 	if err != nil {
 		return SubscriptionInfo{}, err
 	}
+	if err := ns.checkSubscriptionForward(p); err != nil {
+		return SubscriptionInfo{}, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.deleted {
@@ -427,6 +439,9 @@ func (ns *Namespace) UpdateSubscription(topicName, name string, p SubscriptionPr
 	}
 	_, s, err := ns.subscription(topicName, name)
 	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	if err := ns.checkSubscriptionForward(p); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	s.mu.Lock()
@@ -499,4 +514,26 @@ func (ns *Namespace) Subscriptions(topicName string) ([]SubscriptionInfo, error)
 	}
 	slices.SortFunc(out, func(a, b SubscriptionInfo) int { return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
 	return out, nil
+}
+
+// checkQueueForward validates a queue's forwarding targets. Caller holds
+// ns.mu.
+func (ns *Namespace) checkQueueForward(name string, p QueueProperties) error {
+	if err := ns.checkForward("ForwardTo", p.ForwardTo, name); err != nil {
+		return fmt.Errorf("queue %q: %w", name, err)
+	}
+	if err := ns.checkForward("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo, name); err != nil {
+		return fmt.Errorf("queue %q: %w", name, err)
+	}
+	return nil
+}
+
+// checkSubscriptionForward validates a subscription's forwarding targets.
+func (ns *Namespace) checkSubscriptionForward(p SubscriptionProperties) error {
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	if err := ns.checkForward("ForwardTo", p.ForwardTo, ""); err != nil {
+		return err
+	}
+	return ns.checkForward("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo, "")
 }

@@ -95,7 +95,7 @@ func (ns *Namespace) ExpireLocks(entity string) {
 				}
 			}
 		}
-		s.mu.Unlock()
+		s.unlockFlush()
 	}
 }
 

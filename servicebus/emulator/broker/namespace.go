@@ -144,7 +144,7 @@ func (ns *Namespace) Tick() {
 		if !s.deleted {
 			s.tick(now)
 		}
-		s.mu.Unlock()
+		s.unlockFlush()
 	}
 }
 

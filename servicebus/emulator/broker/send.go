@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
@@ -41,9 +42,9 @@ func (ns *Namespace) Send(path string, m *goamqp.Message) error {
 	}
 	now := ns.nowNano()
 	if s != nil {
-		return s.send([]*goamqp.Message{m}, []time.Time{sched}, nil, now, true)
+		return s.send([]*goamqp.Message{m}, []time.Time{sched}, nil, now, true, nil)
 	}
-	return t.send([]*goamqp.Message{m}, []time.Time{sched}, nil, now, true)
+	return t.send([]*goamqp.Message{m}, []time.Time{sched}, nil, now, true, nil)
 }
 
 // Schedule enqueues messages that each carry x-opt-scheduled-enqueue-time
@@ -69,9 +70,9 @@ func (ns *Namespace) Schedule(path string, msgs []*goamqp.Message) ([]int64, err
 	seqs := make([]int64, len(msgs))
 	now := ns.nowNano()
 	if s != nil {
-		err = s.send(msgs, times, seqs, now, false)
+		err = s.send(msgs, times, seqs, now, false, nil)
 	} else {
-		err = t.send(msgs, times, seqs, now, false)
+		err = t.send(msgs, times, seqs, now, false, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -79,9 +80,14 @@ func (ns *Namespace) Schedule(path string, msgs []*goamqp.Message) ([]int64, err
 	return seqs, nil
 }
 
-// enqueue stores m under seq in s's main queue. Caller holds s.mu.
-func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int32, now int64) {
+// enqueue stores m under seq in s's main queue, or, when s forwards
+// (ForwardTo) and m is active at once, queues it in s's outbox. fw is set
+// for a message arriving by auto-forwarding. Caller holds s.mu.
+func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int32, now int64, fw *fwdMeta) {
 	r := newRecord(s, m, seq, size)
+	if fw != nil {
+		r.hops = fw.hops
+	}
 	if !sched.IsZero() && sched.UnixNano() > now {
 		r.state = stateScheduled
 		r.scheduledAt = sched.UnixNano()
@@ -89,21 +95,39 @@ func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int3
 	} else {
 		r.enqueued = now / int64(time.Millisecond)
 		r.expires = expiresAt(m, s.defaultTTL(), now)
+		if fw != nil && fw.expires != 0 && (r.expires == 0 || fw.expires < r.expires) {
+			r.expires = fw.expires
+		}
+		if to := s.forwardTo(); to != "" {
+			s.queueForward(r, to, false)
+			return
+		}
 	}
 	s.insert(&s.main, r, sessionID(m), now)
 }
 
+// sessionIDNullError is the rejection of a message without a session id by
+// a session entity. It is an ErrInvalidMessage; forwarding maps it to
+// Azure's "Session ID is null" dead-letter reason.
+type sessionIDNullError struct{ entity string }
+
+func (e *sessionIDNullError) Error() string {
+	return e.entity + " requires sessions: message has no session id (group-id): " + ErrInvalidMessage.Error()
+}
+func (e *sessionIDNullError) Unwrap() error { return ErrInvalidMessage }
+
 func requireSession(m *goamqp.Message, entity string) error {
 	if id := sessionID(m); id == nil || *id == "" {
-		return invalid("%s requires sessions: message has no session id (group-id)", entity)
+		return &sessionIDNullError{entity}
 	}
 	return nil
 }
 
 // send enqueues msgs on a queue; seqs (optional) receives their numbers.
-func (s *store) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool) error {
+// fw is set (with one message) for a message arriving by auto-forwarding.
+func (s *store) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool, fw *fwdMeta) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	if s.deleted {
 		return fmt.Errorf("queue %q: %w", s.name, ErrNotFound)
 	}
@@ -128,14 +152,25 @@ func (s *store) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, no
 		if seqs != nil {
 			seqs[i] = s.in.seq
 		}
-		s.enqueue(m, s.in.seq, sched[i], estimateSize(m), now)
+		s.enqueue(m, s.in.seq, sched[i], estimateSize(m), now, fw)
 	}
 	return nil
 }
 
 // send enqueues msgs on a topic: one sequence number per message, shared by
-// the copies in every subscription whose rules match.
-func (t *topic) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool) error {
+// the copies in every subscription whose rules match. Subscriptions that
+// forward are flushed after t.mu is released (lock order: a forward may
+// reach this topic again).
+func (t *topic) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool, fw *fwdMeta) error {
+	var flush []*store
+	err := t.sendLocked(msgs, sched, seqs, now, dedupe, fw, &flush)
+	for _, s := range flush {
+		s.flush()
+	}
+	return err
+}
+
+func (t *topic) sendLocked(msgs []*goamqp.Message, sched []time.Time, seqs []int64, now int64, dedupe bool, fw *fwdMeta, flush *[]*store) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.deleted {
@@ -172,7 +207,10 @@ func (t *topic) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, no
 			}
 			s.mu.Lock()
 			if !s.deleted && s.sp.Status != StatusDisabled {
-				s.enqueue(m, t.in.seq, sched[i], size, now)
+				s.enqueue(m, t.in.seq, sched[i], size, now, fw)
+				if len(s.outbox) > 0 && !slices.Contains(*flush, s) {
+					*flush = append(*flush, s)
+				}
 			}
 			s.mu.Unlock()
 		}
@@ -207,7 +245,7 @@ func (ns *Namespace) CancelScheduled(path string, seqs []int64) error {
 				}
 			}
 		}
-		s.mu.Unlock()
+		s.unlockFlush()
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func (ns *Namespace) RenewSessionLock(path, sessionID string) (time.Time, error)
 		return time.Time{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	now := ns.nowNano()
 	ss := s.sessions[sessionID]
 	if s.deleted || ss == nil || ss.holder == nil {
@@ -48,7 +48,7 @@ func (ns *Namespace) SessionState(path, sessionID string) ([]byte, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	if ss := s.sessions[sessionID]; ss != nil && ss.state != nil {
 		return slices.Clone(ss.state), nil
 	}
@@ -63,7 +63,7 @@ func (ns *Namespace) SetSessionState(path, sessionID string, state []byte) error
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	if s.deleted {
 		return fmt.Errorf("%s: %w", s.name, ErrEntityDeleted)
 	}
@@ -98,7 +98,7 @@ func (ns *Namespace) ListSessions(path string, updatedAfter time.Time, skip, top
 			ids = append(ids, id)
 		}
 	}
-	s.mu.Unlock()
+	s.unlockFlush()
 	slices.Sort(ids)
 	if skip > 0 {
 		ids = ids[min(skip, len(ids)):]

@@ -30,7 +30,7 @@ func (ns *Namespace) settle(token goamqp.UUID, fn func(s *store, r *record, now 
 	}
 	s := r.st
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	now := ns.nowNano()
 	if err := s.checkLock(r, token, now); err != nil {
 		return err
@@ -139,14 +139,14 @@ func (ns *Namespace) Peek(path string, from int64, max int) ([]Delivery, error) 
 	snaps := make([]record, 0, min(max, 1024))
 	s.mu.Lock()
 	if s.deleted {
-		s.mu.Unlock()
+		s.unlockFlush()
 		return nil, fmt.Errorf("%s: %w", s.name, ErrEntityDeleted)
 	}
 	q.index.ascend(from, func(r *record) bool {
 		snaps = append(snaps, *r)
 		return len(snaps) < max
 	})
-	s.mu.Unlock()
+	s.unlockFlush()
 	out := make([]Delivery, len(snaps))
 	for i := range snaps {
 		out[i] = delivery(&snaps[i], false)
@@ -166,7 +166,7 @@ func (ns *Namespace) ReceiveDeferred(path string, seqs []int64, mode ReceiveMode
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockFlush()
 	if s.deleted {
 		return nil, fmt.Errorf("%s: %w", s.name, ErrEntityDeleted)
 	}

@@ -37,6 +37,7 @@ type record struct {
 	dc          uint32 // failed deliveries so far
 	size        int32
 	state       uint8
+	hops        uint8 // auto-forwarding hops so far (broker-private)
 	locked      bool
 	hidx        [numHeaps]int32
 }
@@ -145,8 +146,13 @@ type store struct {
 	sessions map[string]*session
 	waiters  map[chan struct{}]struct{}
 	deleted  bool
-	in       ingress       // queues only
-	topicTTL time.Duration // subscriptions: the topic's default TTL (copied under topic.mu and s.mu)
+	in       ingress // queues only
+	// outbox holds records leaving by auto-forwarding, queued under mu
+	// and sent after mu is released (forward.go); nTransfer counts them
+	// until they have reached their target or the transfer DLQ.
+	outbox    []fwdItem
+	nTransfer int64
+	topicTTL  time.Duration // subscriptions: the topic's default TTL (copied under topic.mu and s.mu)
 
 	created, updated int64
 	accessed         atomic.Int64
@@ -386,7 +392,8 @@ func (s *store) failDelivery(r *record, now int64) bool {
 }
 
 // deadLetter moves an unlocked main record to the DLQ, keeping its seq and
-// delivery count.
+// delivery count, or, with ForwardDeadLetteredMessagesTo, queues it for
+// forwarding with x-opt-deadletter-source set.
 func (s *store) deadLetter(r *record, reason, desc string, props map[string]any, now int64) {
 	if s.ns.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.ns.log.Debug("message dead-lettered", "entity", s.name, "sequence_number", r.seq, "reason", reason)
@@ -397,6 +404,12 @@ func (s *store) deadLetter(r *record, reason, desc string, props map[string]any,
 	r.state = stateActive
 	r.expires = 0 // TTL is not enforced in the DLQ
 	r.scheduledAt = 0
+	if to := s.forwardDLQTo(); to != "" {
+		r.sub = nil
+		r.msg = withAnnotation(r.msg, annDeadLetterSource, s.name)
+		s.queueForward(r, to, true)
+		return
+	}
 	s.insert(&s.dlq, r, nil, now)
 }
 
@@ -431,6 +444,11 @@ func (s *store) activate(r *record, now int64) {
 			return
 		}
 		s.expiry.push(r)
+	}
+	if to := s.forwardTo(); to != "" {
+		s.remove(r)
+		s.queueForward(r, to, false)
+		return
 	}
 	s.makeReady(r)
 }
@@ -532,6 +550,7 @@ func (s *store) counts() Counts {
 		Scheduled:          s.nSched,
 		DeadLetter:         int64(s.dlq.index.n),
 		TransferDeadLetter: int64(s.tdlq.index.n),
+		Transfer:           s.nTransfer,
 		SizeInBytes:        s.main.bytes + s.dlq.bytes + s.tdlq.bytes,
 	}
 	c.Total = c.Active + c.Scheduled + c.DeadLetter + c.TransferDeadLetter + c.Transfer

@@ -65,8 +65,57 @@
 //   - Next returns the lowest sequence number first; accept-next picks the
 //     free session whose next deliverable message has the lowest number.
 //
-// Not modelled: auto-forwarding (ForwardTo, ForwardDeadLetteredMessagesTo;
-// the transfer DLQ stays empty), AutoDeleteOnIdle, MaxSizeInMegabytes and
+// Auto-forwarding (forward.go). A queue or subscription with ForwardTo
+// never keeps an active message: one that becomes active there (send, topic
+// fan-out, scheduled activation) is sent on to the target queue or topic as
+// a new message (the target's sequence number, enqueued now, the target's
+// duplicate detection and rules), keeping body, properties, application
+// properties and annotations; the first hop sets
+// x-opt-enqueue-sequence-number (int64) to the source number and later hops
+// keep it (Azure: the number at the original point of submission). With
+// ForwardDeadLetteredMessagesTo, a message that would be dead-lettered
+// (explicit, MaxDeliveryCountExceeded, TTLExpiredException) is sent to that
+// target instead, with its DeadLetterReason/Description properties and
+// x-opt-deadletter-source = the source entity name. A message may be
+// forwarded 4 times (Azure's limit); the hop count is a broker-private
+// record field (Azure exposes none). A message that cannot be forwarded
+// goes to the source's transfer dead-letter queue ("<entity>/$Transfer/
+// $DeadLetterQueue", Counts.TransferDeadLetter), keeping its source number:
+//   - over the hop limit: "MaxTransferHopCountExceeded" / "The maximum
+//     number of allowed hops when forwarding between queues has been
+//     exceeded. This value is set to 4." (Azure's documented strings);
+//   - a session target and no session id: "Session ID is null" / "Session
+//     enabled entity doesn't allow a message whose session identifier is
+//     null." (Azure's documented strings);
+//   - a missing, deleted, Disabled or SendDisabled target, or any other
+//     refusal: emulator choice "TransferToEntityFailed" with the description
+//     `Forwarding to "<target>" failed: <cause>.`.
+//     A dead-letter forward that fails likewise replaces the dead-letter
+//     reason and keeps x-opt-deadletter-source.
+//
+// Further emulator choices for forwarding:
+//   - A duplicate dropped by the target's duplicate detection counts as
+//     forwarded. Injected server-busy faults do not apply to forwarding
+//     (they model client-facing throttling; Azure retries internal
+//     transfers), so a busy target neither refuses nor consumes the fault.
+//   - The forwarded copy expires no later than it would have in the
+//     source; dead-letter forwards start a fresh TTL in the target.
+//   - Forwarding is synchronous for the caller that caused it (Send,
+//     settlement, Tick, Next ...) but never holds two store locks: records
+//     leave their store into a per-store outbox under its mutex and are
+//     sent after it is released (topic fan-out: after the topic mutex too).
+//     In that window a record is in neither store; it is counted in
+//     Counts.Transfer of the source (normally 0, as Azure's
+//     TransferMessageCount) so counts do not lose it, but Peek does not
+//     show it. Forwarding order follows sequence numbers for one caller;
+//     concurrent callers may interleave.
+//   - Create and Update refuse (ErrInvalidProperties) a forward target that
+//     is not an existing queue or topic, or that is the entity itself.
+//     Deleting or disabling a target later is allowed; forwards then fail
+//     as above. Setting ForwardTo later does not move messages already in
+//     the main queue; they stay deliverable there.
+//
+// Not modelled: AutoDeleteOnIdle, MaxSizeInMegabytes and
 // MaxMessageSizeInKilobytes quotas (the AMQP server enforces the message
 // size), rule actions, SQL filter evaluation, transactions.
 package broker

@@ -198,7 +198,9 @@ type Rule struct {
 }
 
 // Counts are the runtime message counters of an entity. Active includes
-// deferred and locked messages.
+// deferred and locked messages. TransferDeadLetter is the size of the
+// transfer dead-letter queue (failed auto-forwards); Transfer counts
+// messages being forwarded out right now (normally 0, see doc.go).
 type Counts struct {
 	Active, DeadLetter, TransferDeadLetter, Scheduled, Transfer, Total, SizeInBytes int64
 }

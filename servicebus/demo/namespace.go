@@ -14,6 +14,8 @@ const (
 	QueueEmail       = "email"
 	QueueInventory   = "inventory-sync"
 	QueueShipping    = "shipping-labels"
+	QueueInvoices    = "invoices"
+	QueueArchive     = "invoices-archive"
 	TopicPayments    = "payments"
 	SubLedger        = "ledger"
 	SubFraudCheck    = "fraud-check"
@@ -78,6 +80,15 @@ func Provision(ns *broker.Namespace) error {
 				p.RequiresDuplicateDetection = true
 				p.DuplicateDetectionHistoryTimeWindow = 10 * time.Minute
 			})
+		},
+		func() error {
+			// The archive was frozen for a migration and nobody remembered
+			// that invoices auto-forward to it: every forward fails, and the
+			// broker parks the invoices in the transfer dead-letter queue.
+			return queue(QueueArchive, func(p *broker.QueueProperties) { p.Status = broker.StatusSendDisabled })
+		},
+		func() error {
+			return queue(QueueInvoices, func(p *broker.QueueProperties) { p.ForwardTo = QueueArchive })
 		},
 		func() error {
 			p := broker.DefaultTopicProperties()

@@ -39,6 +39,10 @@ type Summary struct {
 	// Expiring is the number of messages sent to a subscription nobody
 	// consumes; the broker dead-letters them when their TTL runs out.
 	Expiring int
+	// Forwarded is the number of invoices sent to a queue that
+	// auto-forwards to a send-disabled archive; the broker parks them in the
+	// queue's transfer dead-letter queue.
+	Forwarded int
 }
 
 // Traffic drives producers and failing consumers through the SDK.
@@ -283,6 +287,9 @@ func (t *Traffic) Seed(ctx context.Context) (Summary, error) {
 	if err := t.send(ctx, QueueShipping, n(400), t.labels); err != nil {
 		return Summary{}, err
 	}
+	if err := t.send(ctx, QueueInvoices, n(250), t.invoices); err != nil {
+		return Summary{}, err
+	}
 	if err := t.scheduleReminders(ctx, n(40)); err != nil {
 		return Summary{}, err
 	}
@@ -305,7 +312,7 @@ func (t *Traffic) Seed(ctx context.Context) (Summary, error) {
 	}
 	s := t.Summary()
 	t.log.Info("demo burst processed", "sent", s.Sent, "dead_lettered", s.deadLettered(), "deferred", s.Deferred,
-		"scheduled", s.Scheduled, "expiring", s.Expiring, "took", t.now().Sub(start).Round(time.Millisecond))
+		"scheduled", s.Scheduled, "expiring", s.Expiring, "transfer_dead_lettered", s.Forwarded, "took", t.now().Sub(start).Round(time.Millisecond))
 	return s, nil
 }
 
@@ -357,6 +364,7 @@ func (t *Traffic) Trickle(ctx context.Context) error {
 	}{
 		{QueueOrders, t.orders}, {QueueOrders, t.orders}, {TopicPayments, t.payments},
 		{QueueEmail, t.emails}, {QueueInventory, t.stock}, {QueueShipping, t.labels},
+		{QueueInvoices, t.invoices},
 	}
 	for i := 0; ; i++ {
 		select {
@@ -477,6 +485,17 @@ func (t *Traffic) labels(n int) []*azservicebus.Message {
 		out[i] = newLabel(t.rnd, t.next())
 	}
 	t.expected[QueueShipping] += n
+	return out
+}
+
+func (t *Traffic) invoices(n int) []*azservicebus.Message {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*azservicebus.Message, n)
+	for i := range out {
+		out[i] = newInvoice(t.rnd, t.next(), t.now())
+	}
+	t.summary.Forwarded += n
 	return out
 }
 

@@ -111,6 +111,22 @@ func TestSeedLeavesRealisticDeadLetters(t *testing.T) {
 		t.Errorf("email scheduled = %d, demo scheduled %d", email.Counts.Scheduled, sum.Scheduled)
 	}
 
+	// Invoices forward to a send-disabled archive, so the broker parks
+	// every one of them in the transfer dead-letter queue.
+	tdlq, err := ns.Peek(QueueInvoices+"/$Transfer/$DeadLetterQueue", 1, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tdlq) != sum.Forwarded || sum.Forwarded == 0 {
+		t.Errorf("%s transfer DLQ holds %d messages, demo sent %d invoices", QueueInvoices, len(tdlq), sum.Forwarded)
+	}
+	for _, d := range tdlq {
+		if r := d.Message.ApplicationProperties["DeadLetterReason"]; r != "TransferToEntityFailed" {
+			t.Errorf("transfer DLQ message %d has reason %v", d.SequenceNumber, r)
+			break
+		}
+	}
+
 	// Receipts nobody consumes expire into their DLQ.
 	if sum.Expiring == 0 {
 		t.Fatal("no receipts were sent")

@@ -424,3 +424,21 @@ func newLabel(r *rand.Rand, seq int) *azservicebus.Message {
 		Body:        []byte(body),
 	}
 }
+
+// ---- invoices: JSON, auto-forwarded to a frozen archive -------------------
+
+func newInvoice(r *rand.Rand, seq int, now time.Time) *azservicebus.Message {
+	id := fmt.Sprintf("INV-%07d", 2000000+seq)
+	body := fmt.Sprintf(`{"invoiceId":"%s","orderId":"ORD-%06d","issuedAt":"%s","amount":%d.%02d,"currency":"EUR","pdf":"https://billing.example.com/invoices/%s.pdf"}`,
+		id, 100000+r.IntN(900000), now.UTC().Format(time.RFC3339), 10+r.IntN(2000), r.IntN(100), id)
+	return &azservicebus.Message{
+		MessageID:   ptr(id),
+		Subject:     ptr("InvoiceIssued"),
+		ContentType: ptr("application/json"),
+		Body:        []byte(body),
+		ApplicationProperties: map[string]any{
+			"tenant": "contoso",
+			"source": "billing",
+		},
+	}
+}

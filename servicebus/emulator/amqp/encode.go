@@ -365,37 +365,16 @@ func appendMapString(dst []byte, m map[string]any, depth int) ([]byte, error) {
 }
 
 func appendSymbolArray(dst []byte, v []Symbol) ([]byte, error) {
-	if v == nil {
-		return append(dst, codeNull), nil
-	}
-	wide := false
-	for _, x := range v {
-		if len(x) > 255 {
-			wide = true
-			break
-		}
-	}
-	dst, s := reserveCompound(dst)
-	if wide {
-		dst = append(dst, codeSym32)
-		for _, x := range v {
-			if uint64(len(x)) > math.MaxUint32 {
-				return dst, fmt.Errorf("%w: symbol too long", errEncode)
-			}
-			dst = binary.BigEndian.AppendUint32(dst, uint32(len(x)))
-			dst = append(dst, x...)
-		}
-	} else {
-		dst = append(dst, codeSym8)
-		for _, x := range v {
-			dst = append(dst, byte(len(x)))
-			dst = append(dst, x...)
-		}
-	}
-	return finishCompound(dst, s, codeArray8, codeArray32, len(v))
+	return appendTextArray(dst, v, codeSym8, codeSym32, "symbol")
 }
 
 func appendStringArray(dst []byte, v []string) ([]byte, error) {
+	return appendTextArray(dst, v, codeStr8, codeStr32, "string")
+}
+
+// appendTextArray writes an array of strings or symbols: one constructor for
+// every element, the 8-bit length form unless an element needs 32 bits.
+func appendTextArray[T ~string](dst []byte, v []T, code8, code32 byte, what string) ([]byte, error) {
 	if v == nil {
 		return append(dst, codeNull), nil
 	}
@@ -408,16 +387,16 @@ func appendStringArray(dst []byte, v []string) ([]byte, error) {
 	}
 	dst, s := reserveCompound(dst)
 	if wide {
-		dst = append(dst, codeStr32)
+		dst = append(dst, code32)
 		for _, x := range v {
 			if uint64(len(x)) > math.MaxUint32 {
-				return dst, fmt.Errorf("%w: string too long", errEncode)
+				return dst, fmt.Errorf("%w: %s too long", errEncode, what)
 			}
 			dst = binary.BigEndian.AppendUint32(dst, uint32(len(x)))
 			dst = append(dst, x...)
 		}
 	} else {
-		dst = append(dst, codeStr8)
+		dst = append(dst, code8)
 		for _, x := range v {
 			dst = append(dst, byte(len(x)))
 			dst = append(dst, x...)

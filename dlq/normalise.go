@@ -1,0 +1,89 @@
+package dlq
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strings"
+)
+
+// Group is a failure group: dead letters with the same reason and the same
+// description once the parts that vary between occurrences (numbers, GUIDs,
+// timestamps, hex ids) are replaced by placeholders.
+type Group struct {
+	ID                 string // stable: derived from Reason and Pattern
+	Reason             string
+	DescriptionPattern string
+}
+
+// maxPatternLen bounds a group's pattern: descriptions can be huge (stack
+// traces), and two that agree this far are the same failure for triage.
+const maxPatternLen = 512
+
+var normalisers = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	// Order matters: the specific shapes go before the digits they contain.
+	{regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "<guid>"},
+	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?`), "<time>"},
+	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}\b`), "<date>"},
+	{regexp.MustCompile(`\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b`), "<time>"},
+	{regexp.MustCompile(`(?i)\b0x[0-9a-f]+\b`), "<hex>"},
+	// A run of 8+ hex characters with at least one digit and one letter:
+	// trace ids, hashes, lock tokens.
+	{regexp.MustCompile(`(?i)\b[0-9a-f]*(?:[0-9][a-f]|[a-f][0-9])[0-9a-f]*\b`), "<hexid>"},
+	{regexp.MustCompile(`[-+]?\d+(?:[.,]\d+)*`), "<n>"},
+}
+
+var spaces = regexp.MustCompile(`\s+`)
+
+// NormaliseDescription replaces what varies between occurrences of the same
+// failure, so "Timeout after 30012 ms" and "Timeout after 29987 ms" both
+// become "Timeout after <n> ms". Whitespace is collapsed and the result is
+// cut at 512 bytes (on a rune boundary).
+func NormaliseDescription(s string) string {
+	s = strings.TrimSpace(spaces.ReplaceAllString(s, " "))
+	for _, n := range normalisers {
+		if n.with == "<hexid>" {
+			s = n.re.ReplaceAllStringFunc(s, func(m string) string {
+				if len(m) < 8 {
+					return m
+				}
+				return n.with
+			})
+			continue
+		}
+		s = n.re.ReplaceAllString(s, n.with)
+	}
+	if len(s) > maxPatternLen {
+		cut := maxPatternLen
+		for cut > 0 && !utf8RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// GroupOf returns the failure group of a dead letter, or false for a message
+// that has neither a reason nor a description (deferred and scheduled
+// messages of a main entity).
+func GroupOf(m *Message, q SubQueue) (Group, bool) {
+	if q == SubQueueMain {
+		return Group{}, false
+	}
+	var reason, desc string
+	if m.DeadLetterReason != nil {
+		reason = *m.DeadLetterReason
+	}
+	if m.DeadLetterErrorDescription != nil {
+		desc = *m.DeadLetterErrorDescription
+	}
+	g := Group{Reason: reason, DescriptionPattern: NormaliseDescription(desc)}
+	sum := sha256.Sum256([]byte(g.Reason + "\x00" + g.DescriptionPattern))
+	g.ID = hex.EncodeToString(sum[:8])
+	return g, true
+}

@@ -94,8 +94,13 @@
 //     com.microsoft:timeout. The accept-next deadline is the link's com.microsoft:timeout
 //     property less a fifth of it (at most 1 s), so the refusal beats the caller's own
 //     context deadline from which the SDK derived it; 60 s without the property.
-//   - Session receivers: the reply's session filter carries the locked session id
-//     (string) and the link property com.microsoft:locked-until-utc (.NET ticks).
+//   - Session receivers: the com.microsoft:session-filter value may be described
+//     (0x137000000C, as the Go, .NET and Java SDKs send it) or plain (the JavaScript
+//     SDK sends a bare string); its value is the session id, or null for the next
+//     available session; anything else is refused with amqp:not-allowed. The reply's
+//     filter carries the locked session id as a string in the encoding the client used
+//     (the JavaScript SDK compares it, as a plain string, with the id it asked for), and
+//     the link property com.microsoft:locked-until-utc (.NET ticks).
 //   - A receive link in receive-and-delete mode is one whose snd-settle-mode is settled;
 //     everything else is peek-lock.
 //   - Server-side detach of a receive link: entity deleted → amqp:not-found; consumer

@@ -74,6 +74,10 @@ type link struct {
 	wake     chan struct{} // cap 1: credit, window or drain changed
 	stop     chan struct{} // closed when the link is detached
 	cancel   context.CancelFunc
+
+	// plainSessionFilter: the client sent its session filter as a plain value
+	// rather than a described one, and gets the reply in the same form.
+	plainSessionFilter bool
 }
 
 func (l *link) wakeUp() {
@@ -262,15 +266,14 @@ func (s *session) attachClientReceiver(l *link, a *amqp.Attach) error {
 		l.mode = broker.ReceiveAndDelete
 	}
 	opts := broker.ConsumerOptions{Mode: l.mode}
-	if d, ok := a.Source.Filter[sessionFilterKey]; ok && d != nil {
-		opts.Session = true
-		if d.Value != nil {
-			id, ok := d.Value.(string)
-			if !ok {
-				return s.refuse(l, a, &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("session filter value must be a string, got %T", d.Value)})
-			}
-			opts.SessionID = id
+	if v, ok := a.Source.Filter[sessionFilterKey]; ok {
+		id, plain, err := sessionFilterValue(v)
+		if err != nil {
+			return s.refuse(l, a, &amqp.Error{Condition: condNotAllowed, Description: err.Error()})
 		}
+		opts.Session = true
+		opts.SessionID = id
+		l.plainSessionFilter = plain
 	}
 	if !opts.Session {
 		cons, err := ns.NewConsumer(c.ctx, l.path, opts)
@@ -320,6 +323,27 @@ func (s *session) attachClientReceiver(l *link, a *amqp.Attach) error {
 	return nil
 }
 
+// sessionFilterValue reads a com.microsoft:session-filter value: the session id, or ""
+// for the next available session, and whether the client sent it plain. The Go, .NET
+// and Java SDKs send a value described by 0x137000000C (null for accept-next); the
+// JavaScript SDK sends the bare string (or null).
+func sessionFilterValue(v any) (id string, plain bool, err error) {
+	plain = true
+	if d, ok := v.(*amqp.Described); ok {
+		plain = false
+		v = d.Value
+	}
+	switch x := v.(type) {
+	case nil:
+		return "", plain, nil
+	case string:
+		return x, plain, nil
+	case amqp.Symbol:
+		return string(x), plain, nil
+	}
+	return "", plain, fmt.Errorf("session filter value must be a string or null, got %T", v)
+}
+
 // acceptReceiver sends the attach reply for a client receiver and starts its deliverer.
 func (s *session) acceptReceiver(l *link, a *amqp.Attach, cons *broker.Consumer) error {
 	c := s.c
@@ -338,11 +362,17 @@ func (s *session) acceptReceiver(l *link, a *amqp.Attach, cons *broker.Consumer)
 			// The client replaces its filter with ours and requires the locked session id
 			// as a string under the same key and descriptor.
 			src := *a.Source
-			src.Filter = make(map[amqp.Symbol]*amqp.Described, len(a.Source.Filter))
+			src.Filter = make(map[amqp.Symbol]any, len(a.Source.Filter))
 			for k, v := range a.Source.Filter {
 				src.Filter[k] = v
 			}
-			src.Filter[sessionFilterKey] = &amqp.Described{Descriptor: sessionFilterCode, Value: cons.SessionID()}
+			if l.plainSessionFilter {
+				// The JavaScript SDK reads the reply's filter as a plain string and
+				// compares it with the id it asked for.
+				src.Filter[sessionFilterKey] = cons.SessionID()
+			} else {
+				src.Filter[sessionFilterKey] = &amqp.Described{Descriptor: sessionFilterCode, Value: cons.SessionID()}
+			}
 			r.Source = &src
 			until := cons.SessionLockedUntil()
 			r.Properties = map[amqp.Symbol]any{propLockedUntilUTC: int64(dotnetEpochTicks + until.UnixMilli()*10000)}

@@ -3,12 +3,15 @@ package emulator_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
+	"github.com/dlqdash/dlqdash/servicebus/emulator/amqp"
 	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 )
 
@@ -231,4 +234,83 @@ func TestListSessions(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("listed %d sessions, want %d", len(got), len(want))
 	}
+}
+
+// TestRawSessionFilterEncodings drives session receivers by hand, as the JavaScript SDK
+// does: its session filter is a plain string (or null for the next session) where the
+// Go SDK sends a described value. Both are accepted, and the attach reply carries the
+// locked session id in the encoding the client used.
+func TestRawSessionFilterEncodings(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "sq", func(p *broker.QueueProperties) { p.RequiresSession = true })
+		createQueue(t, ns, "q1", nil) // for stillServes
+	})
+	for _, id := range []string{"a", "b", "c"} {
+		sid := id
+		if err := env.ns.Send("sq", &goamqp.Message{Data: [][]byte{[]byte(id)}, Properties: &goamqp.MessageProperties{GroupID: &sid}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dialRaw(t, env)
+	c.handshake(true)
+	c.writeFrame(0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100, HandleMax: 10})
+	if _, ok := c.readFrame().Body.(*amqp.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	const key = amqp.Symbol("com.microsoft:session-filter")
+	attach := func(handle uint32, filter any) *amqp.Attach {
+		t.Helper()
+		c.writeFrame(0, &amqp.Attach{Name: fmt.Sprint("session-link-", handle), Handle: handle, Role: amqp.RoleReceiver,
+			Source: &amqp.Source{Address: "sq", Filter: map[amqp.Symbol]any{key: filter}}, Target: &amqp.Target{Address: "raw"}})
+		for {
+			switch b := c.readFrame().Body.(type) {
+			case *amqp.Attach:
+				return b
+			case *amqp.Flow, nil:
+			default:
+				t.Fatalf("attach %d: got %T", handle, b)
+			}
+		}
+	}
+	described := func(v any) *amqp.Described {
+		return &amqp.Described{Descriptor: uint64(0x137000000C), Value: v}
+	}
+	tests := []struct {
+		name   string
+		filter any
+		want   any // the reply's filter value
+	}{
+		{"plain string (JavaScript SDK)", "a", "a"},
+		{"described string (Go SDK)", described("b"), described("b")},
+		{"plain null: next session", nil, "c"},
+	}
+	for i, tt := range tests {
+		r := attach(uint32(i), tt.filter)
+		if r.Source == nil {
+			t.Fatalf("%s: attach refused", tt.name)
+		}
+		if got := r.Source.Filter[key]; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: reply filter %#v, want %#v", tt.name, got, tt.want)
+		}
+		if _, ok := r.Properties["com.microsoft:locked-until-utc"].(int64); !ok {
+			t.Errorf("%s: reply properties %v, want com.microsoft:locked-until-utc", tt.name, r.Properties)
+		}
+	}
+	// A filter that is neither a string nor null is refused, and the connection lives on.
+	r := attach(3, int32(7))
+	if r.Source != nil {
+		t.Fatal("attach with an int session filter accepted")
+	}
+	for {
+		if d, ok := c.readFrame().Body.(*amqp.Detach); ok {
+			if d.Error == nil || d.Error.Condition != "amqp:not-allowed" {
+				t.Fatalf("refusal %+v", d.Error)
+			}
+			break
+		}
+	}
+	if r := attach(4, "a"); r.Source != nil {
+		t.Fatal("session a locked twice")
+	}
+	stillServes(t, env)
 }

@@ -740,7 +740,7 @@ func (d *decoder) address(p *string) error {
 	return d.stringField(p)
 }
 
-func (d *decoder) filterField(p *map[Symbol]*Described) error {
+func (d *decoder) filterField(p *map[Symbol]any) error {
 	code, err := d.readByte()
 	if err != nil {
 		return err
@@ -759,24 +759,20 @@ func (d *decoder) filterField(p *map[Symbol]*Described) error {
 	if n%2 != 0 {
 		return malformed("map with an odd count %d", n)
 	}
-	m := make(map[Symbol]*Described, n/2)
+	m := make(map[Symbol]any, n/2)
 	for i := 0; i < n; i += 2 {
 		var k Symbol
 		if err := c.symbolField(&k); err != nil {
 			return err
 		}
+		// A filter is a described value by the specification, but clients
+		// also send plain values (the JavaScript SDK's session filter is a
+		// bare string): keep whatever was sent.
 		v, err := c.value()
 		if err != nil {
 			return err
 		}
-		switch v := v.(type) {
-		case nil:
-			m[k] = nil
-		case *Described:
-			m[k] = v
-		default:
-			return malformed("filter %q of type %T (want a described value)", k, v)
-		}
+		m[k] = v
 	}
 	*p = m
 	return c.done()

@@ -453,7 +453,7 @@ func appendSource(dst []byte, s *Source, depth int) ([]byte, error) {
 	if s.Filter == nil {
 		l.null()
 	} else if l.err == nil {
-		l.b, l.err = appendFilter(l.b, s.Filter, depth+1)
+		l.b, l.err = appendFields(l.b, s.Filter, depth+1)
 		l.mark()
 	}
 	if ds, ok := s.DefaultOutcome.(DeliveryState); ok {
@@ -464,24 +464,6 @@ func appendSource(dst []byte, s *Source, depth int) ([]byte, error) {
 	l.symbols(s.Outcomes)
 	l.symbols(s.Capabilities)
 	return l.finish()
-}
-
-func appendFilter(dst []byte, m map[Symbol]*Described, depth int) ([]byte, error) {
-	dst, s := reserveCompound(dst)
-	var err error
-	for k, v := range m {
-		if dst, err = appendSymbol(dst, k); err != nil {
-			return dst, err
-		}
-		if v == nil {
-			dst = append(dst, codeNull)
-			continue
-		}
-		if dst, err = appendDescribed(dst, v, depth+1); err != nil {
-			return dst, err
-		}
-	}
-	return finishCompound(dst, s, codeMap8, codeMap32, 2*len(m))
 }
 
 func appendTarget(dst []byte, t *Target, depth int) ([]byte, error) {

@@ -27,9 +27,12 @@ func testFrames() []struct {
 		Address: "queue1", Durable: 2, ExpiryPolicy: "link-detach", Timeout: 60, Dynamic: true,
 		DynamicNodeProperties: map[Symbol]any{"lifetime-policy": &Described{Descriptor: uint64(0x2b), Value: []any{}}},
 		DistributionMode:      "move",
-		Filter: map[Symbol]*Described{
-			"com.microsoft:session-filter":      {Descriptor: uint64(0x0000_0137_0000_000c), Value: "session-1"},
-			"apache.org:selector-filter:string": {Descriptor: Symbol("apache.org:selector-filter:string"), Value: "a = 1"},
+		Filter: map[Symbol]any{
+			"com.microsoft:session-filter":      &Described{Descriptor: uint64(0x0000_0137_0000_000c), Value: "session-1"},
+			"apache.org:selector-filter:string": &Described{Descriptor: Symbol("apache.org:selector-filter:string"), Value: "a = 1"},
+			// Not described: what the JavaScript SDK sends, kept as is.
+			"plain":   "session-2",
+			"nothing": nil,
 		},
 		DefaultOutcome: &Modified{DeliveryFailed: true},
 		Outcomes:       []Symbol{"amqp:accepted:list", "amqp:rejected:list"},
@@ -404,7 +407,7 @@ func TestParseFrameErrors(t *testing.T) {
 		{name: "list size longer than fields", raw: frameOf(t, 0, "00 53 16 c0 03 01 43 40")},
 		{name: "state not a delivery state", raw: frameOf(t, 0, "00 53 15 c0 09 05 41 43 40 40 00 53 10 45")},
 		{name: "source with target descriptor", raw: frameOf(t, 0, "00 53 12 c0 0c 06 a1 01 61 43 42 40 40 00 53 29 45")},
-		{name: "filter value not described", raw: frameOf(t, 0, "00 53 12 c0 1c 06 a1 01 61 43 41 40 40 00 53 28 c0 0f 08 40 40 40 40 40 40 40 c1 05 02 a3 01 61 41")},
+		{name: "filter key not a symbol", raw: frameOf(t, 0, "00 53 12 c0 1c 06 a1 01 61 43 41 40 40 00 53 28 c0 0f 08 40 40 40 40 40 40 40 c1 05 02 a1 01 61 41")},
 		{name: "unsettled with list key", raw: frameOf(t, 0, "00 53 12 c0 0f 08 a1 01 61 43 41 40 40 40 40 c1 03 02 45 40")},
 		{name: "properties key not a symbol", raw: frameOf(t, 0, "00 53 13 c0 10 0b 40 43 43 43 40 40 40 40 40 40 c1 03 02 43 40")},
 		{name: "symbols array of ints", raw: frameOf(t, 1, "00 53 40 c0 06 01 e0 03 01 52 01")},

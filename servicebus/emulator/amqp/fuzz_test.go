@@ -42,7 +42,7 @@ func seedFrames(tb testing.TB) map[string][]byte {
 		"attach-session-filter": {Channel: 1, Body: &Attach{Name: "receiver-link", Handle: 0, Role: RoleReceiver,
 			SndSettleMode: ptr(SenderSettleModeUnsettled), RcvSettleMode: ptr(ReceiverSettleModeSecond),
 			Source: &Source{Address: "queue1", ExpiryPolicy: "link-detach",
-				Filter: map[Symbol]*Described{"com.microsoft:session-filter": {Descriptor: uint64(0x000001370000000c), Value: "session-1"}}},
+				Filter: map[Symbol]any{"com.microsoft:session-filter": &Described{Descriptor: uint64(0x000001370000000c), Value: "session-1"}}},
 			Target:     &Target{Address: "receiver-link-target", ExpiryPolicy: "session-end"},
 			Properties: map[Symbol]any{"com.microsoft:receiver-settle-mode": uint8(1)}}},
 		"flow": {Channel: 1, Body: &Flow{NextIncomingID: ptr(uint32(0)), IncomingWindow: 5000, NextOutgoingID: 0, OutgoingWindow: 1000,

@@ -90,7 +90,11 @@ type Source struct {
 	Dynamic               bool
 	DynamicNodeProperties map[Symbol]any
 	DistributionMode      Symbol
-	Filter                map[Symbol]*Described
+	// Filter maps filter names to filters. The specification makes every
+	// filter a described value (*Described); some clients (the JavaScript
+	// Service Bus SDK's session filter) send a plain value such as a string
+	// instead, and null means "no filter value". Both are kept as decoded.
+	Filter map[Symbol]any
 	// DefaultOutcome decodes to a DeliveryState (*Accepted, *Rejected,
 	// *Released, *Modified, *Received) when it is one, else to a generic
 	// value (usually *Described).

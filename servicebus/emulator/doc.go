@@ -158,7 +158,9 @@
 //     session-id only that session's messages are counted and returned (other sessions'
 //     messages are skipped, not counted against message-count).
 //   - receive-by-sequence-number: a missing or non-deferred number → 404 (never 204);
-//     receiver-settle-mode 0 is receive-and-delete, anything else peek-lock.
+//     receiver-settle-mode 0 is receive-and-delete, anything else peek-lock. A deferred
+//     message past its TTL is expired by the fetch and left out of the reply (200 with
+//     the others, possibly none).
 //   - cancel-scheduled-message ignores unknown numbers (200).
 //   - get-message-sessions: 204 when empty; the reply's skip is the request's skip plus
 //     the number returned; last-updated-time at or after 10000-01-01 means default mode.

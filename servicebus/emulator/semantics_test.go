@@ -179,3 +179,35 @@ func TestCorrelationFilterThroughSDK(t *testing.T) {
 		t.Errorf("correlation-filtered subscription got %v, want [1]", got)
 	}
 }
+
+// TestExpiredDeferredThroughSDK: a deferred message past its TTL is still
+// deferred in a peek; ReceiveDeferredMessages then dead-letters it (the queue
+// says so) and returns nothing for it.
+func TestExpiredDeferredThroughSDK(t *testing.T) {
+	env, clk := startWithClock(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "q", func(p *broker.QueueProperties) { p.DeadLetteringOnMessageExpiration = true })
+	})
+	ctx := testCtx(t)
+	ttl := time.Minute
+	send(t, ctx, env.sender(t, "q"), &azservicebus.Message{MessageID: strPtr("d"), Body: []byte("deferred"), TimeToLive: &ttl})
+	r := env.receiver(t, "q", nil)
+	m := receiveN(t, r, 1)[0]
+	if err := r.DeferMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	env.ns.Tick()
+	peeked := peekAll(t, ctx, r)
+	if len(peeked) != 1 || peeked[0].State != azservicebus.MessageStateDeferred {
+		t.Fatalf("peek after the TTL: %d messages, want the deferred one", len(peeked))
+	}
+	got, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("ReceiveDeferredMessages = %d messages, %v; want none", len(got), err)
+	}
+	dlq := env.receiver(t, "q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	d := receiveN(t, dlq, 1)[0]
+	if d.MessageID != "d" || d.DeadLetterReason == nil || *d.DeadLetterReason != "TTLExpiredException" {
+		t.Fatalf("DLQ message %q reason %v", d.MessageID, d.DeadLetterReason)
+	}
+}

@@ -40,6 +40,12 @@
 //   - TTL = min(header TTL, entity default, and for subscriptions the
 //     topic's default). A locked message is not expired while locked; it is
 //     checked when it is unlocked. TTL is not enforced in dead-letter queues.
+//   - A deferred message is never expired by the sweep nor when its lock
+//     ends (Azure: deferred messages are not moved to the dead-letter queue
+//     when they expire); Peek shows it deferred. When ReceiveDeferred fetches
+//     one past its TTL, it is dead-lettered (TTLExpiredException, with
+//     DeadLetteringOnMessageExpiration) or dropped, and left out of the
+//     result, which may then be empty.
 //   - Scheduled messages get their number when scheduled, count as
 //     Scheduled, are visible to Peek (state 2) with the due time as enqueued
 //     time, and become active at Tick or Next after their time. Cancelling

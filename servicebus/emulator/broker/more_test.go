@@ -87,15 +87,94 @@ func TestSessionSubscription(t *testing.T) {
 	}
 }
 
+// TestReceiveDeferredExpired: a deferred message outlives its TTL (the
+// sweep leaves it alone, peek shows it deferred) until it is fetched by
+// sequence number; then it is dead-lettered or dropped and not returned.
 func TestReceiveDeferredExpired(t *testing.T) {
+	for _, dl := range []bool{false, true} {
+		t.Run(fmt.Sprint("dead-letter on expiry ", dl), func(t *testing.T) {
+			ns, clk := newNS(t)
+			mustQueue(t, ns, "q", func(p *QueueProperties) {
+				p.DefaultMessageTimeToLive = time.Minute
+				p.DeadLetteringOnMessageExpiration = dl
+			})
+			mustSend(t, ns, "q", msg("a"), msg("b"), msg("c"))
+			c := mustConsumer(t, ns, "q", ConsumerOptions{})
+			for range 3 {
+				mustNil(t, ns.Defer(mustNext(t, c).LockToken, nil))
+			}
+			// b is fetched, its lock lapses and it is abandoned after the TTL:
+			// it stays deferred all the same.
+			got, err := ns.ReceiveDeferred("q", []int64{2}, PeekLock)
+			mustNil(t, err)
+			clk.Advance(time.Minute)
+			ns.Tick()
+			if c := counts(t, ns, "q"); c.Active != 3 || c.DeadLetter != 0 {
+				t.Fatalf("after TTL and sweep: %+v", c)
+			}
+			ps, err := ns.Peek("q", 1, 10)
+			mustNil(t, err)
+			if len(ps) != 3 {
+				t.Fatalf("peek %v", seqs(ps))
+			}
+			for _, p := range ps {
+				if ann(p, annMessageState) != int64(stateDeferred) {
+					t.Fatalf("peeked %d state %v", p.SequenceNumber, ann(p, annMessageState))
+				}
+			}
+			wantErr(t, ns.Complete(got[0].LockToken), ErrLockLost) // the lock lapsed
+			got, err = ns.ReceiveDeferred("q", []int64{2}, PeekLock)
+			mustNil(t, err)
+			if len(got) != 0 {
+				t.Fatalf("expired deferred message returned: %v", seqs(got))
+			}
+			// A missing number still fails the whole call, changing nothing.
+			_, err = ns.ReceiveDeferred("q", []int64{1, 99}, ReceiveAndDelete)
+			wantErr(t, err, ErrNotFound)
+			got, err = ns.ReceiveDeferred("q", []int64{1, 3}, ReceiveAndDelete)
+			mustNil(t, err)
+			if len(got) != 0 {
+				t.Fatalf("expired deferred messages returned: %v", seqs(got))
+			}
+			n := counts(t, ns, "q")
+			if !dl {
+				if n.Total != 0 {
+					t.Fatalf("counts %+v, want the expired messages dropped", n)
+				}
+				return
+			}
+			if n.Active != 0 || n.DeadLetter != 3 {
+				t.Fatalf("counts %+v, want 3 dead-lettered", n)
+			}
+			dlq, err := ns.Peek("q/$DeadLetterQueue", 1, 10)
+			mustNil(t, err)
+			for _, d := range dlq {
+				if r := d.Message.ApplicationProperties[propDeadLetterReason]; r != "TTLExpiredException" {
+					t.Fatalf("dead-letter reason %v", r)
+				}
+			}
+		})
+	}
+}
+
+// TestReceiveDeferredBeforeExpiry: fetched in time, a deferred message is
+// returned; only the expired ones of a request are left out.
+func TestReceiveDeferredBeforeExpiry(t *testing.T) {
 	ns, clk := newNS(t)
 	mustQueue(t, ns, "q", func(p *QueueProperties) { p.DefaultMessageTimeToLive = time.Minute })
-	mustSend(t, ns, "q", msg("a"))
-	d := mustNext(t, mustConsumer(t, ns, "q", ConsumerOptions{}))
-	mustNil(t, ns.Defer(d.LockToken, nil))
-	clk.Advance(time.Minute)
-	_, err := ns.ReceiveDeferred("q", []int64{1}, PeekLock)
-	wantErr(t, err, ErrNotFound)
+	mustSend(t, ns, "q", msg("old"))
+	clk.Advance(30 * time.Second)
+	mustSend(t, ns, "q", msg("new"))
+	c := mustConsumer(t, ns, "q", ConsumerOptions{})
+	mustNil(t, ns.Defer(mustNext(t, c).LockToken, nil))
+	mustNil(t, ns.Defer(mustNext(t, c).LockToken, nil))
+	clk.Advance(45 * time.Second) // old expired, new not
+	got, err := ns.ReceiveDeferred("q", []int64{1, 2}, PeekLock)
+	mustNil(t, err)
+	if len(got) != 1 || body(got[0]) != "new" || got[0].LockToken == (goamqp.UUID{}) {
+		t.Fatalf("got %v", seqs(got))
+	}
+	mustNil(t, ns.Complete(got[0].LockToken))
 	if c := counts(t, ns, "q"); c.Total != 0 {
 		t.Fatalf("counts %+v", c)
 	}

@@ -157,6 +157,11 @@ func (ns *Namespace) Peek(path string, from int64, max int) ([]Delivery, error) 
 // ReceiveDeferred returns deferred messages by sequence number, locked
 // (PeekLock, state 1) or removed (ReceiveAndDelete). ErrNotFound when any
 // number is missing, not deferred or currently locked; nothing changes then.
+// A deferred message whose TTL has passed is expired now, at its fetch
+// (dead-lettered with TTLExpiredException or dropped, as the entity says),
+// and is left out of the result: deferred messages are never expired by
+// the sweep (Azure: "Deferred messages won't be automatically moved to the
+// dead-letter queue after they expire").
 func (ns *Namespace) ReceiveDeferred(path string, seqs []int64, mode ReceiveMode) ([]Delivery, error) {
 	s, q, a, err := ns.receivable(path)
 	if err != nil {
@@ -183,10 +188,6 @@ func (ns *Namespace) ReceiveDeferred(path string, seqs []int64, mode ReceiveMode
 			s.expireLock(r, now)
 			r = q.index.get(seq)
 		}
-		if r != nil && r.expires != 0 && r.expires <= now && !r.locked {
-			s.expire(r, now)
-			r = nil
-		}
 		if r == nil || r.state != stateDeferred || r.locked {
 			return nil, fmt.Errorf("deferred message %d in %s: %w", seq, s.name, ErrNotFound)
 		}
@@ -194,6 +195,10 @@ func (ns *Namespace) ReceiveDeferred(path string, seqs []int64, mode ReceiveMode
 	}
 	out := make([]Delivery, 0, len(recs))
 	for _, r := range recs {
+		if r.expires != 0 && r.expires <= now {
+			s.expire(r, now)
+			continue
+		}
 		if mode == ReceiveAndDelete {
 			out = append(out, delivery(r, false))
 			s.remove(r)

@@ -296,7 +296,7 @@ func (s *store) insert(q *subQueue, r *record, sessionID *string, now int64) {
 		s.sched.push(r)
 		s.nSched++
 	default:
-		if q == &s.main && r.expires != 0 {
+		if q == &s.main && r.expires != 0 && r.state != stateDeferred {
 			s.expiry.push(r)
 		}
 		if r.state == stateActive {
@@ -354,9 +354,10 @@ func (s *store) unlock(r *record) {
 }
 
 // requeue returns an unlocked record to circulation after a settlement that
-// keeps it (abandon, release, defer, lock expiry).
+// keeps it (abandon, release, defer, lock expiry). A deferred record is not
+// subject to the TTL sweep: it expires only when fetched (ReceiveDeferred).
 func (s *store) requeue(r *record, now int64) {
-	if r.sub == &s.main && r.expires != 0 {
+	if r.sub == &s.main && r.expires != 0 && r.state != stateDeferred {
 		if r.expires <= now {
 			s.expire(r, now)
 			return

@@ -211,3 +211,37 @@ func TestExpiredDeferredThroughSDK(t *testing.T) {
 		t.Fatalf("DLQ message %q reason %v", d.MessageID, d.DeadLetterReason)
 	}
 }
+
+// TestScheduledActivationTakesNewSequenceNumber: a scheduled message becomes
+// active under the queue's next sequence number, enqueued at its due time;
+// its scheduled number cancels it only while it is scheduled.
+func TestScheduledActivationTakesNewSequenceNumber(t *testing.T) {
+	env, clk := startWithClock(t, func(ns *broker.Namespace) { createQueue(t, ns, "q", nil) })
+	ctx := testCtx(t)
+	s := env.sender(t, "q")
+	due := clk.Now().Add(time.Minute).Truncate(time.Millisecond)
+	seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("later")}}, due, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, ctx, s, &azservicebus.Message{Body: []byte("now")})
+	r := env.receiver(t, "q", nil)
+	peeked := peekAll(t, ctx, r)
+	if len(peeked) != 2 || *peeked[0].SequenceNumber != seqs[0] || peeked[0].State != azservicebus.MessageStateScheduled {
+		t.Fatalf("peek before the due time: %d messages", len(peeked))
+	}
+	clk.Advance(time.Minute)
+	env.ns.Tick()
+	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
+		t.Fatal(err)
+	}
+	peeked = peekAll(t, ctx, r)
+	if len(peeked) != 2 {
+		t.Fatalf("peek after activation and a late cancel: %d messages, want 2", len(peeked))
+	}
+	m := peeked[1]
+	if string(m.Body) != "later" || *m.SequenceNumber != seqs[0]+2 || m.State != azservicebus.MessageStateActive || !m.EnqueuedTime.Equal(due) {
+		t.Fatalf("activated message %q seq %d (scheduled as %d) state %v enqueued %v (due %v)",
+			m.Body, *m.SequenceNumber, seqs[0], m.State, m.EnqueuedTime, due)
+	}
+}

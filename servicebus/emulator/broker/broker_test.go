@@ -641,12 +641,27 @@ func TestScheduled(t *testing.T) {
 	if !signalled(c) {
 		t.Fatal("activation did not notify")
 	}
+	// Active now under new numbers (the queue's next ones, in due order),
+	// enqueued at their due time; the scheduled numbers 1 and 3 are gone.
+	p, err = ns.Peek("q", 1, 10)
+	mustNil(t, err)
+	if !slices.Equal(seqs(p), []int64{5, 6}) {
+		t.Fatalf("peek after activation: %v", seqs(p))
+	}
+	mustNil(t, ns.CancelScheduled("q", []int64{1, 3})) // no longer scheduled: ignored
 	d1, d2 := mustNext(t, c), mustNext(t, c)
 	if body(d1) != "later" || body(d2) != "s1" || ann(d1, "x-opt-enqueued-time") != due || ann(d1, "x-opt-message-state") != int64(0) {
 		t.Fatalf("activated %q %q enqueued %v", body(d1), body(d2), ann(d1, "x-opt-enqueued-time"))
 	}
+	if d1.SequenceNumber != 5 || ann(d1, "x-opt-sequence-number") != int64(5) || d2.SequenceNumber != 6 {
+		t.Fatalf("activated seqs %d %d", d1.SequenceNumber, d2.SequenceNumber)
+	}
 	if got := counts(t, ns, "q"); got.Scheduled != 0 || got.Active != 2 {
 		t.Fatalf("counts %+v", got)
+	}
+	mustSend(t, ns, "q", msg("next"))
+	if p, _ := ns.Peek("q", 7, 1); len(p) != 1 || body(p[0]) != "next" {
+		t.Fatal("the next send does not take number 7")
 	}
 }
 

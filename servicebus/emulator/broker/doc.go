@@ -51,6 +51,13 @@
 //     time, and become active at Tick or Next after their time. Cancelling
 //     an unknown or no longer scheduled number is ignored. Schedule bypasses
 //     duplicate detection.
+//   - A queue's scheduled message becomes active under a new sequence
+//     number, the queue's next at activation, with its due time as enqueued
+//     time (Azure: "appended to the queue as if it had been enqueued at the
+//     current instant, which includes assigning a new SequenceNumber"; the
+//     emulator stamps the due time, which is that instant unless a tick is
+//     late). The scheduled number then names nothing: cancelling it is
+//     ignored, so no number is ever reused for two states.
 //   - Duplicate detection keys on MessageID within the window measured from
 //     the first send; a duplicate send succeeds and enqueues nothing.
 //   - SQL filters are stored and shown but match every message, except the

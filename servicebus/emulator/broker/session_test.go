@@ -243,3 +243,23 @@ func TestSessionEntityFairnessWithLocks(t *testing.T) {
 	_ = goamqp.UUID{}
 	_ = errors.Is
 }
+
+// TestSessionScheduledActivation: an activated session message takes a new
+// number and is delivered in that order within its session.
+func TestSessionScheduledActivation(t *testing.T) {
+	ns, clk := sessionQueue(t)
+	later := sessMsg("later", "A")
+	later.Annotations = goamqp.Annotations{annScheduledEnqueueTime: clk.Now().Add(time.Minute)}
+	mustSend(t, ns, "sq", later, sessMsg("a1", "A"))
+	clk.Advance(time.Minute)
+	c := mustConsumer(t, ns, "sq", ConsumerOptions{Session: true})
+	d1, d2 := mustNext(t, c), mustNext(t, c)
+	if body(d1) != "a1" || d1.SequenceNumber != 2 || body(d2) != "later" || d2.SequenceNumber != 3 {
+		t.Fatalf("got %q/%d %q/%d", body(d1), d1.SequenceNumber, body(d2), d2.SequenceNumber)
+	}
+	ids, err := ns.ListSessions("sq", time.Time{}, 0, 0)
+	mustNil(t, err)
+	if !slices.Equal(ids, []string{"A"}) {
+		t.Fatalf("sessions %v", ids)
+	}
+}

@@ -432,10 +432,20 @@ func (s *store) expireLock(r *record, now int64) {
 	s.requeue(r, now)
 }
 
-// activate turns a due scheduled record into an active one.
+// activate turns a due scheduled record into an active one. Azure appends
+// it as if it were enqueued at that moment, with a new sequence number (the
+// scheduled number is valid only while it is scheduled, so one number never
+// names two states): it takes the queue's next number and its due time as
+// enqueued time.
 func (s *store) activate(r *record, now int64) {
 	s.sched.remove(r)
 	s.nSched--
+	if s.kind == KindQueue {
+		r.sub.index.remove(r)
+		s.in.seq++
+		r.seq = s.in.seq
+		r.sub.index.insert(r)
+	}
 	r.state = stateActive
 	r.enqueued = r.scheduledAt / int64(time.Millisecond)
 	r.expires = expiresAt(r.msg, s.defaultTTL(), r.scheduledAt)

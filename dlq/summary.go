@@ -1,0 +1,33 @@
+package dlq
+
+import "time"
+
+// EntitySummary is an entity as the catalog's entity list shows it: the
+// broker's counts as last read, plus what only the catalog knows.
+type EntitySummary struct {
+	Entity
+	// Status is the entity's status as last read (Active, Disabled,
+	// SendDisabled, ReceiveDisabled).
+	Status string
+	// Deferred is the catalog's count of present deferred messages in the
+	// main entity (Service Bus counts them as active).
+	Deferred int64
+	// CountsAt is when Counts were read; nil if never.
+	CountsAt *time.Time
+	// DeletedAt is when the catalog noticed the entity was deleted; nil
+	// while it exists.
+	DeletedAt *time.Time
+}
+
+// GroupSummary is a failure group with the catalog's counters.
+type GroupSummary struct {
+	Group
+	// Entities are the paths of every entity the group was seen in, the
+	// ones with the most present messages first.
+	Entities []string
+	// Present is how many of its messages are still in a dead-letter queue;
+	// Total counts every one the catalog has seen.
+	Present, Total int64
+	FirstSeenAt    time.Time
+	LastSeenAt     time.Time
+}

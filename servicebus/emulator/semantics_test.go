@@ -245,3 +245,70 @@ func TestScheduledActivationTakesNewSequenceNumber(t *testing.T) {
 			m.Body, *m.SequenceNumber, seqs[0], m.State, m.EnqueuedTime, due)
 	}
 }
+
+// TestTopicScheduledThroughSDK: messages scheduled on a topic stay there
+// (counted as the topic's scheduled messages, invisible in subscriptions,
+// cancellable on the topic sender) until they are due; then the rules
+// decide which subscriptions get them, under new sequence numbers.
+func TestTopicScheduledThroughSDK(t *testing.T) {
+	env, clk := startWithClock(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateTopic("events", broker.DefaultTopicProperties()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ns.CreateSubscription("events", "all", broker.DefaultSubscriptionProperties()); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ns.CreateSubscription("events", "eu", broker.DefaultSubscriptionProperties(), broker.Rule{
+			Name: "eu", Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{Properties: map[string]any{"region": "EU"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := testCtx(t)
+	s := env.sender(t, "events")
+	due := clk.Now().Add(time.Minute).Truncate(time.Millisecond)
+	seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{
+		{MessageID: strPtr("eu"), ApplicationProperties: map[string]any{"region": "EU"}},
+		{MessageID: strPtr("us"), ApplicationProperties: map[string]any{"region": "US"}},
+		{MessageID: strPtr("cancelled"), ApplicationProperties: map[string]any{"region": "EU"}},
+	}, due, nil)
+	if err != nil || len(seqs) != 3 {
+		t.Fatalf("schedule: %v %v", seqs, err)
+	}
+	if err := s.CancelScheduledMessages(ctx, seqs[2:], nil); err != nil {
+		t.Fatal(err)
+	}
+	if ti, _ := env.ns.Topic("events"); ti.Counts.Scheduled != 2 {
+		t.Fatalf("topic scheduled count %d, want 2", ti.Counts.Scheduled)
+	}
+	receiver := func(sub string) *azservicebus.Receiver {
+		r, err := env.client.NewReceiverForSubscription("events", sub, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close(context.Background()) })
+		return r
+	}
+	all, eu := receiver("all"), receiver("eu")
+	for _, r := range []*azservicebus.Receiver{all, eu} {
+		if got := peekAll(t, ctx, r); len(got) != 0 {
+			t.Fatalf("a subscription shows %d messages before they are due", len(got))
+		}
+	}
+	clk.Advance(time.Minute)
+	env.ns.Tick()
+	if ti, _ := env.ns.Topic("events"); ti.Counts.Scheduled != 0 {
+		t.Fatalf("topic scheduled count %d after activation", ti.Counts.Scheduled)
+	}
+	got := peekAll(t, ctx, all)
+	if len(got) != 2 || got[0].MessageID != "eu" || *got[0].SequenceNumber != 4 || got[1].MessageID != "us" || *got[1].SequenceNumber != 5 {
+		t.Fatalf("all holds %d messages", len(got))
+	}
+	m := receiveN(t, eu, 1)[0]
+	if m.MessageID != "eu" || *m.SequenceNumber != 4 || !m.EnqueuedTime.Equal(due) || m.State != azservicebus.MessageStateActive {
+		t.Fatalf("eu got %q seq %d enqueued %v", m.MessageID, *m.SequenceNumber, m.EnqueuedTime)
+	}
+	if got := peekAll(t, ctx, eu); len(got) != 1 {
+		t.Fatalf("eu holds %d messages, want only the EU one", len(got))
+	}
+}

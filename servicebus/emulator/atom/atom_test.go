@@ -673,6 +673,13 @@ func TestRuntimeProperties(t *testing.T) {
 		}
 	}
 	deadLetterOne(t, e.ns, "t/Subscriptions/a")
+	// The topic holds its scheduled messages until they are due: they count
+	// there, not in the subscriptions.
+	later := &goamqp.Message{Data: [][]byte{[]byte("later")},
+		Annotations: goamqp.Annotations{"x-opt-scheduled-enqueue-time": time.Now().Add(time.Hour)}}
+	if _, err := e.ns.Schedule("t", []*goamqp.Message{later}); err != nil {
+		t.Fatal(err)
+	}
 
 	srt, err := e.client.GetSubscriptionRuntimeProperties(ctx, "t", "a", nil)
 	if err != nil || srt == nil {
@@ -687,7 +694,8 @@ func TestRuntimeProperties(t *testing.T) {
 		t.Fatalf("GetTopicRuntimeProperties = %v, %v", trt, err)
 	}
 	// a: $Default (SQL-type true filter); b: $Default and correlation "c".
-	if trt.SubscriptionCount != 2 || trt.SQLFilterCount != 2 || trt.CorrelationFilterCount != 1 || trt.CreatedAt.IsZero() {
+	if trt.SubscriptionCount != 2 || trt.SQLFilterCount != 2 || trt.CorrelationFilterCount != 1 || trt.CreatedAt.IsZero() ||
+		trt.ScheduledMessageCount != 1 || trt.SizeInBytes <= 0 {
 		t.Errorf("topic runtime = %+v", trt.TopicRuntimeProperties)
 	}
 }

@@ -102,6 +102,9 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 	}
 	var wake chan struct{}
 	for {
+		if s.topic != nil {
+			s.topic.activateIfDue(ns.nowNano())
+		}
 		s.mu.Lock()
 		if wake != nil {
 			delete(s.waiters, wake)
@@ -200,6 +203,9 @@ func (s *store) readyTop(h *recHeap, now int64) *record {
 // nothing is deliverable now; wait on Notify and call again.
 func (c *Consumer) Next() (Delivery, bool) {
 	s := c.st
+	if s.topic != nil && c.q == &s.main {
+		s.topic.activateIfDue(c.ns.nowNano())
+	}
 	s.mu.Lock()
 	defer s.unlockFlush()
 	if c.finished || s.deleted || !receiveAllowed(s.status()) {

@@ -23,7 +23,9 @@
 // the lock under the same store mutex that expiry takes, checking expiry
 // lazily against Now, so a settlement racing an expiry has one winner.
 // Next and accept-next also do the due timed work (lock expiry, activation,
-// TTL) lazily, so consumers never wait for a tick to see it.
+// TTL) lazily, so consumers never wait for a tick to see it; a topic keeps
+// the due time of its earliest scheduled message in an atomic, so its
+// subscriptions' consumers check it without taking the topic's mutex.
 //
 // Emulator choices (behaviour chosen here, not known from Azure):
 //   - Sequence numbers start at 1 per queue or topic; subscription copies
@@ -47,17 +49,27 @@
 //     DeadLetteringOnMessageExpiration) or dropped, and left out of the
 //     result, which may then be empty.
 //   - Scheduled messages get their number when scheduled, count as
-//     Scheduled, are visible to Peek (state 2) with the due time as enqueued
-//     time, and become active at Tick or Next after their time. Cancelling
-//     an unknown or no longer scheduled number is ignored. Schedule bypasses
-//     duplicate detection.
-//   - A queue's scheduled message becomes active under a new sequence
-//     number, the queue's next at activation, with its due time as enqueued
+//     Scheduled, are visible to a queue's Peek (state 2) with the due time
+//     as enqueued time, and become active after their time at the first
+//     Tick, Next, accept-next, Peek or CancelScheduled that sees it due.
+//     Cancelling an unknown or no longer scheduled number is ignored.
+//     Schedule bypasses duplicate detection (a Send with a future scheduled
+//     time does not).
+//   - A scheduled message becomes active under a new sequence number, the
+//     queue's or topic's next at activation, with its due time as enqueued
 //     time (Azure: "appended to the queue as if it had been enqueued at the
 //     current instant, which includes assigning a new SequenceNumber"; the
 //     emulator stamps the due time, which is that instant unless a tick is
 //     late). The scheduled number then names nothing: cancelling it is
 //     ignored, so no number is ever reused for two states.
+//   - A topic holds its scheduled messages itself until they are due (Azure:
+//     scheduled messages "do not materialize" before their time): they are
+//     the topic's Counts.Scheduled (Azure's topic ScheduledMessageCount;
+//     subscriptions report none), no subscription shows them, and the topic
+//     cancels them by number. When due, one is fanned out like a send, to
+//     the subscriptions and rules that exist then; a session subscription
+//     that matches a message without a session id gets no copy (Send and
+//     Schedule refuse such a message for the subscriptions of their time).
 //   - Duplicate detection keys on MessageID within the window measured from
 //     the first send; a duplicate send succeeds and enqueues nothing.
 //   - SQL filters are stored and shown but match every message, except the
@@ -73,7 +85,8 @@
 //   - RequiresSession cannot change after creation (ErrInvalidProperties).
 //   - Server-busy faults affect Send, Schedule, CancelScheduled,
 //     NewConsumer, Peek and ReceiveDeferred, not settlement.
-//   - Topic counts are the sums of their subscriptions' counts.
+//   - Topic counts are the sums of their subscriptions' counts plus the
+//     topic's own scheduled messages.
 //   - Session ids are case-sensitive; entity names are not.
 //   - Next returns the lowest sequence number first; accept-next picks the
 //     free session whose next deliverable message has the lowest number.

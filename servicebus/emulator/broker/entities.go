@@ -247,8 +247,7 @@ func (ns *Namespace) CreateTopic(name string, p TopicProperties) (TopicInfo, err
 		return TopicInfo{}, fmt.Errorf("topic %q: a queue has that name: %w", name, ErrAlreadyExists)
 	}
 	now := ns.nowNano()
-	t := &topic{ns: ns, name: name, props: p, subs: map[string]*store{}, created: now, updated: now}
-	t.accessed.Store(now)
+	t := newTopic(ns, name, p, now)
 	ns.topics[key] = t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -271,6 +270,10 @@ func (t *topic) info() TopicInfo {
 		ti.Counts.Total += c.Total
 		ti.Counts.SizeInBytes += c.SizeInBytes
 	}
+	// Scheduled messages are the topic's own until they are due.
+	ti.Counts.Scheduled += int64(len(t.schedBySeq))
+	ti.Counts.Total += int64(len(t.schedBySeq))
+	ti.Counts.SizeInBytes += t.schedBytes
 	return ti
 }
 

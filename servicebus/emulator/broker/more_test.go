@@ -38,9 +38,12 @@ func TestTopicScheduleCancelTTLAndDuplicates(t *testing.T) {
 	for _, s := range []string{"a", "b"} {
 		si, err := ns.Subscription("t", s)
 		mustNil(t, err)
-		if si.Counts.Scheduled != 1 || si.Counts.Active != 1 {
+		if si.Counts.Scheduled != 0 || si.Counts.Active != 1 {
 			t.Fatalf("%s counts %+v", s, si.Counts)
 		}
+	}
+	if ti, _ := ns.Topic("t"); ti.Counts.Scheduled != 1 {
+		t.Fatalf("topic counts %+v", ti.Counts)
 	}
 	// Subscription b expires after its own 10s; a after the topic's minute.
 	clk.Advance(10 * time.Second)
@@ -61,9 +64,121 @@ func TestTopicScheduleCancelTTLAndDuplicates(t *testing.T) {
 	}
 	ti, err := ns.Topic("t")
 	mustNil(t, err)
-	if ti.Counts.Scheduled != 2 || ti.Counts.DeadLetter != 1 {
+	if ti.Counts.Scheduled != 1 || ti.Counts.DeadLetter != 1 || ti.Counts.Total != 2 {
 		t.Fatalf("topic counts %+v", ti.Counts)
 	}
+}
+
+// TestTopicScheduledFanOutWhenDue: a topic keeps its scheduled messages and
+// fans them out when they are due, evaluating the rules of the
+// subscriptions that exist then, under a new sequence number.
+func TestTopicScheduledFanOutWhenDue(t *testing.T) {
+	ns, clk := newNS(t)
+	_, err := ns.CreateTopic("t", DefaultTopicProperties())
+	mustNil(t, err)
+	corr := func(v string) Rule {
+		return Rule{Name: "r", Kind: FilterCorrelation, Correlation: &CorrelationFilter{Properties: map[string]any{"x": v}}}
+	}
+	for name, rule := range map[string]Rule{"all": {Name: "$Default", Kind: FilterTrue}, "one": corr("1")} {
+		_, err := ns.CreateSubscription("t", name, DefaultSubscriptionProperties(), rule)
+		mustNil(t, err)
+	}
+	sp := DefaultSubscriptionProperties()
+	sp.RequiresSession = true
+	_, err = ns.CreateSubscription("t", "sess", sp, corr("2"))
+	mustNil(t, err)
+	due := clk.Now().Add(time.Minute)
+	with := func(b, x string) *goamqp.Message {
+		m := schedMsg(b, due)
+		m.ApplicationProperties = map[string]any{"x": x}
+		return m
+	}
+	m2 := with("m2", "2")
+	sid := "S"
+	m2.Properties.GroupID = &sid
+	got, err := ns.Schedule("t", []*goamqp.Message{with("m1", "1"), m2, with("m3", "3")})
+	mustNil(t, err)
+	if !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("seqs %v", got)
+	}
+	mustNil(t, ns.CancelScheduled("t", []int64{3}))
+	ti, err := ns.Topic("t")
+	mustNil(t, err)
+	if ti.Counts.Scheduled != 2 || ti.Counts.Total != 2 || ti.Counts.SizeInBytes <= 0 {
+		t.Fatalf("topic counts %+v", ti.Counts)
+	}
+	for _, sub := range []string{"all", "one"} {
+		p, err := ns.Peek("t/Subscriptions/"+sub, 1, 10)
+		mustNil(t, err)
+		if len(p) != 0 {
+			t.Fatalf("%s shows %v before the due time", sub, seqs(p))
+		}
+		si, err := ns.Subscription("t", sub)
+		mustNil(t, err)
+		if si.Counts.Total != 0 {
+			t.Fatalf("%s counts %+v", sub, si.Counts)
+		}
+	}
+	// Rules and subscriptions as they are at the due time decide.
+	mustNil(t, ns.DeleteRule("t", "one", "r"))
+	_, err = ns.CreateRule("t", "one", corr("2"))
+	mustNil(t, err)
+	_, err = ns.CreateSubscription("t", "late", DefaultSubscriptionProperties())
+	mustNil(t, err)
+	// m1 has no session id: the session subscription that now matches it
+	// too gets no copy (it could not hold one).
+	one := corr("1")
+	one.Name = "also-1"
+	_, err = ns.CreateRule("t", "sess", one)
+	mustNil(t, err)
+
+	clk.Advance(time.Minute)
+	// No tick: a consumer activates what is due itself.
+	c := mustConsumer(t, ns, "t/Subscriptions/late", ConsumerOptions{})
+	d1, d2 := mustNext(t, c), mustNext(t, c)
+	if body(d1) != "m1" || d1.SequenceNumber != 4 || body(d2) != "m2" || d2.SequenceNumber != 5 || ann(d1, annEnqueuedTime) != due {
+		t.Fatalf("late got %q/%d %q/%d enqueued %v", body(d1), d1.SequenceNumber, body(d2), d2.SequenceNumber, ann(d1, annEnqueuedTime))
+	}
+	want := map[string][]int64{"all": {4, 5}, "one": {5}, "sess": {5}}
+	for sub, w := range want {
+		p, err := ns.Peek("t/Subscriptions/"+sub, 1, 10)
+		mustNil(t, err)
+		if !slices.Equal(seqs(p), w) {
+			t.Errorf("%s holds %v, want %v", sub, seqs(p), w)
+		}
+	}
+	mustNil(t, ns.CancelScheduled("t", []int64{1, 2})) // no longer scheduled: ignored
+	if p, _ := ns.Peek("t/Subscriptions/all", 1, 10); len(p) != 2 {
+		t.Fatalf("cancel by the scheduled number removed an active message")
+	}
+	if ti, _ := ns.Topic("t"); ti.Counts.Scheduled != 0 {
+		t.Fatalf("topic counts %+v", ti.Counts)
+	}
+}
+
+// TestTopicScheduledTick: Tick activates a topic's due messages and
+// notifies waiting consumers; a deleted topic drops them.
+func TestTopicScheduledTick(t *testing.T) {
+	ns, clk := newNS(t)
+	mustNil(t, ns.CreateTopicDefault("t"))
+	_, err := ns.CreateSubscription("t", "s", DefaultSubscriptionProperties())
+	mustNil(t, err)
+	c := mustConsumer(t, ns, "t/Subscriptions/s", ConsumerOptions{})
+	mustSend(t, ns, "t", schedMsg("x", clk.Now().Add(time.Second)))
+	noNext(t, c)
+	signalled(c)
+	clk.Advance(time.Second)
+	ns.Tick()
+	if !signalled(c) {
+		t.Fatal("activation did not notify")
+	}
+	if d := mustNext(t, c); body(d) != "x" || d.SequenceNumber != 2 {
+		t.Fatalf("got %q/%d", body(d), d.SequenceNumber)
+	}
+	mustSend(t, ns, "t", schedMsg("y", clk.Now().Add(time.Second)))
+	mustNil(t, ns.DeleteTopic("t"))
+	clk.Advance(time.Second)
+	ns.Tick() // must not touch the deleted topic's subscriptions
 }
 
 func TestSessionSubscription(t *testing.T) {

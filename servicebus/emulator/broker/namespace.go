@@ -117,7 +117,7 @@ func (ns *Namespace) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Tick does the timed work: message lock expiry, session lock expiry,
-// scheduled activation, the TTL sweep and pruning of duplicate-detection
+// scheduled activation (queues and topics), the TTL sweep and pruning of duplicate-detection
 // history. Consumers that may now receive something are notified.
 func (ns *Namespace) Tick() {
 	now := ns.nowNano()
@@ -131,13 +131,18 @@ func (ns *Namespace) Tick() {
 		topics = append(topics, t)
 	}
 	ns.mu.RUnlock()
+	var flush []*store
 	for _, t := range topics {
 		t.mu.Lock()
 		t.in.prune(now, t.dupWindow())
+		t.activateDue(now, &flush)
 		for _, s := range t.subs {
 			stores = append(stores, s)
 		}
 		t.mu.Unlock()
+	}
+	for _, s := range flush {
+		s.flush()
 	}
 	for _, s := range stores {
 		s.mu.Lock()

@@ -81,20 +81,22 @@ func (ns *Namespace) Schedule(path string, msgs []*goamqp.Message) ([]int64, err
 }
 
 // enqueue stores m under seq in s's main queue, or, when s forwards
-// (ForwardTo) and m is active at once, queues it in s's outbox. fw is set
-// for a message arriving by auto-forwarding. Caller holds s.mu.
-func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int32, now int64, fw *fwdMeta) {
+// (ForwardTo) and m is active at once, queues it in s's outbox. at is the
+// enqueue instant: now, or for a topic's activated scheduled message its
+// due time. fw is set for a message arriving by auto-forwarding. Caller
+// holds s.mu.
+func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int32, at int64, fw *fwdMeta) {
 	r := newRecord(s, m, seq, size)
 	if fw != nil {
 		r.hops = fw.hops
 	}
-	if !sched.IsZero() && sched.UnixNano() > now {
+	if !sched.IsZero() && sched.UnixNano() > at {
 		r.state = stateScheduled
 		r.scheduledAt = sched.UnixNano()
 		r.enqueued = sched.UnixMilli()
 	} else {
-		r.enqueued = now / int64(time.Millisecond)
-		r.expires = expiresAt(m, s.defaultTTL(), now)
+		r.enqueued = at / int64(time.Millisecond)
+		r.expires = expiresAt(m, s.defaultTTL(), at)
 		if fw != nil && fw.expires != 0 && (r.expires == 0 || fw.expires < r.expires) {
 			r.expires = fw.expires
 		}
@@ -103,7 +105,7 @@ func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int3
 			return
 		}
 	}
-	s.insert(&s.main, r, sessionID(m), now)
+	s.insert(&s.main, r, sessionID(m), at)
 }
 
 // sessionIDNullError is the rejection of a message without a session id by
@@ -201,51 +203,71 @@ func (t *topic) sendLocked(msgs []*goamqp.Message, sched []time.Time, seqs []int
 			seqs[i] = t.in.seq
 		}
 		size := estimateSize(m)
-		for _, s := range t.subs {
-			if !matchAny(s.rules, m) {
-				continue
-			}
-			s.mu.Lock()
-			if !s.deleted && s.sp.Status != StatusDisabled {
-				s.enqueue(m, t.in.seq, sched[i], size, now, fw)
-				if len(s.outbox) > 0 && !slices.Contains(*flush, s) {
-					*flush = append(*flush, s)
-				}
-			}
-			s.mu.Unlock()
+		if at := sched[i]; !at.IsZero() && at.UnixNano() > now {
+			t.schedule(m, t.in.seq, at, size)
+			continue
 		}
+		t.fanOut(m, t.in.seq, size, now, fw, flush)
 	}
 	return nil
 }
 
+// fanOut enqueues m, active and enqueued at `at`, in every subscription
+// whose rules match, under one sequence number. A session subscription
+// that would refuse m (no session id; possible only for a scheduled message
+// whose rules are evaluated at activation) gets no copy, nor does a
+// disabled one. Subscriptions that forward are added to flush. Caller
+// holds t.mu.
+func (t *topic) fanOut(m *goamqp.Message, seq int64, size int32, at int64, fw *fwdMeta, flush *[]*store) {
+	for _, s := range t.subs {
+		if !matchAny(s.rules, m) || s.session && requireSession(m, s.name) != nil {
+			continue
+		}
+		s.mu.Lock()
+		if !s.deleted && s.sp.Status != StatusDisabled {
+			s.enqueue(m, seq, time.Time{}, size, at, fw)
+			if len(s.outbox) > 0 && !slices.Contains(*flush, s) {
+				*flush = append(*flush, s)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
 // CancelScheduled removes scheduled messages by sequence number. Unknown or
-// no longer scheduled numbers are ignored (emulator choice). On a topic the
-// copies in every subscription are cancelled.
+// no longer scheduled numbers are ignored (emulator choice). A topic holds
+// its scheduled messages itself until they are due.
 func (ns *Namespace) CancelScheduled(path string, seqs []int64) error {
 	_, s, t, err := ns.sendTarget(path)
 	if err != nil {
 		return err
 	}
-	var stores []*store
-	if s != nil {
-		stores = []*store{s}
-	} else {
+	// What is due is no longer scheduled, even if no tick has activated it.
+	now := ns.nowNano()
+	if t != nil {
+		var flush []*store
 		t.mu.Lock()
-		for _, s := range t.subs {
-			stores = append(stores, s)
-		}
-		t.mu.Unlock()
-	}
-	for _, s := range stores {
-		s.mu.Lock()
-		if !s.deleted {
-			for _, seq := range seqs {
-				if r := s.main.index.get(seq); r != nil && r.state == stateScheduled {
-					s.remove(r)
-				}
+		t.activateDue(now, &flush)
+		for _, seq := range seqs {
+			if r := t.schedBySeq[seq]; r != nil {
+				t.unschedule(r)
 			}
 		}
-		s.unlockFlush()
+		t.mu.Unlock()
+		for _, s := range flush {
+			s.flush()
+		}
+		return nil
+	}
+	s.mu.Lock()
+	defer s.unlockFlush()
+	if !s.deleted {
+		s.activateDue(now)
+		for _, seq := range seqs {
+			if r := s.main.index.get(seq); r != nil && r.state == stateScheduled {
+				s.remove(r)
+			}
+		}
 	}
 	return nil
 }

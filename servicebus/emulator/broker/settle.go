@@ -137,10 +137,18 @@ func (ns *Namespace) Peek(path string, from int64, max int) ([]Delivery, error) 
 	// Snapshot the records under the lock and stamp outside it: stored
 	// messages are immutable, so the copies stay consistent.
 	snaps := make([]record, 0, min(max, 1024))
+	// Show what is due as active, as Next would deliver it, not as still
+	// scheduled under a number it no longer has.
+	if q == &s.main && s.topic != nil {
+		s.topic.activateIfDue(ns.nowNano())
+	}
 	s.mu.Lock()
 	if s.deleted {
 		s.unlockFlush()
 		return nil, fmt.Errorf("%s: %w", s.name, ErrEntityDeleted)
+	}
+	if q == &s.main {
+		s.activateDue(ns.nowNano())
 	}
 	q.index.ascend(from, func(r *record) bool {
 		snaps = append(snaps, *r)

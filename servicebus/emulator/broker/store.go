@@ -440,6 +440,8 @@ func (s *store) expireLock(r *record, now int64) {
 func (s *store) activate(r *record, now int64) {
 	s.sched.remove(r)
 	s.nSched--
+	// Only queues hold scheduled records: a topic keeps its own until they
+	// are due (topic.activateDue numbers them), so subscriptions get none.
 	if s.kind == KindQueue {
 		r.sub.index.remove(r)
 		s.in.seq++
@@ -590,7 +592,8 @@ func uuidString(u goamqp.UUID) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
-// topic is a topic: an ingress and its subscriptions.
+// topic is a topic: an ingress, its scheduled messages and its
+// subscriptions.
 type topic struct {
 	ns      *Namespace
 	name    string
@@ -600,8 +603,86 @@ type topic struct {
 	subs    map[string]*store // lower-case subscription name
 	deleted bool
 
+	// Scheduled messages stay in the topic until they are due and are fanned
+	// out then (Azure: they "do not materialize" before their time), so
+	// rules are evaluated at activation and subscriptions never show them
+	// early. Their records belong to no store (st == nil).
+	sched      recHeap           // by due time
+	schedBySeq map[int64]*record // by scheduled sequence number (cancel)
+	schedBytes int64
+	// nextDue is the due time (unix ns) of the earliest scheduled message, 0
+	// when there is none; written under mu, read without it so consumers of
+	// the subscriptions check cheaply whether activation is due.
+	nextDue atomic.Int64
+
 	created, updated int64
 	accessed         atomic.Int64
 }
 
+func newTopic(ns *Namespace, name string, p TopicProperties, now int64) *topic {
+	t := &topic{ns: ns, name: name, props: p, subs: map[string]*store{}, schedBySeq: map[int64]*record{}, created: now, updated: now}
+	t.sched.kind = hSched
+	t.accessed.Store(now)
+	return t
+}
+
 func (t *topic) dupWindow() time.Duration { return t.props.DuplicateDetectionHistoryTimeWindow }
+
+// schedule holds m in the topic until at. Caller holds t.mu.
+func (t *topic) schedule(m *goamqp.Message, seq int64, at time.Time, size int32) {
+	r := newRecord(nil, m, seq, size)
+	r.state = stateScheduled
+	r.scheduledAt = at.UnixNano()
+	r.enqueued = at.UnixMilli()
+	t.sched.push(r)
+	t.schedBySeq[seq] = r
+	t.schedBytes += int64(size)
+	t.nextDue.Store(t.sched.top().scheduledAt)
+}
+
+// unschedule drops a scheduled message. Caller holds t.mu.
+func (t *topic) unschedule(r *record) {
+	t.sched.remove(r)
+	delete(t.schedBySeq, r.seq)
+	t.schedBytes -= int64(r.size)
+	if top := t.sched.top(); top != nil {
+		t.nextDue.Store(top.scheduledAt)
+	} else {
+		t.nextDue.Store(0)
+	}
+}
+
+// activateDue fans out every scheduled message whose time has come, each
+// under the topic's next sequence number and enqueued at its due time (as
+// a queue's scheduled messages are). Subscriptions that now forward are
+// added to flush. Caller holds t.mu.
+func (t *topic) activateDue(now int64, flush *[]*store) {
+	for {
+		r := t.sched.top()
+		if r == nil || r.scheduledAt > now {
+			return
+		}
+		t.unschedule(r)
+		if t.deleted {
+			continue
+		}
+		t.in.seq++
+		t.fanOut(r.msg, t.in.seq, r.size, r.scheduledAt, nil, flush)
+	}
+}
+
+// activateIfDue runs activateDue when a scheduled message is due, so that
+// a subscription's consumer or peek sees it without waiting for a tick.
+// Caller holds no store or topic lock.
+func (t *topic) activateIfDue(now int64) {
+	if d := t.nextDue.Load(); d == 0 || d > now {
+		return
+	}
+	var flush []*store
+	t.mu.Lock()
+	t.activateDue(now, &flush)
+	t.mu.Unlock()
+	for _, s := range flush {
+		s.flush()
+	}
+}

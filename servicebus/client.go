@@ -1,0 +1,236 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// EmulatorAdminPort is where the admin API of a development emulator
+// (Microsoft's, and ours) listens, on the AMQP endpoint's host.
+const EmulatorAdminPort = "5300"
+
+// ErrClosed is returned by every method of a Client after Close.
+var ErrClosed = errors.New("servicebus: client closed")
+
+// Options configure Open. The zero value is usable.
+type Options struct {
+	// AdminEndpoint is the base URL of the admin (HTTP/ATOM) API, for
+	// example http://127.0.0.1:5300. Empty means https://<namespace>/, or
+	// http://<endpoint host>:5300 when the connection string says
+	// UseDevelopmentEmulator=true.
+	AdminEndpoint string
+	// Logger gets debug records about receivers and warnings about
+	// messages the adapter cannot represent. Nil discards them.
+	Logger *slog.Logger
+	// Retry tunes the SDKs' own retries; the zero value means DefaultRetry.
+	Retry Retry
+}
+
+// Retry is how often and how fast the Service Bus SDKs retry a failing
+// operation before the adapter reports the error. The defaults are short on
+// purpose: the SDK's own defaults (3 retries from 4 s, capped at 2 min for
+// AMQP; 3 from 0.8 s, capped at 60 s for the admin API) let a dead
+// connection take about 30 s to fail, during which the dashboard knows
+// nothing. The ingester has its own backoff, so the adapter fails fast and
+// lets it decide.
+type Retry struct {
+	// MaxRetries after the first try; 0 means the default, negative means
+	// none.
+	MaxRetries int
+	// Delay before the first retry, doubling each time; 0 means the default.
+	Delay time.Duration
+	// MaxDelay caps the delay; 0 means the default.
+	MaxDelay time.Duration
+}
+
+// DefaultRetry is the retry policy when Options.Retry is zero: two retries,
+// 250 ms then about 750 ms apart (with jitter), so an unreachable namespace
+// is reported in about a second.
+var DefaultRetry = Retry{MaxRetries: 2, Delay: 250 * time.Millisecond, MaxDelay: 2 * time.Second}
+
+func (r Retry) withDefaults() Retry {
+	if r.MaxRetries == 0 {
+		r.MaxRetries = DefaultRetry.MaxRetries
+	}
+	if r.Delay == 0 {
+		r.Delay = DefaultRetry.Delay
+	}
+	if r.MaxDelay == 0 {
+		r.MaxDelay = DefaultRetry.MaxDelay
+	}
+	return r
+}
+
+// Client is a dlq.Broker over the azservicebus SDK and its admin client. It
+// is safe for concurrent use.
+type Client struct {
+	ns        connString
+	adminBase string // where admin requests go, for messages
+	log       *slog.Logger
+	sb        *azservicebus.Client
+	admin     *admin.Client
+
+	mu        sync.Mutex
+	closed    bool
+	receivers map[receiverKey]*peekReceiver
+}
+
+var _ dlq.Broker = (*Client)(nil)
+
+// Open checks the connection string and builds the clients. It does no I/O:
+// the first call that needs the namespace connects, so a namespace that is
+// down makes Entities and Peek fail (with ErrUnreachable), not Open.
+//
+// Connection strings have the forms
+//
+//	Endpoint=sb://<host>[:port]/;SharedAccessKeyName=<name>;SharedAccessKey=<key>
+//	Endpoint=sb://<host>[:port]/;SharedAccessSignature=<sas>
+//
+// optionally with ;UseDevelopmentEmulator=true (plain AMQP on port 5672 unless
+// the endpoint names one, and the admin API on http://<host>:5300). Errors
+// never contain the connection string or any of its secrets.
+func Open(ctx context.Context, connectionString string, opts Options) (*Client, error) {
+	_ = ctx // reserved: Open does no I/O today
+	cs, err := parseConnString(connectionString)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	retry := opts.Retry.withDefaults()
+
+	adminOpts := &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Retry: policy.RetryOptions{
+			MaxRetries:    int32(retry.MaxRetries),
+			RetryDelay:    retry.Delay,
+			MaxRetryDelay: retry.MaxDelay,
+			// 429 and 503 mean "back off": they are reported at once as
+			// ErrThrottled with the server's Retry-After, for the
+			// ingester's backoff, instead of being retried here.
+			StatusCodes: []int{http.StatusRequestTimeout, http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout},
+		},
+		Telemetry: policy.TelemetryOptions{ApplicationID: "dlqdash"},
+	}}
+	base := opts.AdminEndpoint
+	if base == "" && cs.emulator {
+		base = "http://" + net.JoinHostPort(cs.host, EmulatorAdminPort)
+	}
+	adminBase := "https://" + cs.namespace() + "/"
+	if base != "" {
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, errors.New("admin endpoint: want a base URL like http://127.0.0.1:5300 (scheme and host[:port] only)")
+		}
+		adminOpts.Transport = newRewriteTransport(u)
+		adminBase = u.Scheme + "://" + u.Host + "/"
+	}
+	adminClient, err := admin.NewClientFromConnectionString(connectionString, adminOpts)
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %s", cs.redact(err.Error()))
+	}
+	sbClient, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
+		ApplicationID: "dlqdash",
+		RetryOptions: azservicebus.RetryOptions{
+			MaxRetries:    int32(retry.MaxRetries),
+			RetryDelay:    retry.Delay,
+			MaxRetryDelay: retry.MaxDelay,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("service bus client: %s", cs.redact(err.Error()))
+	}
+	return &Client{
+		ns:        cs,
+		adminBase: adminBase,
+		log:       log.With("namespace", cs.namespace()),
+		sb:        sbClient,
+		admin:     adminClient,
+		receivers: map[receiverKey]*peekReceiver{},
+	}, nil
+}
+
+// Namespace is the namespace's host[:port], safe to log and show.
+func (c *Client) Namespace() string { return c.ns.namespace() }
+
+// Close closes every cached receiver and the AMQP connection. It is safe to
+// call more than once and concurrently with other methods, which then fail
+// with ErrClosed. It waits for peeks in progress to end, at most until ctx
+// is done.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	receivers := make([]*peekReceiver, 0, len(c.receivers))
+	for k, r := range c.receivers {
+		receivers = append(receivers, r)
+		delete(c.receivers, k)
+	}
+	c.mu.Unlock()
+
+	var errs []error
+	for _, r := range receivers {
+		if err := r.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.sb.Close(ctx); err != nil {
+		errs = append(errs, c.mapError("close", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// rewriteTransport sends the admin client's requests, which always go to
+// https://<namespace>/..., to another base URL (protocol §12.3). It runs
+// after the SAS policy, so the signature still names the namespace URL, as
+// the emulator and the service expect.
+type rewriteTransport struct {
+	base   *url.URL
+	client *http.Client
+}
+
+func newRewriteTransport(base *url.URL) *rewriteTransport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.ResponseHeaderTimeout = time.Minute
+	return &rewriteTransport{base: base, client: &http.Client{
+		Transport: t,
+		// The admin API never redirects; following one could send the
+		// Authorization header elsewhere.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+func (t *rewriteTransport) Do(req *http.Request) (*http.Response, error) {
+	// Clone so that a retry (which re-signs the original request) starts
+	// from the namespace URL again.
+	out := req.Clone(req.Context())
+	out.URL.Scheme, out.URL.Host = t.base.Scheme, t.base.Host
+	out.Host = ""
+	return t.client.Do(out)
+}

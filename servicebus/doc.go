@@ -1,0 +1,108 @@
+// Package servicebus is dlqdash's adapter to Azure Service Bus: Client
+// implements dlq.Broker (Entities, Settings, Peek) over the azservicebus SDK
+// and its admin client. It is the only package of the product that imports
+// azservicebus or azservicebus/admin; the domain packages see only the
+// dlq types and sentinel errors. It must not grow catalog or replay logic:
+// it translates, nothing more.
+//
+// # Connecting
+//
+// Open takes a connection string (Endpoint, SharedAccessKeyName and
+// SharedAccessKey, or SharedAccessSignature; optionally
+// UseDevelopmentEmulator=true) and does no I/O, so a namespace that is down
+// shows up as ErrUnreachable from the first call, not as a failed start. The
+// connection string and its secrets never appear in an error or a log
+// record; Namespace gives the host[:port] to show instead.
+//
+// The admin client always builds https://<namespace>/ URLs. With
+// Options.AdminEndpoint, or with UseDevelopmentEmulator=true (default
+// http://<endpoint host>:5300, where Microsoft's emulator and ours listen),
+// an azcore Transporter rewrites scheme and host of every request after the
+// SAS policy has signed it (protocol §12.3), so the signature still names
+// the namespace URL, as both the service and the emulator expect.
+//
+// # Retries
+//
+// The SDKs' default retries make a dead connection take about 30 s to fail.
+// The adapter retries twice, 250 ms then about 750 ms apart (Options.Retry,
+// DefaultRetry), so an unreachable namespace is reported in about a second
+// and the ingester's own backoff decides what happens next. The admin
+// client does not retry 429 and 503 at all: they come back at once as
+// throttling, with the server's Retry-After.
+//
+// # Errors
+//
+// Every error names the operation ("peek orders/$DeadLetterQueue", "list
+// queues"), says what to check, and matches a dlq sentinel with errors.Is:
+//
+//	what the SDK reports                               sentinel
+//	-------------------------------------------------  ---------------------------------------
+//	azservicebus.Error CodeUnauthorizedAccess          dlq.ErrUnauthorized
+//	admin HTTP 401, 403; $management 401               dlq.ErrUnauthorized
+//	AMQP amqp:unauthorized-access                      dlq.ErrUnauthorized
+//	azservicebus.Error CodeNotFound                    dlq.ErrEntityNotFound
+//	admin HTTP 404; $management 404; amqp:not-found    dlq.ErrEntityNotFound
+//	admin HTTP 429, 503                                dlq.ErrThrottled, *dlq.ThrottledError
+//	                                                   with RetryAfter from Retry-After
+//	                                                   (or retry-after-ms)
+//	$management 503 (how the SDK surfaces
+//	com.microsoft:server-busy on peek, after its
+//	retries); AMQP com.microsoft:server-busy           dlq.ErrThrottled (RetryAfter 0)
+//	azservicebus.Error CodeConnectionLost, CodeTimeout dlq.ErrUnreachable
+//	admin HTTP 408, 502, 504; com.microsoft:timeout    dlq.ErrUnreachable
+//	net errors (DNS, refused, reset, EOF), TLS         dlq.ErrUnreachable
+//	certificate errors, the caller's deadline
+//	azservicebus.Error CodeClosed, use after Close     ErrClosed
+//	the caller's cancellation                          context.Canceled, wrapped with the operation
+//	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
+//
+// The admin client's Get* methods return (nil, nil) for a missing entity;
+// the adapter does not use them (it lists), and a peek of a missing entity
+// fails in the SDK with CodeNotFound (from $cbs or the attach), which maps
+// to dlq.ErrEntityNotFound.
+//
+// # Peeking
+//
+// Peek does not open an AMQP link per call: it keeps one SDK receiver per
+// (entity, subqueue), created on the first peek, whose links the SDK keeps
+// open and re-establishes after a connection loss. Peek-lock receivers grant
+// no credit until asked to receive, so a cached receiver never takes a
+// message; PeekMessages goes over the entity's $management link. A receiver
+// is used by one peek at a time (peeks of different entities run
+// concurrently), dropped when its entity is not found, and closed by Close.
+// Queues are peeked with NewReceiverForQueue, paths of the form
+// <topic>/Subscriptions/<name> with NewReceiverForSubscription; the main
+// subqueue with no SubQueue option, the dead-letter queue with
+// SubQueueDeadLetter and the transfer dead-letter queue with
+// SubQueueTransfer.
+//
+// # Messages
+//
+// Every field of dlq.Message comes from the SDK's ReceivedMessage, with
+// these rules where the SDK's own field is not the whole story:
+//
+//   - Body: one data section is the SDK's Body. Several data sections are
+//     concatenated (as the .NET client reads them). An amqp-value body is
+//     its UTF-8 text for a string, its bytes for binary, and JSON for
+//     anything else (numbers, lists, maps: integers with every digit, times
+//     RFC 3339, binary as {"base64": ...}). amqp-sequence sections become
+//     one JSON array of all their items. Only the first two are exact.
+//   - MessageID and CorrelationID: the SDK keeps only string ids; a ulong,
+//     uuid or binary id from another client is written as decimal,
+//     canonical uuid or hex.
+//   - TimeToLive and ExpiresAt: an AMQP header without a ttl reads as 0 in
+//     the SDK (and an expiry equal to the enqueued time); the adapter
+//     reports both as unset then, unless the message carries an
+//     absolute-expiry-time.
+//   - ApplicationProperties: dlq.EncodeProperties of the SDK's map, exactly
+//     as the broker returned it; a dead-lettered message's
+//     DeadLetterReason and DeadLetterErrorDescription are among them, as
+//     Service Bus stores them there.
+//   - DeliveryCount is the SDK's (the header's count plus one).
+//   - Times are UTC.
+//
+// A peeked message without a sequence number is skipped (and logged).
+//
+// Package servicebustest holds the behavioural suite that checks all of
+// this against the emulator and, opt-in, a real namespace.
+package servicebus

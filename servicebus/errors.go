@@ -1,0 +1,309 @@
+package servicebus
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// The AMQP conditions Service Bus uses that go-amqp has no constant for.
+const (
+	condServerBusy     amqp.ErrCond = "com.microsoft:server-busy"
+	condTimeout        amqp.ErrCond = "com.microsoft:timeout"
+	condEntityDisabled amqp.ErrCond = "com.microsoft:entity-disabled"
+)
+
+// rpcCoder is the SDK's (internal) $management error: an operation
+// answered with a status code that is not 2xx. A 503 (server busy) is
+// retried by the SDK and then returned as it is.
+type rpcCoder interface {
+	error
+	RPCCode() int
+}
+
+// Error is what the adapter returns for a failed operation: a message a
+// person can act on, and in its chain the dlq sentinel it matches (if any)
+// and the SDK's error.
+type Error struct {
+	Op   string // "peek orders/$DeadLetterQueue", "list queues"
+	Kind error  // dlq.ErrUnauthorized, dlq.ErrEntityNotFound, dlq.ErrUnreachable, ErrClosed, or nil
+	Hint string // what to do about it
+	Err  error  // the SDK's error (or the context's)
+	msg  string
+}
+
+func (e *Error) Error() string { return e.msg }
+
+// Unwrap gives errors.Is and errors.As both the sentinel and the cause.
+func (e *Error) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// mapError classifies err from op, an AMQP operation. It returns *Error, or
+// *dlq.ThrottledError around one, or a context error wrapped with op when
+// the caller cancelled.
+func (c *Client) mapError(op string, err error) error {
+	return c.wrapError(op, c.ns.namespace(), err)
+}
+
+// mapAdminError is mapError for an operation of the admin API.
+func (c *Client) mapAdminError(op string, err error) error {
+	return c.wrapError(op, "the admin API at "+c.adminBase, err)
+}
+
+func (c *Client) wrapError(op, target string, err error) error {
+	if err == nil {
+		return nil
+	}
+	kind, hint, retryAfter := classify(err, target)
+	if kind == context.Canceled {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	e := &Error{Op: op, Hint: hint, Err: err}
+	if kind != dlq.ErrThrottled {
+		e.Kind = kind
+	}
+	var b strings.Builder
+	b.WriteString(op)
+	b.WriteString(": ")
+	if kind != nil && kind != dlq.ErrThrottled {
+		b.WriteString(kind.Error())
+		b.WriteString(": ")
+	}
+	if hint != "" {
+		b.WriteString(hint)
+		b.WriteString(" (")
+		b.WriteString(cause(err))
+		b.WriteString(")")
+	} else {
+		b.WriteString(cause(err))
+	}
+	e.msg = c.ns.redact(b.String())
+	if kind == dlq.ErrThrottled {
+		return &dlq.ThrottledError{RetryAfter: retryAfter, Err: e}
+	}
+	return e
+}
+
+// classify decides which sentinel err matches. Checks run from the most
+// specific signal to the least: an explicit status or condition first, then
+// the transport's errors.
+// target names what was being reached ("host:port", "the admin API at
+// https://host/").
+func classify(err error, target string) (kind error, hint string, retryAfter time.Duration) {
+	const (
+		authHint        = "check SharedAccessKeyName/SharedAccessKey (or the SharedAccessSignature and its expiry) and that the key has the Manage right (needed to list entities) and Listen (needed to peek)"
+		notFoundHint    = "the queue, topic or subscription does not exist (any more)"
+		busyHint        = "the namespace is busy or throttling this client; retry later"
+		disabledHint    = "the entity is disabled; enable it (or set it to SendDisabled) to read it"
+		notAllowedHint  = "Service Bus does not allow this here; the main queue of a session-enabled entity cannot be peeked without a session"
+		gatewayHint     = "the admin endpoint's gateway did not get an answer from Service Bus"
+		closedHint      = ""
+		timeoutHint     = "Service Bus did not answer in time"
+		unreachableHint = "could not reach %s: check the Endpoint host and port, DNS, firewalls and proxies (AMQP uses port 5671, 5672 for an emulator; the admin API uses HTTPS, or port 5300 for an emulator)"
+	)
+	unreachable := fmt.Sprintf(unreachableHint, target)
+
+	if errors.Is(err, ErrClosed) {
+		return ErrClosed, closedHint, 0
+	}
+	if errors.Is(err, context.Canceled) {
+		return context.Canceled, "", 0
+	}
+
+	var sbErr *azservicebus.Error
+	if errors.As(err, &sbErr) {
+		switch sbErr.Code {
+		case azservicebus.CodeUnauthorizedAccess:
+			return dlq.ErrUnauthorized, authHint, 0
+		case azservicebus.CodeNotFound:
+			return dlq.ErrEntityNotFound, notFoundHint, 0
+		case azservicebus.CodeConnectionLost:
+			return dlq.ErrUnreachable, unreachable, 0
+		case azservicebus.CodeTimeout:
+			return dlq.ErrUnreachable, timeoutHint, 0
+		case azservicebus.CodeClosed:
+			return ErrClosed, closedHint, 0
+		}
+	}
+
+	var respErr *azcore.ResponseError
+	if errors.As(err, &respErr) {
+		switch respErr.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return dlq.ErrUnauthorized, authHint, 0
+		case http.StatusNotFound:
+			return dlq.ErrEntityNotFound, notFoundHint, 0
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			return dlq.ErrThrottled, busyHint, retryAfterHeader(respErr.RawResponse)
+		case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+			return dlq.ErrUnreachable, timeoutHint, 0
+		case http.StatusBadGateway:
+			return dlq.ErrUnreachable, gatewayHint, 0
+		}
+		return nil, "", 0
+	}
+
+	var rpcErr rpcCoder
+	if errors.As(err, &rpcErr) {
+		switch rpcErr.RPCCode() {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return dlq.ErrUnauthorized, authHint, 0
+		case http.StatusNotFound:
+			return dlq.ErrEntityNotFound, notFoundHint, 0
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			return dlq.ErrThrottled, busyHint, 0
+		case http.StatusRequestTimeout:
+			return dlq.ErrUnreachable, timeoutHint, 0
+		}
+	}
+
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) {
+		switch amqpErr.Condition {
+		case amqp.ErrCondUnauthorizedAccess:
+			return dlq.ErrUnauthorized, authHint, 0
+		case amqp.ErrCondNotFound:
+			return dlq.ErrEntityNotFound, notFoundHint, 0
+		case condServerBusy:
+			return dlq.ErrThrottled, busyHint, 0
+		case condTimeout:
+			return dlq.ErrUnreachable, timeoutHint, 0
+		case condEntityDisabled:
+			return nil, disabledHint, 0
+		case amqp.ErrCondNotAllowed:
+			return nil, notAllowedHint, 0
+		case amqp.ErrCondConnectionForced, amqp.ErrCondInternalError, amqp.ErrCondDetachForced:
+			return dlq.ErrUnreachable, unreachable, 0
+		}
+	}
+
+	if errors.Is(err, context.DeadlineExceeded) {
+		return dlq.ErrUnreachable, timeoutHint, 0
+	}
+	var (
+		netErr   net.Error
+		dnsErr   *net.DNSError
+		certErr  *tls.CertificateVerificationError
+		unknownA x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		connErr  *amqp.ConnError
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &unknownA), errors.As(err, &hostErr):
+		return dlq.ErrUnreachable, "the server's TLS certificate was not accepted; check the Endpoint host (and, for an emulator, UseDevelopmentEmulator=true)", 0
+	case errors.As(err, &dnsErr):
+		return dlq.ErrUnreachable, unreachable, 0
+	case errors.As(err, &netErr), errors.As(err, &connErr),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return dlq.ErrUnreachable, unreachable, 0
+	}
+	return nil, "", 0
+}
+
+// retryAfterHeader reads the delay a throttled response asks for:
+// retry-after-ms or x-ms-retry-after-ms (milliseconds), or Retry-After
+// (seconds or an HTTP date).
+func retryAfterHeader(resp *http.Response) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	for _, h := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
+		if v := resp.Header.Get(h); v != "" {
+			if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+				return time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+	}
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 {
+			return time.Duration(s * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// cause is a one-line summary of the SDK's error. An admin response error's
+// own text is a multi-line dump; it is reduced to the request, the status
+// and the service's <Detail>.
+func cause(err error) string {
+	var respErr *azcore.ResponseError
+	if errors.As(err, &respErr) {
+		var b strings.Builder
+		if resp := respErr.RawResponse; resp != nil {
+			if req := resp.Request; req != nil && req.URL != nil {
+				fmt.Fprintf(&b, "%s %s: ", req.Method, req.URL.EscapedPath())
+			}
+			fmt.Fprintf(&b, "HTTP %d", resp.StatusCode)
+			if body, err := runtime.Payload(resp); err == nil {
+				if d := errorDetail(body); d != "" {
+					b.WriteString(": ")
+					b.WriteString(d)
+				}
+			}
+		} else {
+			fmt.Fprintf(&b, "HTTP %d", respErr.StatusCode)
+		}
+		return b.String()
+	}
+	return oneLine(err.Error())
+}
+
+// errorDetail reads <Error><Code/><Detail/></Error>, the admin API's error
+// body.
+func errorDetail(body []byte) string {
+	var e struct {
+		Detail string `xml:"Detail"`
+	}
+	if xml.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return oneLine(e.Detail)
+}
+
+// oneLine folds whitespace and caps the length of text from elsewhere.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const limit = 400
+	if len(s) > limit {
+		cut := limit
+		for cut > 0 && !utf8RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

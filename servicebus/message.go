@@ -135,11 +135,11 @@ func bodyBytes(b azservicebus.AMQPAnnotatedMessageBody, sdk []byte) []byte {
 	case len(b.Data) > 1:
 		return bytes.Join(b.Data, nil)
 	case b.Value != nil:
-		switch v := b.Value.(type) {
-		case string:
-			return []byte(v)
-		case []byte:
+		if v, ok := b.Value.([]byte); ok {
 			return v
+		}
+		if rv := reflect.ValueOf(b.Value); rv.Kind() == reflect.String { // string, amqp.Symbol
+			return []byte(rv.String())
 		}
 		var buf bytes.Buffer
 		writeJSONValue(&buf, b.Value, 0)

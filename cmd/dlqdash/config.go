@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dlqdash/dlqdash/servicebus/emulator"
 	"github.com/dlqdash/dlqdash/servicebus/emulator/config"
@@ -29,6 +30,9 @@ const (
 	envEmulatorKeyName  = "DLQDASH_EMULATOR_KEY_NAME"
 	envEmulatorKey      = "DLQDASH_EMULATOR_KEY"
 	envHealthcheckURL   = "DLQDASH_HEALTHCHECK_URL"
+	envPoll             = "DLQDASH_POLL"
+	envAdminEndpoint    = "DLQDASH_ADMIN_ENDPOINT"
+	envRetention        = "DLQDASH_RETENTION"
 )
 
 // Defaults. The emulator's match Microsoft's Service Bus emulator, so one
@@ -40,6 +44,8 @@ const (
 	defaultLogFormat    = "text"
 	defaultEmulatorAMQP = "127.0.0.1:5672"
 	defaultEmulatorAdm  = "127.0.0.1:5300"
+	defaultPoll         = "1s"
+	defaultRetention    = "30d"
 )
 
 // Config is everything a subcommand needs, parsed and checked.
@@ -52,8 +58,13 @@ type Config struct {
 	Addr string // dashboard listen address
 	DB   string // SQLite file
 
+	// demo and serve: the catalog
+	Poll      time.Duration // how often entity counts are read
+	Retention time.Duration // how long messages that left the broker are kept; 0 keeps them forever
+
 	// serve
 	ConnectionString ConnectionString
+	AdminEndpoint    string // admin HTTP base URL; empty for the default
 
 	// emulator
 	Emulator EmulatorConfig
@@ -156,6 +167,11 @@ func logFlags(f *flagSet) {
 func dashboardFlags(f *flagSet) {
 	f.str("addr", envAddr, defaultAddr, "address the dashboard listens on (host:port; port 0 picks a free port)")
 	f.str("db", envDB, defaultDB, "SQLite database file (created if missing)")
+	f.str("poll", envPoll, defaultPoll, "how often entity counts are read (a Go duration: 500ms, 1s, 5s)")
+	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")
+	if f.fs.Name() == "dlqdash serve" {
+		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
+	}
 	logFlags(f)
 }
 
@@ -245,6 +261,21 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
 			return Config{}, bad("empty database path from %s", f.source("db"))
 		}
+		if cfg.Poll, err = time.ParseDuration(v("poll")); err != nil || cfg.Poll < 100*time.Millisecond || cfg.Poll > time.Hour {
+			return Config{}, bad("invalid poll interval %q from %s: want a duration from 100ms to 1h, e.g. 1s", v("poll"), f.source("poll"))
+		}
+		if cfg.Retention, err = parseRetention(v("retention")); err != nil {
+			return Config{}, bad("invalid retention %q from %s: %v", v("retention"), f.source("retention"), err)
+		}
+		if c.name == "serve" {
+			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {
+				u, err := url.Parse(a)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+					return Config{}, bad("invalid admin endpoint %q from %s: want http(s)://host[:port]", a, f.source("admin-endpoint"))
+				}
+				cfg.AdminEndpoint = a
+			}
+		}
 	case "emulator":
 		if cfg.Emulator.AMQPAddr, err = checkAddr("amqp-addr"); err != nil {
 			return Config{}, err
@@ -295,6 +326,27 @@ func newFlagSet(c command, getenv func(string) string) *flagSet {
 	f := &flagSet{fs: fs, getenv: getenv, values: map[string]*string{}}
 	c.flags(f)
 	return f
+}
+
+// parseRetention reads a retention: a Go duration, or a whole number of
+// days ("30d"); "0" keeps messages forever.
+func parseRetention(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 36500 {
+			return 0, errors.New("want a number of days such as 30d, a duration such as 72h, or 0 to keep forever")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Minute {
+		return 0, errors.New("want a number of days such as 30d, a duration of at least 1m such as 72h, or 0 to keep forever")
+	}
+	return d, nil
 }
 
 // validateAddr accepts host:port with a numeric port (0 means any free port)

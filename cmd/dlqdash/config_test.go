@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(kv ...string) func(string) string {
@@ -25,7 +26,8 @@ func TestParseConfig(t *testing.T) {
 		check func(t *testing.T, c Config)
 	}{
 		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
-			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text"}
+			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text",
+				Poll: time.Second, Retention: 30 * 24 * time.Hour}
 			if c != want {
 				t.Errorf("got %+v, want %+v", c, want)
 			}
@@ -47,6 +49,17 @@ func TestParseConfig(t *testing.T) {
 			}
 			if c.ConnectionString.Raw() != goodConnStr {
 				t.Errorf("raw connection string not kept")
+			}
+		}},
+		{"catalog flags", []string{"serve", "--poll", "250ms", "--retention", "7d", "--admin-endpoint", "http://127.0.0.1:5300"},
+			env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
+				if c.Poll != 250*time.Millisecond || c.Retention != 7*24*time.Hour || c.AdminEndpoint != "http://127.0.0.1:5300" {
+					t.Errorf("got %+v", c)
+				}
+			}},
+		{"catalog env, retention as a duration and forever", []string{"demo"}, env(envPoll, "5s", envRetention, "0"), func(t *testing.T, c Config) {
+			if c.Poll != 5*time.Second || c.Retention != 0 {
+				t.Errorf("got %+v", c)
 			}
 		}},
 		{"emulator defaults", []string{"emulator"}, env(), func(t *testing.T, c Config) {
@@ -122,6 +135,12 @@ func TestParseConfigErrors(t *testing.T) {
 			env(envConnectionString, "Endpoint=sb://contoso/;SharedAccessKey="+testKey), "no SharedAccessKeyName", "dlqdash serve -h"},
 		{"emulator bad amqp address", []string{"emulator", "--amqp-addr", "nope"}, env(), `invalid address "nope" from --amqp-addr`, "dlqdash emulator -h"},
 		{"emulator bad admin env", []string{"emulator"}, env(envEmulatorAdmin, "x:y"), `from DLQDASH_EMULATOR_ADMIN_ADDR`, "dlqdash emulator -h"},
+		{"bad poll", []string{"demo", "--poll", "10ms"}, env(), `invalid poll interval "10ms" from --poll`, "dlqdash demo -h"},
+		{"bad poll env", []string{"demo"}, env(envPoll, "soon"), `invalid poll interval "soon" from DLQDASH_POLL`, "dlqdash demo -h"},
+		{"bad retention", []string{"demo", "--retention", "thirty"}, env(), `invalid retention "thirty" from --retention`, "dlqdash demo -h"},
+		{"bad retention days", []string{"demo", "--retention", "-3d"}, env(), `want a number of days`, "dlqdash demo -h"},
+		{"admin endpoint on demo", []string{"demo", "--admin-endpoint", "http://x"}, env(), "unknown flag --admin-endpoint", "dlqdash demo -h"},
+		{"bad admin endpoint", []string{"serve", "--admin-endpoint", "127.0.0.1:5300"}, env(envConnectionString, goodConnStr), `invalid admin endpoint "127.0.0.1:5300"`, "dlqdash serve -h"},
 		{"healthcheck bad url", []string{"healthcheck", "--url", "ftp://x/"}, env(), `invalid URL "ftp://x/"`, "dlqdash healthcheck -h"},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/web"
 )
@@ -28,8 +29,14 @@ type dashboard struct {
 	loops []func(context.Context) error
 
 	// onStore, if set, runs once the store is open, to build loops that
-	// need it. It may append to d.loops.
+	// need it. It may append to d.loops and set d.status.
 	onStore func(st *store.Store, d *dashboard) error
+
+	// status reports the catalog's freshness (the ingester); nil when
+	// nothing reads a namespace.
+	status interface{ Status() dlq.Status }
+	// publish receives the catalog's change events; nil discards them.
+	publish func(dlq.Change)
 }
 
 // serveDashboard is the lifecycle of demo and serve, top to bottom: open the

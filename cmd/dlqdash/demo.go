@@ -45,9 +45,16 @@ func runDemo(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	}
 	defer traffic.Close(context.WithoutCancel(ctx))
 
+	broker, err := openBroker(ctx, emu.connectionString(), "http://"+emu.adminAddr.String(), logger)
+	if err != nil {
+		return err
+	}
+	defer broker.Close(context.WithoutCancel(ctx))
+
 	return serveDashboard(ctx, cfg, logger, dashboard{
 		mode:      "demo",
 		namespace: emu.amqp.Addr().String(),
 		loops:     []func(context.Context) error{traffic.Run},
+		onStore:   withCatalog(cfg, broker, emu.amqp.Addr().String(), logger),
 	})
 }

@@ -2,17 +2,30 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 )
 
-// runServe runs `dlqdash serve` against cfg.ConnectionString.
-//
-// For now it only validates the connection string (parseConfig did) and
-// serves the dashboard shell on an empty catalog. When the Service Bus
-// adapter lands, build it from cfg.ConnectionString.Raw() here and pass the
-// ingester to serveDashboard as a loop.
-func runServe(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	logger.Info("serve: connection string accepted; connecting to Service Bus is not implemented in this build yet, so the catalog stays empty",
-		"namespace", cfg.ConnectionString.Namespace())
-	return serveDashboard(ctx, cfg, logger, dashboard{mode: "serve", namespace: cfg.ConnectionString.Host})
+// runServe runs `dlqdash serve` against the namespace in
+// cfg.ConnectionString: the dashboard, with the ingester keeping its catalog
+// current.
+func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
+	broker, err := openBroker(ctx, cfg.ConnectionString.Raw(), cfg.AdminEndpoint, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After serveDashboard: the ingester has stopped using the client.
+		if cerr := broker.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close the Service Bus connection: %w", cerr))
+		}
+	}()
+	logger.Info("reading Service Bus", "namespace", cfg.ConnectionString.Namespace(), "poll", cfg.Poll.String())
+	ns := cfg.ConnectionString.Namespace()
+	return serveDashboard(ctx, cfg, logger, dashboard{
+		mode:      "serve",
+		namespace: cfg.ConnectionString.Host,
+		onStore:   withCatalog(cfg, broker, ns, logger),
+	})
 }

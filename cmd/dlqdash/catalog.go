@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/servicebus"
+	"github.com/dlqdash/dlqdash/store"
+)
+
+// openBroker connects the Service Bus adapter. It does not fail when the
+// namespace is unreachable: the ingester reports that in its status and keeps
+// trying, while the dashboard serves the catalog it has.
+func openBroker(ctx context.Context, connectionString, adminEndpoint string, logger *slog.Logger) (*servicebus.Client, error) {
+	c, err := servicebus.Open(ctx, connectionString, servicebus.Options{
+		AdminEndpoint: adminEndpoint,
+		Logger:        logger.With("component", "servicebus"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Service Bus: %w", err)
+	}
+	return c, nil
+}
+
+// withCatalog makes the dashboard run an ingester over broker once its store
+// is open.
+func withCatalog(cfg Config, broker dlq.Broker, namespace string, logger *slog.Logger) func(*store.Store, *dashboard) error {
+	return func(st *store.Store, d *dashboard) error {
+		retention := cfg.Retention
+		if retention == 0 {
+			retention = -1 // keep forever
+		}
+		ing := dlq.New(dlq.Config{
+			Broker:    broker,
+			Catalog:   st,
+			Logger:    logger.With("component", "catalog"),
+			Namespace: namespace,
+			Poll:      cfg.Poll,
+			Retention: retention,
+			Publish:   d.publish,
+		})
+		d.status = ing
+		d.loops = append(d.loops, ing.Run)
+		return nil
+	}
+}

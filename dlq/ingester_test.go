@@ -3,7 +3,7 @@ package dlq_test
 import (
 	"context"
 	"database/sql"
-		"fmt"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"

@@ -8,7 +8,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -370,3 +373,138 @@ func deref(s *string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// restartable is an emulator whose AMQP and admin listeners can be stopped
+// and started again on the same addresses, over the same namespace.
+type restartable struct {
+	t         *testing.T
+	ns        *broker.Namespace
+	srv       *emulator.Server
+	amqpAddr  string
+	admin     *http.Server
+	adminAddr string
+}
+
+func (r *restartable) up() {
+	r.t.Helper()
+	r.srv = emulator.New(emulator.Options{Namespace: r.ns})
+	if _, err := r.srv.Start(r.amqpAddr); err != nil {
+		r.t.Fatal(err)
+	}
+	r.amqpAddr = r.srv.Addr().String()
+	ln, err := net.Listen("tcp", r.adminAddr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.adminAddr = ln.Addr().String()
+	r.admin = &http.Server{Handler: atom.NewHandler(r.ns, atom.Options{})}
+	go r.admin.Serve(ln)
+}
+
+func (r *restartable) down() {
+	r.srv.Close()
+	r.admin.Close()
+}
+
+func TestIngesterSurvivesFaults(t *testing.T) {
+	r := &restartable{t: t, ns: broker.New(broker.Options{}), amqpAddr: "127.0.0.1:0", adminAddr: "127.0.0.1:0"}
+	r.up()
+	t.Cleanup(r.down)
+	conn := r.srv.ConnectionString()
+	e := &emuEnv{t: t, ns: r.ns, srv: r.srv, conn: conn, admin: "http://" + r.adminAddr}
+	sb, err := azservicebus.NewClientFromConnectionString(conn, &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: 5, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sb = sb
+	e.queue("orders", broker.QueueProperties{})
+	e.queue("doomed", broker.QueueProperties{})
+
+	batch := func(n int, tag string) {
+		t.Helper()
+		var ms []*azservicebus.Message
+		for i := range n {
+			ms = append(ms, &azservicebus.Message{Body: []byte(tag), MessageID: ptr(fmt.Sprintf("%s-%d", tag, i))})
+		}
+		e.send("orders", ms...)
+		e.deadLetter("orders", n, "Fault"+tag, "during "+tag)
+	}
+	batch(20, "before")
+	e.send("doomed", &azservicebus.Message{Body: []byte("x")})
+	e.deadLetter("doomed", 1, "X", "y")
+
+	st, _ := openStore(t)
+	in, _ := e.ingester(t, st)
+	want := 20
+	caught := func(what string) {
+		t.Helper()
+		waitUntil(t, what, func() bool { return len(cataloged(t, st, "orders", dlq.SubQueueDeadLetter)) == want })
+	}
+	caught("the first batch")
+
+	r.ns.InjectServerBusy("orders/$DeadLetterQueue", 3, time.Time{})
+	r.ns.InjectServerBusy("orders", 3, time.Time{})
+	batch(10, "busy")
+	want += 10
+	caught("the batch sent while the broker was busy")
+	r.ns.ClearFaults()
+
+	batch(10, "drop")
+	r.srv.DropConnections()
+	want += 10
+	caught("the batch around dropped connections")
+
+	r.srv.SetLatency(30 * time.Millisecond)
+	batch(5, "slow")
+	want += 5
+	caught("the batch sent with latency")
+	r.srv.SetLatency(0)
+
+	if err := r.ns.DeleteQueue("doomed"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the deleted queue marked", func() bool { return len(cataloged(t, st, "doomed", dlq.SubQueueDeadLetter)) == 0 })
+
+	// The broker stopped: the status says so, the catalog stays.
+	sb.Close(context.Background())
+	r.down()
+	waitUntil(t, "an unhealthy status", func() bool { return !in.Status().Healthy })
+	if st := in.Status(); st.Error == "" || st.LastSuccessAt == nil {
+		t.Errorf("status while down: %+v", st)
+	}
+	if n := len(cataloged(t, st, "orders", dlq.SubQueueDeadLetter)); n != want {
+		t.Errorf("catalog while the broker is down has %d, want %d", n, want)
+	}
+
+	// Back on the same addresses: it catches up.
+	r.up()
+	e.srv = r.srv
+	sb2, err := azservicebus.NewClientFromConnectionString(conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close(context.Background())
+	e.sb = sb2
+	batch(5, "after")
+	want += 5
+	caught("the batch after the restart")
+	waitUntil(t, "a healthy status", func() bool { return in.Status().Healthy })
+
+	// Nothing lost, nothing doubled: the catalog is exactly the DLQ.
+	peeked := e.sdkPeekAll("orders", azservicebus.SubQueueDeadLetter)
+	cat := cataloged(t, st, "orders", dlq.SubQueueDeadLetter)
+	if len(peeked) != want || len(cat) != want {
+		t.Fatalf("DLQ has %d, catalog %d, want %d", len(peeked), len(cat), want)
+	}
+	for _, m := range peeked {
+		if c, ok := cat[*m.SequenceNumber]; !ok || c.MessageID != m.MessageID {
+			t.Errorf("sequence number %d (%s) missing or different in the catalog", *m.SequenceNumber, m.MessageID)
+		}
+	}
+	rows := 0
+	st.ExportMessages(t.Context(), dlq.Filter{Entity: "orders", IncludeGone: true}, func(dlq.Record) error { rows++; return nil })
+	if rows != want {
+		t.Errorf("orders has %d catalog rows including gone, want %d (nothing twice)", rows, want)
+	}
+}

@@ -398,12 +398,20 @@ func (s *session) handleDetach(d *amqp.Detach) error {
 		return protoErr(condUnattachedHandle, "detach on unattached handle %d", d.Handle)
 	}
 	delete(s.links, d.Handle)
-	if !l.refused && !l.detached {
-		c.send(s.ch, &amqp.Detach{Handle: l.handle, Closed: true})
-	}
+	reply := !l.refused && !l.detached
 	l.markDetachedLocked()
 	c.mu.Unlock()
+	// Release the broker side (the consumer and its session lock) before answering,
+	// so that a client whose detach has completed can accept the same session again
+	// at once, and sees the entity as no longer received from.
 	l.release()
+	if reply {
+		c.mu.Lock()
+		if !s.ended {
+			c.send(s.ch, &amqp.Detach{Handle: l.handle, Closed: true})
+		}
+		c.mu.Unlock()
+	}
 	return nil
 }
 

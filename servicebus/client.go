@@ -36,7 +36,7 @@ type Options struct {
 	// Logger gets debug records about receivers and warnings about
 	// messages the adapter cannot represent. Nil discards them.
 	Logger *slog.Logger
-	// Retry tunes the SDKs' own retries; the zero value means DefaultRetry.
+	// Retry tunes the SDKs' own retries; zero fields take the defaults.
 	Retry Retry
 }
 
@@ -47,6 +47,10 @@ type Options struct {
 // connection take about 30 s to fail, during which the dashboard knows
 // nothing. The ingester has its own backoff, so the adapter fails fast and
 // lets it decide.
+//
+// The defaults: two retries, 250 ms then about 750 ms apart (with the SDK's
+// jitter), at most 2 s, so an unreachable namespace is reported in about a
+// second.
 type Retry struct {
 	// MaxRetries after the first try; 0 means the default, negative means
 	// none.
@@ -57,20 +61,15 @@ type Retry struct {
 	MaxDelay time.Duration
 }
 
-// DefaultRetry is the retry policy when Options.Retry is zero: two retries,
-// 250 ms then about 750 ms apart (with jitter), so an unreachable namespace
-// is reported in about a second.
-var DefaultRetry = Retry{MaxRetries: 2, Delay: 250 * time.Millisecond, MaxDelay: 2 * time.Second}
-
 func (r Retry) withDefaults() Retry {
 	if r.MaxRetries == 0 {
-		r.MaxRetries = DefaultRetry.MaxRetries
+		r.MaxRetries = 2
 	}
 	if r.Delay == 0 {
-		r.Delay = DefaultRetry.Delay
+		r.Delay = 250 * time.Millisecond
 	}
 	if r.MaxDelay == 0 {
-		r.MaxDelay = DefaultRetry.MaxDelay
+		r.MaxDelay = 2 * time.Second
 	}
 	return r
 }

@@ -24,8 +24,8 @@
 // # Retries
 //
 // The SDKs' default retries make a dead connection take about 30 s to fail.
-// The adapter retries twice, 250 ms then about 750 ms apart (Options.Retry,
-// DefaultRetry), so an unreachable namespace is reported in about a second
+// The adapter retries twice, 250 ms then about 750 ms apart (Options.Retry
+// tunes it), so an unreachable namespace is reported in about a second
 // and the ingester's own backoff decides what happens next. The admin
 // client does not retry 429 and 503 at all: they come back at once as
 // throttling, with the server's Retry-After.

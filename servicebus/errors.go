@@ -39,8 +39,10 @@ type rpcCoder interface {
 }
 
 // Error is what the adapter returns for a failed operation: a message a
-// person can act on, and in its chain the dlq sentinel it matches (if any)
-// and the SDK's error.
+// person can act on (with the connection string's secrets redacted), and in
+// its chain the dlq sentinel it matches (if any) and the SDK's error. A
+// throttled operation's Error is wrapped in a *dlq.ThrottledError and has
+// no Kind of its own.
 type Error struct {
 	Op   string // "peek orders/$DeadLetterQueue", "list queues"
 	Kind error  // dlq.ErrUnauthorized, dlq.ErrEntityNotFound, dlq.ErrUnreachable, ErrClosed, or nil

@@ -81,7 +81,8 @@
 //     drops the connection.
 //   - End without detaches is an implicit detach of every link; unsettled deliveries of
 //     that session are forgotten but their broker locks stay (settle via $management).
-//   - A client detach is always answered with detach{closed:true}.
+//   - A client detach is always answered with detach{closed:true}, once the link's
+//     broker consumer (and session lock) has been released.
 //   - Client senders get link-credit 5000 right after attach, topped up to 5000 when it
 //     falls below 2500; attach replies carry max-message-size = Options.MaxMessageSize
 //     (262144) and com.microsoft:max-message-batch-size with the same value (ulong).

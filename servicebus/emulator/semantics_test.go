@@ -2,6 +2,7 @@ package emulator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -310,5 +311,42 @@ func TestTopicScheduledThroughSDK(t *testing.T) {
 	}
 	if got := peekAll(t, ctx, eu); len(got) != 1 {
 		t.Fatalf("eu holds %d messages, want only the EU one", len(got))
+	}
+}
+
+// TestAutoDeleteOnIdleThroughSDK: a queue used only through the SDK lives as
+// long as it is used (a peek counts) and goes, with its messages, once it
+// has been idle for its AutoDeleteOnIdle.
+func TestAutoDeleteOnIdleThroughSDK(t *testing.T) {
+	env, clk := startWithClock(t, func(ns *broker.Namespace) {
+		createQueue(t, ns, "temp", func(p *broker.QueueProperties) { p.AutoDeleteOnIdle = 5 * time.Minute })
+	})
+	ctx := testCtx(t)
+	s := env.sender(t, "temp")
+	send(t, ctx, s, &azservicebus.Message{Body: []byte("x")})
+	clk.Advance(4 * time.Minute)
+	env.ns.Tick()
+	// The SDK's receiver attaches a receive link even to peek; an attached
+	// receiver is ongoing activity, so close it (the emulator answers the
+	// detach after releasing the receiver).
+	r := env.receiver(t, "temp", nil)
+	if got := peekAll(t, ctx, r); len(got) != 1 {
+		t.Fatalf("peek: %d messages", len(got))
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(4 * time.Minute)
+	env.ns.Tick()
+	if _, err := env.ns.Queue("temp"); err != nil {
+		t.Fatalf("queue deleted 4 minutes after a peek: %v", err)
+	}
+	clk.Advance(time.Minute)
+	env.ns.Tick()
+	if _, err := env.ns.Queue("temp"); !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("queue idle for 5 minutes: %v, want it deleted", err)
+	}
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("y")}, nil); err == nil {
+		t.Fatal("send to the deleted queue succeeded")
 	}
 }

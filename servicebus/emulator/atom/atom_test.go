@@ -841,6 +841,7 @@ func TestRawHTTP(t *testing.T) {
 		{"no description", "PUT", "/q2", "ok", `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"></content></entry>`, false, 400, []string{"QueueDescription or a TopicDescription"}},
 		{"bad duration", "PUT", "/q2", "ok", queueBody("<LockDuration>soon</LockDuration>"), false, 400, []string{`LockDuration: &#34;soon&#34; is not an ISO-8601 duration`}},
 		{"lock too long", "PUT", "/q2", "ok", queueBody("<LockDuration>PT10M</LockDuration>"), false, 400, []string{"<Code>400</Code>"}},
+		{"auto-delete below 5 minutes", "PUT", "/q2", "ok", queueBody("<AutoDeleteOnIdle>PT1M</AutoDeleteOnIdle>"), false, 400, []string{"<Code>400</Code>", "AutoDeleteOnIdle"}},
 		{"bad bool", "PUT", "/q2", "ok", queueBody("<RequiresSession>maybe</RequiresSession>"), false, 400, []string{"<Code>400</Code>", "not a valid ATOM entry"}},
 		{"bad status", "PUT", "/q2", "ok", queueBody("<Status>Sleeping</Status>"), false, 400, []string{"Status: &#34;Sleeping&#34; is not one of"}},
 		{"zero delivery count", "PUT", "/q2", "ok", queueBody("<MaxDeliveryCount>0</MaxDeliveryCount>"), false, 400, []string{"MaxDeliveryCount: must be at least 1"}},

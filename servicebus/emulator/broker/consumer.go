@@ -39,6 +39,8 @@ func (c *Consumer) finishLocked(err error) {
 	c.err = err
 	close(c.done)
 	delete(c.q.consumers, c)
+	// Idle time starts when the last receiver leaves.
+	c.st.touch(c.ns.nowNano())
 	if ss := c.sess; ss != nil && ss.holder == c {
 		ss.holder = nil
 		ss.until = 0
@@ -78,7 +80,9 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 		if err := s.receivable(); err != nil {
 			return nil, err
 		}
-		s.accessed.Store(ns.nowNano())
+		now := ns.nowNano()
+		s.accessed.Store(now)
+		s.touch(now)
 		q.consumers[c] = struct{}{}
 		return c, nil
 	}
@@ -152,6 +156,7 @@ func (s *store) acceptSession(c *Consumer, ss *session, now int64) {
 	c.sess = ss
 	c.q.consumers[c] = struct{}{}
 	s.accessed.Store(now)
+	s.touch(now)
 }
 
 // nextSession picks the free session whose next deliverable message has the

@@ -141,7 +141,34 @@
 //     as above. Setting ForwardTo later does not move messages already in
 //     the main queue; they stay deliverable there.
 //
-// Not modelled: AutoDeleteOnIdle, MaxSizeInMegabytes and
-// MaxMessageSizeInKilobytes quotas (the AMQP server enforces the message
-// size), rule actions, SQL filter evaluation, transactions.
+// AutoDeleteOnIdle (idle.go). Tick deletes a queue, topic or subscription
+// with its messages once it has been idle for its AutoDeleteOnIdle, as
+// DeleteQueue, DeleteTopic or DeleteSubscription would. Service Bus's
+// minimum, 5m, is enforced (shorter → ErrInvalidProperties; 0 = never).
+// Idleness follows Azure's documented definition:
+//   - queue: no send (scheduling and forwarded arrivals included), receive,
+//     update or browse/peek, and no scheduled message pending (activation
+//     counts as a send at the due time);
+//   - topic: no send, update or pending scheduled message, and no activity
+//     on any of its subscriptions;
+//   - subscription: no receive, update, rule change or browse/peek;
+//     messages fanned out to it do not count.
+//
+// Emulator choices for idleness:
+//   - Every $management operation on an entity (renew-lock, settlement,
+//     deferred receive, session state and lock, list sessions,
+//     cancel-scheduled) counts as activity, as browse/peek does in Azure,
+//     and so does settlement on a link: each implies a live client.
+//     Reading runtime properties through the admin API does not.
+//   - An attached receiver (an open consumer on any sub-queue, with or
+//     without credit, or a waiting accept-next) is ongoing activity: the
+//     idle time starts when the last one leaves.
+//   - A queue or subscription with ForwardTo is never idle (Azure:
+//     auto-forwarding is equivalent to a receiver receiving).
+//   - Idleness is checked at Tick and checked again under the locks the
+//     deletion takes, so activity that races it wins.
+//
+// Not modelled: MaxSizeInMegabytes and MaxMessageSizeInKilobytes quotas
+// (the AMQP server enforces the message size), rule actions, SQL filter
+// evaluation, transactions.
 package broker

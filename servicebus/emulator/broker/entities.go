@@ -46,6 +46,9 @@ func normalizeQueue(p *QueueProperties) error {
 	if err := checkLock(&p.LockDuration, &p.MaxDeliveryCount); err != nil {
 		return err
 	}
+	if err := checkAutoDelete(p.AutoDeleteOnIdle); err != nil {
+		return err
+	}
 	if err := checkTTL(p.DefaultMessageTimeToLive); err != nil {
 		return err
 	}
@@ -65,6 +68,9 @@ func normalizeTopic(p *TopicProperties) error {
 	if err := checkTTL(p.DefaultMessageTimeToLive); err != nil {
 		return err
 	}
+	if err := checkAutoDelete(p.AutoDeleteOnIdle); err != nil {
+		return err
+	}
 	if p.DuplicateDetectionHistoryTimeWindow <= 0 {
 		p.DuplicateDetectionHistoryTimeWindow = defaultDupWindow
 	}
@@ -79,6 +85,9 @@ func normalizeTopic(p *TopicProperties) error {
 
 func normalizeSubscription(p *SubscriptionProperties) error {
 	if err := checkLock(&p.LockDuration, &p.MaxDeliveryCount); err != nil {
+		return err
+	}
+	if err := checkAutoDelete(p.AutoDeleteOnIdle); err != nil {
 		return err
 	}
 	if err := checkTTL(p.DefaultMessageTimeToLive); err != nil {
@@ -172,6 +181,7 @@ func (ns *Namespace) UpdateQueue(name string, p QueueProperties) (QueueInfo, err
 	}
 	s.qp = p
 	s.updated = ns.nowNano()
+	s.touch(s.updated)
 	s.main.notifyAll()
 	s.dlq.notifyAll()
 	s.wakeWaiters()
@@ -303,6 +313,7 @@ func (ns *Namespace) UpdateTopic(name string, p TopicProperties) (TopicInfo, err
 	}
 	t.props = p
 	t.updated = ns.nowNano()
+	touch(&t.active, t.updated)
 	for _, s := range t.subs {
 		s.mu.Lock()
 		s.topicTTL = p.DefaultMessageTimeToLive
@@ -457,6 +468,7 @@ func (ns *Namespace) UpdateSubscription(topicName, name string, p SubscriptionPr
 	}
 	s.sp = p
 	s.updated = ns.nowNano()
+	s.touch(s.updated)
 	s.main.notifyAll()
 	s.dlq.notifyAll()
 	s.wakeWaiters()

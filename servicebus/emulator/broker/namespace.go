@@ -117,7 +117,8 @@ func (ns *Namespace) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Tick does the timed work: message lock expiry, session lock expiry,
-// scheduled activation (queues and topics), the TTL sweep and pruning of duplicate-detection
+// scheduled activation (queues and topics), deletion of entities idle for
+// their AutoDeleteOnIdle, the TTL sweep and pruning of duplicate-detection
 // history. Consumers that may now receive something are notified.
 func (ns *Namespace) Tick() {
 	now := ns.nowNano()
@@ -132,6 +133,7 @@ func (ns *Namespace) Tick() {
 	}
 	ns.mu.RUnlock()
 	var flush []*store
+	var idleTopics []*topic
 	for _, t := range topics {
 		t.mu.Lock()
 		t.in.prune(now, t.dupWindow())
@@ -139,17 +141,27 @@ func (ns *Namespace) Tick() {
 		for _, s := range t.subs {
 			stores = append(stores, s)
 		}
+		if t.idle(now) {
+			idleTopics = append(idleTopics, t)
+		}
 		t.mu.Unlock()
 	}
 	for _, s := range flush {
 		s.flush()
 	}
+	var idleStores []*store
 	for _, s := range stores {
 		s.mu.Lock()
 		if !s.deleted {
 			s.tick(now)
+			if s.idle(now) {
+				idleStores = append(idleStores, s)
+			}
 		}
 		s.unlockFlush()
+	}
+	if len(idleTopics)+len(idleStores) > 0 {
+		ns.deleteIdle(now, idleStores, idleTopics)
 	}
 }
 

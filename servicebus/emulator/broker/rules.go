@@ -196,6 +196,7 @@ func (ns *Namespace) CreateRule(topicName, sub string, r Rule) (Rule, error) {
 		return Rule{}, fmt.Errorf("rule %q: %w", r.Name, ErrAlreadyExists)
 	}
 	s.rules = append(slices.Clip(s.rules), r)
+	s.touch(ns.nowNano())
 	return copyRule(r), nil
 }
 
@@ -220,6 +221,7 @@ func (ns *Namespace) UpdateRule(topicName, sub string, r Rule) (Rule, error) {
 	rules := slices.Clone(s.rules)
 	rules[i] = r
 	s.rules = rules
+	s.touch(ns.nowNano())
 	return copyRule(r), nil
 }
 
@@ -236,6 +238,7 @@ func (ns *Namespace) DeleteRule(topicName, sub, name string) error {
 		return fmt.Errorf("rule %q: %w", name, ErrNotFound)
 	}
 	s.rules = slices.Delete(slices.Clone(s.rules), i, i+1)
+	s.touch(ns.nowNano())
 	return nil
 }
 

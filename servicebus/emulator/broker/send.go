@@ -144,6 +144,7 @@ func (s *store) send(msgs []*goamqp.Message, sched []time.Time, seqs []int64, no
 		}
 	}
 	s.accessed.Store(now)
+	s.touch(now)
 	for i, m := range msgs {
 		if dedupe && s.qp.RequiresDuplicateDetection {
 			if id := messageIDKey(m); id != "" && s.in.duplicate(id, now, s.qp.DuplicateDetectionHistoryTimeWindow) {
@@ -192,6 +193,7 @@ func (t *topic) sendLocked(msgs []*goamqp.Message, sched []time.Time, seqs []int
 		}
 	}
 	t.accessed.Store(now)
+	touch(&t.active, now)
 	for i, m := range msgs {
 		if dedupe && t.props.RequiresDuplicateDetection {
 			if id := messageIDKey(m); id != "" && t.in.duplicate(id, now, t.props.DuplicateDetectionHistoryTimeWindow) {
@@ -247,6 +249,7 @@ func (ns *Namespace) CancelScheduled(path string, seqs []int64) error {
 	if t != nil {
 		var flush []*store
 		t.mu.Lock()
+		touch(&t.active, now)
 		t.activateDue(now, &flush)
 		for _, seq := range seqs {
 			if r := t.schedBySeq[seq]; r != nil {
@@ -262,6 +265,7 @@ func (ns *Namespace) CancelScheduled(path string, seqs []int64) error {
 	s.mu.Lock()
 	defer s.unlockFlush()
 	if !s.deleted {
+		s.touch(now)
 		s.activateDue(now)
 		for _, seq := range seqs {
 			if r := s.main.index.get(seq); r != nil && r.state == stateScheduled {

@@ -28,6 +28,7 @@ func (ns *Namespace) RenewSessionLock(path, sessionID string) (time.Time, error)
 	s.mu.Lock()
 	defer s.unlockFlush()
 	now := ns.nowNano()
+	s.touch(now)
 	ss := s.sessions[sessionID]
 	if s.deleted || ss == nil || ss.holder == nil {
 		return time.Time{}, fmt.Errorf("session %q of %s: %w", sessionID, s.name, ErrSessionLockLost)
@@ -49,6 +50,7 @@ func (ns *Namespace) SessionState(path, sessionID string) ([]byte, error) {
 	}
 	s.mu.Lock()
 	defer s.unlockFlush()
+	s.touch(ns.nowNano())
 	if ss := s.sessions[sessionID]; ss != nil && ss.state != nil {
 		return slices.Clone(ss.state), nil
 	}
@@ -73,6 +75,7 @@ func (ns *Namespace) SetSessionState(path, sessionID string, state []byte) error
 		ss.state = slices.Clone(state)
 	}
 	ss.updated = ns.nowNano()
+	s.touch(ss.updated)
 	return nil
 }
 
@@ -91,6 +94,7 @@ func (ns *Namespace) ListSessions(path string, updatedAfter time.Time, skip, top
 	}
 	def := updatedAfter.IsZero() || !updatedAfter.Before(defaultModeAfter)
 	after := updatedAfter.UnixNano()
+	s.touch(ns.nowNano())
 	s.mu.Lock()
 	var ids []string
 	for id, ss := range s.sessions {

@@ -32,6 +32,7 @@ func (ns *Namespace) settle(token goamqp.UUID, fn func(s *store, r *record, now 
 	s.mu.Lock()
 	defer s.unlockFlush()
 	now := ns.nowNano()
+	s.touch(now)
 	if err := s.checkLock(r, token, now); err != nil {
 		return err
 	}
@@ -147,8 +148,10 @@ func (ns *Namespace) Peek(path string, from int64, max int) ([]Delivery, error) 
 		s.unlockFlush()
 		return nil, fmt.Errorf("%s: %w", s.name, ErrEntityDeleted)
 	}
+	now := ns.nowNano()
+	s.touch(now) // browsing is activity (Azure)
 	if q == &s.main {
-		s.activateDue(ns.nowNano())
+		s.activateDue(now)
 	}
 	q.index.ascend(from, func(r *record) bool {
 		snaps = append(snaps, *r)
@@ -184,6 +187,7 @@ func (ns *Namespace) ReceiveDeferred(path string, seqs []int64, mode ReceiveMode
 		return nil, fmt.Errorf("%s: %w", s.name, ErrEntityDeleted)
 	}
 	now := ns.nowNano()
+	s.touch(now)
 	recs := make([]*record, 0, len(seqs))
 	seen := make(map[int64]bool, len(seqs))
 	for _, seq := range seqs {

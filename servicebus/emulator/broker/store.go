@@ -156,11 +156,13 @@ type store struct {
 
 	created, updated int64
 	accessed         atomic.Int64
+	active           atomic.Int64 // last activity (unix ns), for AutoDeleteOnIdle (idle.go)
 }
 
 func newStore(ns *Namespace, kind Kind, name string, now int64) *store {
 	s := &store{ns: ns, kind: kind, name: name, created: now, updated: now}
 	s.accessed.Store(now)
+	s.active.Store(now)
 	for i, q := range []*subQueue{&s.main, &s.dlq, &s.tdlq} {
 		q.st = s
 		q.which = SubQueue(i)
@@ -450,6 +452,7 @@ func (s *store) activate(r *record, now int64) {
 	}
 	r.state = stateActive
 	r.enqueued = r.scheduledAt / int64(time.Millisecond)
+	s.touch(r.scheduledAt) // a message arrived then, as by a send
 	r.expires = expiresAt(r.msg, s.defaultTTL(), r.scheduledAt)
 	if r.expires != 0 {
 		if r.expires <= now {
@@ -617,12 +620,14 @@ type topic struct {
 
 	created, updated int64
 	accessed         atomic.Int64
+	active           atomic.Int64 // last activity (unix ns), for AutoDeleteOnIdle (idle.go)
 }
 
 func newTopic(ns *Namespace, name string, p TopicProperties, now int64) *topic {
 	t := &topic{ns: ns, name: name, props: p, subs: map[string]*store{}, schedBySeq: map[int64]*record{}, created: now, updated: now}
 	t.sched.kind = hSched
 	t.accessed.Store(now)
+	t.active.Store(now)
 	return t
 }
 
@@ -666,6 +671,7 @@ func (t *topic) activateDue(now int64, flush *[]*store) {
 		if t.deleted {
 			continue
 		}
+		touch(&t.active, r.scheduledAt) // a message arrived then, as by a send
 		t.in.seq++
 		t.fanOut(r.msg, t.in.seq, r.size, r.scheduledAt, nil, flush)
 	}

@@ -256,6 +256,10 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 	counters := map[counterKey]int64{}
 	groups := map[string]*groupDelta{}
 	var fresh []*dlq.Message
+	var freshGroups []*groupDelta // the group of each fresh message, nil for none
+	// Normalising a description is the costly part of grouping, and a page
+	// of one failure repeats the same few descriptions.
+	groupOf := map[[2]string]dlq.Group{}
 	for i := range p.Messages {
 		m := &p.Messages[i]
 		st, err := stateCode(m.State)
@@ -266,8 +270,15 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 		if !ok {
 			fresh = append(fresh, m)
 			counters[counterKey{sq, st}]++
-			if g, ok := dlq.GroupOf(m, p.SubQueue); ok {
-				d := groups[g.ID]
+			var d *groupDelta
+			if p.SubQueue != dlq.SubQueueMain {
+				key := [2]string{deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription)}
+				g, seen := groupOf[key]
+				if !seen {
+					g, _ = dlq.GroupOf(m, p.SubQueue)
+					groupOf[key] = g
+				}
+				d = groups[g.ID]
 				if d == nil {
 					d = &groupDelta{group: g, first: math.MaxInt64, last: math.MinInt64}
 					groups[g.ID] = d
@@ -280,6 +291,7 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 				}
 				d.first, d.last = min(d.first, t), max(d.last, t)
 			}
+			freshGroups = append(freshGroups, d)
 			continue
 		}
 		delete(known, m.SequenceNumber)
@@ -328,7 +340,7 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 		return res, fmt.Errorf("update failure groups: %w", err)
 	}
 	if len(fresh) > 0 {
-		ids, err := insertMessages(ctx, tx, eid, sq, p.SubQueue, fresh, groups, now)
+		ids, err := insertMessages(ctx, tx, eid, sq, fresh, freshGroups, now)
 		if err != nil {
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
 		}
@@ -406,8 +418,8 @@ const insertMessageSQL = `INSERT INTO messages (entity_id, subqueue, state, sequ
 	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
-func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, q dlq.SubQueue, msgs []*dlq.Message,
-	groups map[string]*groupDelta, now int64) ([]int64, error) {
+func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, msgs []*dlq.Message,
+	groups []*groupDelta, now int64) ([]int64, error) {
 	ins, err := tx.PrepareContext(ctx, insertMessageSQL)
 	if err != nil {
 		return nil, err
@@ -418,18 +430,17 @@ func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, q dlq.Su
 		return nil, err
 	}
 	defer body.Close()
-	fts, err := tx.PrepareContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties) VALUES (?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, err
-	}
-	defer fts.Close()
+	// The search rows go in with one statement per page: FTS5 flushes its
+	// pending terms to a new segment at every statement, so a statement per
+	// row would write a segment per row and spend its time merging them.
+	ftsRows := make([][5]any, 0, len(msgs))
 
 	ids := make([]int64, 0, len(msgs))
-	for _, m := range msgs {
+	for i, m := range msgs {
 		st, _ := stateCode(m.State) // checked by the caller
 		var gid any
-		if g, ok := dlq.GroupOf(m, q); ok {
-			gid = groups[g.ID].id
+		if g := groups[i]; g != nil {
+			gid = g.id
 		}
 		var ttl any
 		if m.TimeToLive != nil {
@@ -462,11 +473,16 @@ func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, q dlq.Su
 		if !isText {
 			text = ""
 		}
-		if _, err := fts.ExecContext(ctx, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription),
-			propertiesText(props)); err != nil {
-			return nil, err
-		}
+		ftsRows = append(ftsRows, [5]any{id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props)})
 		ids = append(ids, id)
+	}
+	js, err := json.Marshal(ftsRows)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties)
+		SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)`, string(js)); err != nil {
+		return nil, fmt.Errorf("index for search: %w", err)
 	}
 	return ids, nil
 }

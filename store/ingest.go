@@ -412,30 +412,51 @@ func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]
 	return nil
 }
 
-const insertMessageSQL = `INSERT INTO messages (entity_id, subqueue, state, sequence_number, message_id, correlation_id,
+// messageColumns are the columns insertMessages writes, in order.
+const messageColumns = `id, entity_id, subqueue, state, sequence_number, message_id, correlation_id,
 	session_id, partition_key, subject, content_type, reply_to, reply_to_session_id, to_address, dead_letter_reason,
 	dead_letter_description, dead_letter_source, delivery_count, enqueued_at, scheduled_enqueue_at, expires_at,
-	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at`
+
+const messageColumnCount = 28
+
+// insertChunk is how many rows one multi-row INSERT carries: a statement per
+// row costs more in the driver than in SQLite, and SQLite allows 32,766
+// parameters per statement.
+const insertChunk = 100
 
 func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, msgs []*dlq.Message,
 	groups []*groupDelta, now int64) ([]int64, error) {
-	ins, err := tx.PrepareContext(ctx, insertMessageSQL)
-	if err != nil {
+	// Ids are assigned here rather than by SQLite so that rows can go in
+	// many to a statement: the store has one writer connection and this runs
+	// inside its transaction, so nobody else takes the next ids meanwhile.
+	var next int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM messages`).Scan(&next); err != nil {
 		return nil, err
 	}
-	defer ins.Close()
-	body, err := tx.PrepareContext(ctx, `INSERT INTO bodies (message_id, body) VALUES (?, ?)`)
-	if err != nil {
-		return nil, err
-	}
-	defer body.Close()
 	// The search rows go in with one statement per page: FTS5 flushes its
 	// pending terms to a new segment at every statement, so a statement per
 	// row would write a segment per row and spend its time merging them.
 	ftsRows := make([][5]any, 0, len(msgs))
-
 	ids := make([]int64, 0, len(msgs))
+	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
+	bodyArgs := make([]any, 0, insertChunk*2)
+
+	flush := func(n int) error {
+		if n == 0 {
+			return nil
+		}
+		q := "INSERT INTO messages (" + messageColumns + ") VALUES " + placeholders(n, messageColumnCount)
+		if _, err := tx.ExecContext(ctx, q, rowArgs...); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(n, 2), bodyArgs...); err != nil {
+			return err
+		}
+		rowArgs, bodyArgs = rowArgs[:0], bodyArgs[:0]
+		return nil
+	}
+	pending := 0
 	for i, m := range msgs {
 		st, _ := stateCode(m.State) // checked by the caller
 		var gid any
@@ -454,27 +475,32 @@ func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, msgs []*
 		preview := ""
 		if isText {
 			preview = previewOf(text)
+		} else {
+			text = ""
 		}
-		var id int64
-		if err := ins.QueryRowContext(ctx, eid, sq, st, m.SequenceNumber, m.MessageID, m.CorrelationID,
+		id := next
+		next++
+		rowArgs = append(rowArgs, id, eid, sq, st, m.SequenceNumber, m.MessageID, m.CorrelationID,
 			m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
 			m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
 			millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
-			len(m.Body), preview, gid, now, now).Scan(&id); err != nil {
-			return nil, err
-		}
+			len(m.Body), preview, gid, now, now)
 		b := m.Body
 		if b == nil {
 			b = []byte{}
 		}
-		if _, err := body.ExecContext(ctx, id, b); err != nil {
-			return nil, err
-		}
-		if !isText {
-			text = ""
-		}
+		bodyArgs = append(bodyArgs, id, b)
 		ftsRows = append(ftsRows, [5]any{id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props)})
 		ids = append(ids, id)
+		if pending++; pending == insertChunk {
+			if err := flush(pending); err != nil {
+				return nil, err
+			}
+			pending = 0
+		}
+	}
+	if err := flush(pending); err != nil {
+		return nil, err
 	}
 	js, err := json.Marshal(ftsRows)
 	if err != nil {
@@ -485,6 +511,12 @@ func insertMessages(ctx context.Context, tx *sql.Tx, eid int64, sq int, msgs []*
 		return nil, fmt.Errorf("index for search: %w", err)
 	}
 	return ids, nil
+}
+
+// placeholders is "(?, ?), (?, ?)" for rows rows of cols columns.
+func placeholders(rows, cols int) string {
+	one := "(" + strings.Repeat("?, ", cols-1) + "?)"
+	return strings.Repeat(one+", ", rows-1) + one
 }
 
 func deref(s *string) string {

@@ -576,11 +576,13 @@ func (s *session) enqueue(l *link, payload []byte, format uint32) amqp.DeliveryS
 	} else {
 		msgs = []*goamqp.Message{env}
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if err := ns.Send(l.path, m); err != nil {
+			ns.CountOp(broker.OpSend, l.path, int64(i)) // the batch's earlier messages stay
 			return &amqp.Rejected{Error: brokerError(err)}
 		}
 	}
+	ns.CountOp(broker.OpSend, l.path, int64(len(msgs)))
 	return &amqp.Accepted{}
 }
 
@@ -849,6 +851,7 @@ func (l *link) sendStagedLocked(p *staged) {
 	if !settled {
 		l.s.unsettled[id] = unsettledDelivery{l: l, token: p.d.LockToken}
 	}
+	l.s.c.s.ns.CountOp(broker.OpReceive, l.path, 1)
 }
 
 // dotnetGUIDBytes returns the lock token in .NET Guid.ToByteArray order, which the SDK

@@ -61,15 +61,17 @@ func (s *Server) handleMgmt(path string, req *goamqp.Message) *goamqp.Message {
 		code  = statusOK
 		err   error
 	)
+	s.ns.CountManagement(path, op)
 	switch op {
 	case opPeek:
+		s.ns.CountOp(broker.OpPeek, path, 1)
 		value, code, err = s.mgmtPeek(path, body)
 	case opReceiveBySeq:
 		value, err = s.mgmtReceiveBySeq(path, body)
 	case opRenewLock:
 		value, err = s.mgmtRenewLock(body)
 	case opUpdateDisposition:
-		err = s.mgmtUpdateDisposition(body)
+		err = s.mgmtUpdateDisposition(path, body)
 	case opSchedule:
 		value, err = s.mgmtSchedule(path, body)
 	case opCancelScheduled:
@@ -162,6 +164,7 @@ func (s *Server) mgmtPeek(path string, body map[string]any) (any, int32, error) 
 	if len(ds) == 0 {
 		return nil, statusNoContent, nil
 	}
+	s.ns.CountOp(broker.OpPeekedMessages, path, int64(len(ds)))
 	msgs, err := encodeDeliveries(ds, false)
 	if err != nil {
 		return nil, 0, err
@@ -201,6 +204,7 @@ func (s *Server) mgmtReceiveBySeq(path string, body map[string]any) (any, error)
 		// Never 204 here: the SDK would treat it as a connection failure.
 		return nil, err
 	}
+	s.ns.CountOp(broker.OpReceive, path, int64(len(ds)))
 	msgs, err := encodeDeliveries(ds, mode == broker.PeekLock)
 	if err != nil {
 		return nil, err
@@ -225,7 +229,7 @@ func (s *Server) mgmtRenewLock(body map[string]any) (any, error) {
 	return map[string]any{"expirations": exp}, nil
 }
 
-func (s *Server) mgmtUpdateDisposition(body map[string]any) error {
+func (s *Server) mgmtUpdateDisposition(path string, body map[string]any) error {
 	status, _ := body["disposition-status"].(string)
 	tokens, err := uuidList(body["lock-tokens"])
 	if err != nil {
@@ -260,6 +264,7 @@ func (s *Server) mgmtUpdateDisposition(body map[string]any) error {
 		if err != nil {
 			return err
 		}
+		s.ns.CountOp(broker.OpSettle, path, 1)
 	}
 	return nil
 }
@@ -289,6 +294,7 @@ func (s *Server) mgmtSchedule(path string, body map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.ns.CountOp(broker.OpSend, path, int64(len(seqs)))
 	// Must be an AMQP array of longs: the SDK asserts []int64.
 	return map[string]any{"sequence-numbers": seqs}, nil
 }

@@ -140,6 +140,28 @@ func (s *Server) ConnectionString() string {
 // Namespace is the broker behind the server.
 func (s *Server) Namespace() *broker.Namespace { return s.ns }
 
+// Stats is a snapshot of the operations the emulator served (see Server.Stats).
+type Stats = broker.Stats
+
+// OpCounts are the operation counters of Stats, in total or for one entity.
+type OpCounts = broker.OpCounts
+
+// ManagementOpCounts split OpCounts.Management by $management operation.
+type ManagementOpCounts = broker.ManagementOpCounts
+
+// Stats returns the operations served since the namespace was created or last reset,
+// in total and per entity path as addressed (lower-cased): $management peek requests
+// and the messages they returned, messages delivered on receive links or by
+// receive-by-sequence-number, messages accepted (send links and schedule-message),
+// settlements (complete, abandon, defer, dead-letter; by disposition or $management),
+// every $management request (also by operation), and admin HTTP requests when an
+// admin handler (package atom) serves the same namespace. For example
+// srv.Stats().Totals.Peek, or srv.Stats().Entity("orders/$DeadLetterQueue").Peek.
+func (s *Server) Stats() Stats { return s.ns.Stats() }
+
+// ResetStats sets every operation counter to zero.
+func (s *Server) ResetStats() { s.ns.ResetStats() }
+
 // Close stops the listener and the ticker, closes every connection and waits for
 // every goroutine the server started.
 func (s *Server) Close() error {

@@ -177,6 +177,7 @@ func (s *session) handleDisposition(d *amqp.Disposition) error {
 	type item struct {
 		id    uint32
 		token goamqp.UUID
+		path  string
 		known bool
 	}
 	items := make([]item, 0, last-first+1)
@@ -186,7 +187,11 @@ func (s *session) handleDisposition(d *amqp.Disposition) error {
 		if ok {
 			delete(s.unsettled, id)
 		}
-		items = append(items, item{id: id, token: u.token, known: ok})
+		it := item{id: id, token: u.token, known: ok}
+		if ok {
+			it.path = u.l.path
+		}
+		items = append(items, it)
 		if id == last {
 			break
 		}
@@ -203,7 +208,7 @@ func (s *session) handleDisposition(d *amqp.Disposition) error {
 			allOK = false
 			continue
 		}
-		results[i] = settle(ns, it.token, d.State)
+		results[i] = settle(ns, it.path, it.token, d.State)
 		if _, rej := results[i].(*amqp.Rejected); rej {
 			if _, isDL := d.State.(*amqp.Rejected); !isDL || results[i].(*amqp.Rejected).Error != nil {
 				allOK = false

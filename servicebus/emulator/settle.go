@@ -14,17 +14,22 @@ const (
 	appPropDeadLetterDescription = "DeadLetterErrorDescription"
 )
 
-// settle applies a client disposition outcome to the lock and returns the state to
-// echo. A successful dead-letter is answered with rejected{} WITHOUT an error: echoing
-// the client's error makes go-amqp report it, and the SDK would reconnect and retry.
-func settle(ns *broker.Namespace, token goamqp.UUID, state amqp.DeliveryState) amqp.DeliveryState {
+// settle applies a client disposition outcome to the lock of a delivery made on the
+// link to path and returns the state to echo. A successful dead-letter is answered with
+// rejected{} WITHOUT an error: echoing the client's error makes go-amqp report it, and
+// the SDK would reconnect and retry. Completes, abandons, defers and dead-letters count
+// as settlements in the statistics; releases do not (the SDK releases what arrives after
+// a receive call returned).
+func settle(ns *broker.Namespace, path string, token goamqp.UUID, state amqp.DeliveryState) amqp.DeliveryState {
 	var err error
 	var ok amqp.DeliveryState
+	counted := true
 	switch st := state.(type) {
 	case *amqp.Accepted:
 		err, ok = ns.Complete(token), &amqp.Accepted{}
 	case *amqp.Released:
 		err, ok = ns.Release(token), &amqp.Released{}
+		counted = false
 	case *amqp.Modified:
 		props := symbolMapToStrings(st.MessageAnnotations)
 		if st.UndeliverableHere {
@@ -40,11 +45,15 @@ func settle(ns *broker.Namespace, token goamqp.UUID, state amqp.DeliveryState) a
 		// A settled disposition without an outcome: treat as release (AMQP default outcome
 		// for the SDK's links is irrelevant here; releasing keeps the message available).
 		err, ok = ns.Release(token), &amqp.Released{}
+		counted = false
 	default:
 		return &amqp.Rejected{Error: &amqp.Error{Condition: condNotImplemented, Description: fmt.Sprintf("unsupported outcome %T", state)}}
 	}
 	if err != nil {
 		return &amqp.Rejected{Error: brokerError(err)}
+	}
+	if counted {
+		ns.CountOp(broker.OpSettle, path, 1)
 	}
 	return ok
 }

@@ -168,6 +168,16 @@
 //   - Idleness is checked at Tick and checked again under the locks the
 //     deletion takes, so activity that races it wins.
 //
+// Operation statistics (stats.go): CountOp and CountManagement add to
+// counters that Stats reads and ResetStats zeroes, in total and per entity
+// path as addressed (StatsKey: lower-cased, without surrounding slashes).
+// The broker counts nothing itself; the front ends (the AMQP server, the
+// admin HTTP API) report the requests they serve, and the namespace is
+// where they meet. Counting takes a read lock, a map lookup by the path as
+// given and an atomic add; only the first operation on a spelling of a path
+// allocates, and at most 10000 entities are tracked (beyond that,
+// operations count in the totals only).
+//
 // Not modelled: MaxSizeInMegabytes and MaxMessageSizeInKilobytes quotas
 // (the AMQP server enforces the message size), rule actions, SQL filter
 // evaluation, transactions.

@@ -22,8 +22,8 @@ type Options struct {
 // Namespace is an in-memory Service Bus namespace: queues, topics,
 // subscriptions, rules and their messages. It is safe for concurrent use.
 //
-// Lock order: ns.mu → topic.mu → store.mu → ns.lockMu; ns.faultMu and
-// ns.nameMu are leaves.
+// Lock order: ns.mu → topic.mu → store.mu → ns.lockMu; ns.faultMu,
+// ns.nameMu and the statistics' mutex are leaves.
 type Namespace struct {
 	now func() time.Time
 	log *slog.Logger
@@ -46,6 +46,8 @@ type Namespace struct {
 	faultMu sync.Mutex
 	faults  map[string]*busyFault
 	nFaults atomic.Int32
+
+	stats *opStats // operation statistics (stats.go); its mutex is a leaf
 }
 
 // New returns an empty namespace named "sbemulatorns".
@@ -58,6 +60,7 @@ func New(opts Options) *Namespace {
 		topics: map[string]*topic{},
 		locks:  map[goamqp.UUID]*record{},
 		faults: map[string]*busyFault{},
+		stats:  newOpStats(),
 	}
 	if ns.now == nil {
 		ns.now = time.Now

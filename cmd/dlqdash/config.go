@@ -414,7 +414,8 @@ func commandHelp(c command, getenv func(string) string) string {
 }
 
 // faultInjectionHelp ends `dlqdash emulator -h`: the admin listener's
-// /$emulator/faults endpoints (servicebus/emulator/atom/faults.go).
+// /$emulator/faults and /$emulator/stats endpoints
+// (servicebus/emulator/atom/faults.go, stats.go).
 const faultInjectionHelp = `
 Fault injection (admin listener; each request needs a SharedAccessSignature
 Authorization header like every admin request, 204 on success):
@@ -430,6 +431,13 @@ Authorization header like every admin request, 204 on success):
         every AMQP reply and delivery is delayed by d (0 turns it off)
   DELETE /$emulator/faults
         clears server-busy and latency
+  GET    /$emulator/stats  (DELETE resets it, 204)
+        operation counters as JSON, in total and per entity path as addressed
+        (lower-cased): {"totals": {"peek": 12, "peeked_messages": 3000,
+        "receive": 40, "send": 42, "settle": 40, "management": 15, "admin": 3,
+        "management_ops": {"peek-message": 12, "renew-lock": 0, ...}},
+        "entities": {"orders/$deadletterqueue": {"peek": 12, ...}}}; peek counts
+        $management peek requests, peeked_messages the messages they returned
   Any SAS token generator works (the signature is HMAC-SHA256 with the key over
   "<sr>\n<se>"). With the default key, in a shell:
     sr=localhost; se=$(( $(date +%s) + 3600 ))
@@ -437,6 +445,7 @@ Authorization header like every admin request, 204 on success):
     auth="SharedAccessSignature sr=$sr&sig=$sig&se=$se&skn=RootManageSharedAccessKey"
     curl -X POST -H "Authorization: $auth" 'http://127.0.0.1:5300/$emulator/faults/server-busy?entity=queue.1&ops=3'
     curl -X DELETE -H "Authorization: $auth" 'http://127.0.0.1:5300/$emulator/faults'
+    curl -H "Authorization: $auth" 'http://127.0.0.1:5300/$emulator/stats'
 `
 
 // indent prefixes every line of s.

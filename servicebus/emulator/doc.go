@@ -26,6 +26,24 @@
 // (key name and key come from Options). Faults: Server.DropConnections and
 // Server.SetLatency here; server-busy, lock expiry and the clock through the broker.
 //
+// Server.Stats counts what the emulator served, in total and per entity path as
+// addressed (lower-cased), so a test can assert, for example, that a steady state costs
+// no peeks:
+//
+//	srv.ResetStats()
+//	... // let the system under test run
+//	if n := srv.Stats().Totals.Peek; n != 0 { t.Errorf("%d peeks in steady state", n) }
+//	dlq := srv.Stats().Entity("orders/$DeadLetterQueue") // .Peek, .PeekedMessages, .Receive, ...
+//
+// Counted here: $management peek requests (Peek) and the messages they returned
+// (PeekedMessages); messages delivered on receive links and by receive-by-sequence-number
+// (Receive); messages accepted on send links, each of a batch, and by schedule-message
+// (Send); completes, abandons, defers and dead-letters by disposition or
+// update-disposition, not releases (Settle); every $management request, also by
+// operation (Management, ManagementOps). Admin is counted by the admin HTTP handler
+// (package atom) on the same namespace, which serves the same numbers as JSON at
+// GET /$emulator/stats.
+//
 // # Architecture
 //
 // Per connection: one reader goroutine owns the protocol state machine (sessions,

@@ -45,6 +45,40 @@
 // fault, 405, and 501 for drop-connections and latency when Options.Faults
 // is nil.
 //
+// Operation statistics (not part of Service Bus; stats.go), same
+// authorization:
+//
+//	GET    /$emulator/stats    200, application/json
+//	DELETE /$emulator/stats    204: every counter back to zero
+//
+// The body is broker.Stats: the operations served since the namespace was
+// created or last reset, in total and per entity path as the client
+// addressed it, lower-cased (queue, topic, "topic/subscriptions/sub", each
+// also with "/$deadletterqueue" or "/$transfer/$deadletterqueue"):
+//
+//	{"totals": {"peek": 12, "peeked_messages": 3000, "receive": 40,
+//	            "send": 42, "settle": 40, "management": 15, "admin": 3,
+//	            "management_ops": {"peek-message": 12, "receive-by-sequence-number": 0,
+//	              "renew-lock": 0, "update-disposition": 1, "schedule-message": 2,
+//	              "cancel-scheduled-message": 0, "renew-session-lock": 0,
+//	              "get-session-state": 0, "set-session-state": 0,
+//	              "get-message-sessions": 0, "other": 0}},
+//	 "entities": {"orders/$deadletterqueue": {"peek": 12, "peeked_messages": 3000, ...},
+//	              "orders": {...}}}
+//
+// peek counts $management peek requests and peeked_messages the messages
+// they returned; receive the messages delivered on receive links plus those
+// returned by receive-by-sequence-number; send the messages accepted by send
+// links (each message of a batch) and by schedule-message; settle completes,
+// abandons, defers and dead-letters, by disposition or update-disposition
+// (not releases); management every $management request, split by operation
+// in management_ops; admin every request to this handler (failed and
+// unauthorized ones included) except those under /$emulator, under the
+// entity it names (a rule's request counts for its subscription; lists and
+// $namespaceinfo count in the totals only). Entities with nothing counted
+// are absent. The AMQP server counts into the same namespace, so the
+// endpoint needs no hook.
+//
 // Choices:
 //
 //   - Every request needs a valid SharedAccessSignature token for the

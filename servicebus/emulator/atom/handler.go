@@ -109,6 +109,7 @@ func (rq *request) self(path string) string {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
+	h.countAdmin(r.URL.Path)
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 	err := h.authorize(r)
 	if err == nil {
@@ -148,6 +149,8 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) error {
 		return h.only(r, http.MethodGet, func() error { return h.listTopics(w, rq) })
 	case isFaultsPath(p):
 		return h.serveFaults(w, r, p)
+	case strings.EqualFold(p, statsPath):
+		return h.serveStats(w, r)
 	case strings.HasPrefix(p, "$"):
 		return notFound("unknown resource %q", "/"+p)
 	}

@@ -89,7 +89,7 @@ type QueueProperties struct {
 	MaxMessageSizeInKilobytes           int64 // default 256
 	EnableBatchedOperations             bool  // default true
 	EnablePartitioning                  bool
-	AutoDeleteOnIdle                    time.Duration // 0 = never
+	AutoDeleteOnIdle                    time.Duration // 0 = never, else at least 5m (idle.go)
 	ForwardTo                           string
 	ForwardDeadLetteredMessagesTo       string
 	Status                              EntityStatus // default Active
@@ -213,7 +213,8 @@ type QueueInfo struct {
 	Counts                           Counts
 }
 
-// TopicInfo describes a topic. Counts sums the counts of its subscriptions.
+// TopicInfo describes a topic. Counts sums the counts of its subscriptions
+// plus the scheduled messages the topic holds until they are due.
 type TopicInfo struct {
 	Name                             string
 	Properties                       TopicProperties

@@ -65,6 +65,9 @@ type Store struct {
 	// reader is a pool of query_only connections: in WAL mode readers never
 	// block the writer nor each other.
 	reader *sql.DB
+
+	// The catalog's prepared multi-row inserts (ingest.go).
+	chunk chunkStatements
 }
 
 // Open opens (creating if needed) the database at path and migrates it to
@@ -100,6 +103,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 
+	if err := s.prepareChunks(ctx); err != nil {
+		writer.Close()
+		return nil, err
+	}
+
 	// The reader pool opens after migration so that its connections find the
 	// file already in WAL mode.
 	reader, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, true))
@@ -121,7 +129,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // Close closes both pools.
 func (s *Store) Close() error {
-	return errors.Join(s.reader.Close(), s.writer.Close())
+	var errs []error
+	for _, st := range []*sql.Stmt{s.chunk.messages, s.chunk.bodies} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, s.reader.Close(), s.writer.Close())...)
 }
 
 // Path is the database file's path.

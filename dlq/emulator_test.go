@@ -294,9 +294,15 @@ func TestIngesterAgainstTheEmulator(t *testing.T) {
 
 	// Restart: the cursors carry over, nothing is read twice.
 	stop()
+	e.srv.ResetStats()
 	in2, _ := e.ingester(t, st)
 	waitUntil(t, "the restarted ingester", func() bool { return in2.Status().Healthy })
-	time.Sleep(300 * time.Millisecond) // many polls: we assert that none of them peeks
+	// Ten polls (each lists queues and topics over the admin API), none of
+	// which may peek.
+	waitUntil(t, "ten polls", func() bool { return e.srv.Stats().Totals.Admin >= 20 })
+	if n := e.srv.Stats().Totals.Peek; n != 0 {
+		t.Errorf("restart with nothing changed peeked %d times, want 0", n)
+	}
 
 }
 

@@ -30,6 +30,7 @@ type Config struct {
 	MinFullInterval time.Duration // full passes of one entity at least this far apart; default 10 s
 	MainInterval    time.Duration // main-entity (deferred, scheduled) passes at least this far apart; default 10 s
 	PageSize        int           // messages per peek; default 250
+	BatchSize       int           // most messages written in one transaction; default 1000
 	Workers         int           // entities read at once; default 4
 	Retention       time.Duration // keep gone messages this long; default 30 days; negative keeps them forever
 	PruneEvery      time.Duration // default 1 min
@@ -57,6 +58,9 @@ func (c *Config) defaults() {
 	def(&c.MaxBackoff, time.Minute)
 	if c.PageSize <= 0 {
 		c.PageSize = 250
+	}
+	if c.BatchSize < c.PageSize {
+		c.BatchSize = max(4*c.PageSize, 1000)
 	}
 	if c.Workers <= 0 {
 		c.Workers = 4
@@ -650,7 +654,7 @@ func (in *Ingester) pass(ctx context.Context, entity string, q SubQueue, from in
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan peeked, 2)
+	pages := make(chan peeked, 8)
 	go func() {
 		defer close(pages)
 		next := from
@@ -676,9 +680,45 @@ func (in *Ingester) pass(ctx context.Context, entity string, q SubQueue, from in
 		}
 	}()
 
-	for p := range pages {
+	// held is a page taken from the channel but not merged (an error, or
+	// one that would overfill a batch): it is the next to handle.
+	var held *peeked
+	for {
+		var p peeked
+		if held != nil {
+			p, held = *held, nil
+		} else {
+			var ok bool
+			if p, ok = <-pages; !ok {
+				break
+			}
+		}
 		if p.err != nil {
 			return fmt.Errorf("peek %s (%s) from %d: %w", entity, q, p.from, p.err)
+		}
+		// Pages already waiting join this one in a single transaction (their
+		// ranges are contiguous): fewer, larger transactions write the
+		// search index and the WAL far more cheaply. Nothing waits for a
+		// page that has not arrived, so live updates are not delayed.
+	merge:
+		for len(p.msgs) > 0 {
+			select {
+			case more, ok := <-pages:
+				if !ok {
+					break merge
+				}
+				if more.err != nil || len(p.msgs)+len(more.msgs) > in.cfg.BatchSize {
+					held = &more
+					break merge
+				}
+				p.msgs = append(p.msgs, more.msgs...)
+				p.through = more.through
+				if len(more.msgs) == 0 {
+					break merge // the final, empty page: this batch covers to the end
+				}
+			default:
+				break merge
+			}
 		}
 		kept := p.msgs[:0:0]
 		for i := range p.msgs {
@@ -694,7 +734,9 @@ func (in *Ingester) pass(ctx context.Context, entity string, q SubQueue, from in
 		in.mu.Lock()
 		c.Present += int64(len(res.New) - len(res.Gone))
 		if len(p.msgs) > 0 {
-			c.MaxSeen = max(c.MaxSeen, p.through)
+			// Not p.through: a batch that ends with the final, empty page
+			// covers to the end, beyond any number seen.
+			c.MaxSeen = max(c.MaxSeen, p.msgs[len(p.msgs)-1].SequenceNumber)
 		}
 		in.mu.Unlock()
 		at := p.at

@@ -141,8 +141,19 @@ func TestCatalogsEveryDeadLetterAndNoticesNewAndGone(t *testing.T) {
 	for range 10 { // more than three pages of three
 		want = append(want, h.broker.send("orders", dlq.SubQueueDeadLetter, dlq.StateActive, "SqlTimeout"))
 	}
-	h.start(nil)
+	_, stop := h.start(nil)
 	h.waitFor("10 dead letters", func() bool { return sameSet(h.present("orders", sqDLQ), want...) })
+	stop() // so that the stored cursor is final
+	curs, err := h.store.Cursors(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range curs {
+		if c.Entity == "orders" && c.SubQueue == dlq.SubQueueDeadLetter && (c.MaxSeen != want[9] || c.Present != 10 || c.BrokerCount != 10) {
+			t.Errorf("stored cursor %+v, want max_seen %d, present 10, broker count 10", c, want[9])
+		}
+	}
+	h.start(nil)
 
 	s := h.broker.send("orders", dlq.SubQueueDeadLetter, dlq.StateActive, "SqlTimeout")
 	want = append(want, s)

@@ -456,7 +456,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 	// The search rows go in with one statement per page: FTS5 flushes its
 	// pending terms to a new segment at every statement, so a statement per
 	// row would write a segment per row and spend its time merging them.
-	ftsRows := make([][5]any, 0, len(msgs))
+	ftsArgs := make([]any, 0, len(msgs)*5)
 	ids := make([]int64, 0, len(msgs))
 	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
 	bodyArgs := make([]any, 0, insertChunk*2)
@@ -521,7 +521,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 			b = []byte{}
 		}
 		bodyArgs = append(bodyArgs, id, b)
-		ftsRows = append(ftsRows, [5]any{id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props)})
+		ftsArgs = append(ftsArgs, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props))
 		ids = append(ids, id)
 		if pending++; pending == insertChunk {
 			if err := flush(pending); err != nil {
@@ -533,13 +533,15 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 	if err := flush(pending); err != nil {
 		return nil, err
 	}
-	js, err := json.Marshal(ftsRows)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties)
-		SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)`, string(js)); err != nil {
-		return nil, fmt.Errorf("index for search: %w", err)
+	// One statement for the page, however many rows (a page is at most a
+	// few hundred messages: far below SQLite's 32,766 parameters).
+	for len(ftsArgs) > 0 {
+		n := min(len(ftsArgs)/5, 6000)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties) VALUES `+
+			placeholders(n, 5), ftsArgs[:n*5]...); err != nil {
+			return nil, fmt.Errorf("index for search: %w", err)
+		}
+		ftsArgs = ftsArgs[n*5:]
 	}
 	return ids, nil
 }

@@ -79,9 +79,10 @@ func TestEncodeProperties(t *testing.T) {
 		"f32":    float32(0.1),
 		"i8":     int8(-1),
 		"nested": []int{1},
+		"map":    map[string]any{"z": int64(1), "a": []byte{9}},
 	}))
-	want := `{"b":true,"bad":"\ufffd","big":9223372036854775807,"bin":{"base64":"AAEC"},"f":1.5,"f32":0.1,"i8":-1,"nan":"NaN",` +
-		`"neg":-5,"nested":"[1]","nil":null,"s":"\u003cscript\u003e","sym":"x","t":"2026-11-22T09:42:07.123Z",` +
+	want := `{"b":true,"bad":"\ufffd","big":9223372036854775807,"bin":{"base64":"AAEC"},"f":1.5,"f32":0.1,"i8":-1,"map":{"a":{"base64":"CQ=="},"z":1},"nan":"NaN",` +
+		`"neg":-5,"nested":[1],"nil":null,"s":"\u003cscript\u003e","sym":"x","t":"2026-11-22T09:42:07.123Z",` +
 		`"u":18446744073709551615,"uuid":"7c9e6679-7425-40de-944b-e07fc1f90ae7"}`
 	if got != want {
 		t.Errorf("EncodeProperties =\n%s\nwant\n%s", got, want)

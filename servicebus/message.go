@@ -2,13 +2,7 @@ package servicebus
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"math"
 	"reflect"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -47,10 +41,10 @@ func convertMessage(rm *azservicebus.ReceivedMessage) dlq.Message {
 		// The SDK keeps only string identifiers; AMQP also allows ulong,
 		// uuid and binary ones, which other clients (JMS, Qpid) send.
 		if m.MessageID == "" && raw.Properties.MessageID != nil {
-			m.MessageID = identifierText(raw.Properties.MessageID)
+			m.MessageID = dlq.IdentifierText(raw.Properties.MessageID)
 		}
 		if m.CorrelationID == nil && raw.Properties.CorrelationID != nil {
-			s := identifierText(raw.Properties.CorrelationID)
+			s := dlq.IdentifierText(raw.Properties.CorrelationID)
 			m.CorrelationID = &s
 		}
 	}
@@ -91,30 +85,7 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-// identifierText writes a non-string AMQP message or correlation id the way
-// the .NET client shows it: a ulong in decimal, a uuid in its canonical
-// form, binary in hex.
-func identifierText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return fmt.Sprintf("%x", x)
-	case [16]byte:
-		return uuidText(x)
-	}
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Array && rv.Len() == 16 && rv.Type().Elem().Kind() == reflect.Uint8 {
-		var u [16]byte
-		reflect.Copy(reflect.ValueOf(u[:]), rv)
-		return uuidText(u)
-	}
-	return fmt.Sprint(v)
-}
 
-func uuidText(u [16]byte) string {
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-}
 
 // bodyBytes picks the bytes that stand for an AMQP body:
 //
@@ -141,9 +112,7 @@ func bodyBytes(b azservicebus.AMQPAnnotatedMessageBody, sdk []byte) []byte {
 		if rv := reflect.ValueOf(b.Value); rv.Kind() == reflect.String { // string, amqp.Symbol
 			return []byte(rv.String())
 		}
-		var buf bytes.Buffer
-		writeJSONValue(&buf, b.Value, 0)
-		return buf.Bytes()
+		return dlq.EncodeValue(b.Value)
 	case b.Sequence != nil:
 		var buf bytes.Buffer
 		buf.WriteByte('[')
@@ -153,7 +122,7 @@ func bodyBytes(b azservicebus.AMQPAnnotatedMessageBody, sdk []byte) []byte {
 				if n > 0 {
 					buf.WriteByte(',')
 				}
-				writeJSONValue(&buf, item, 0)
+				buf.Write(dlq.EncodeValue(item))
 				n++
 			}
 		}
@@ -163,128 +132,5 @@ func bodyBytes(b azservicebus.AMQPAnnotatedMessageBody, sdk []byte) []byte {
 	return sdk
 }
 
-// maxJSONDepth bounds the recursion over attacker-controlled nesting.
-const maxJSONDepth = 64
 
-// writeJSONValue writes an AMQP value as JSON: integers with every digit,
-// floats as numbers (or "NaN", "+Inf", "-Inf"), times as RFC 3339 UTC with
-// milliseconds, binary as {"base64": "..."}, uuids in canonical form, maps
-// as objects (non-string keys written as their text, keys sorted), lists and
-// arrays as arrays.
-func writeJSONValue(buf *bytes.Buffer, v any, depth int) {
-	if depth > maxJSONDepth {
-		buf.WriteString(`"…"`)
-		return
-	}
-	switch x := v.(type) {
-	case nil:
-		buf.WriteString("null")
-		return
-	case time.Time:
-		writeJSONString(buf, x.UTC().Format(dlq.TimeFormat))
-		return
-	case []byte:
-		buf.WriteString(`{"base64":`)
-		writeJSONString(buf, base64.StdEncoding.EncodeToString(x))
-		buf.WriteByte('}')
-		return
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Bool:
-		buf.WriteString(strconv.FormatBool(rv.Bool()))
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		buf.WriteString(strconv.FormatInt(rv.Int(), 10))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		buf.WriteString(strconv.FormatUint(rv.Uint(), 10))
-	case reflect.Float32, reflect.Float64:
-		f := rv.Float()
-		switch {
-		case math.IsNaN(f):
-			buf.WriteString(`"NaN"`)
-		case math.IsInf(f, 1):
-			buf.WriteString(`"+Inf"`)
-		case math.IsInf(f, -1):
-			buf.WriteString(`"-Inf"`)
-		default:
-			bits := 64
-			if rv.Kind() == reflect.Float32 {
-				bits = 32
-			}
-			buf.WriteString(strconv.FormatFloat(f, 'g', -1, bits))
-		}
-	case reflect.String:
-		writeJSONString(buf, rv.String())
-	case reflect.Array:
-		if rv.Len() == 16 && rv.Type().Elem().Kind() == reflect.Uint8 {
-			writeJSONString(buf, identifierText(v))
-			return
-		}
-		writeJSONList(buf, rv, depth)
-	case reflect.Slice:
-		if rv.Type().Elem().Kind() == reflect.Uint8 {
-			writeJSONValue(buf, rv.Bytes(), depth)
-			return
-		}
-		writeJSONList(buf, rv, depth)
-	case reflect.Map:
-		type entry struct {
-			key string
-			val any
-		}
-		entries := make([]entry, 0, rv.Len())
-		iter := rv.MapRange()
-		for iter.Next() {
-			k := iter.Key().Interface()
-			ks, ok := k.(string)
-			if !ok {
-				ks = identifierText(k)
-			}
-			entries = append(entries, entry{ks, iter.Value().Interface()})
-		}
-		slices.SortFunc(entries, func(a, b entry) int {
-			switch {
-			case a.key < b.key:
-				return -1
-			case a.key > b.key:
-				return 1
-			}
-			return 0
-		})
-		buf.WriteByte('{')
-		for i, e := range entries {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeJSONString(buf, e.key)
-			buf.WriteByte(':')
-			writeJSONValue(buf, e.val, depth+1)
-		}
-		buf.WriteByte('}')
-	case reflect.Pointer, reflect.Interface:
-		if rv.IsNil() {
-			buf.WriteString("null")
-			return
-		}
-		writeJSONValue(buf, rv.Elem().Interface(), depth+1)
-	default:
-		writeJSONString(buf, fmt.Sprint(v))
-	}
-}
 
-func writeJSONList(buf *bytes.Buffer, rv reflect.Value, depth int) {
-	buf.WriteByte('[')
-	for i := range rv.Len() {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		writeJSONValue(buf, rv.Index(i).Interface(), depth+1)
-	}
-	buf.WriteByte(']')
-}
-
-func writeJSONString(buf *bytes.Buffer, s string) {
-	// Cannot fail for a string; invalid UTF-8 becomes U+FFFD.
-	out, _ := json.Marshal(s)
-	buf.Write(out)
-}

@@ -518,20 +518,13 @@ func (in *Ingester) passMain(ctx context.Context, e Entity, c *cursorState) erro
 	if err != nil {
 		return in.saveFailed(ctx, c, err)
 	}
-	end := in.cfg.Now()
 	in.mu.Lock()
 	if low == math.MaxInt64 {
 		low = 0 // empty: nothing below bounds the DLQ, but "unknown" is the safe reading
 	}
 	c.MainLow = low
-	c.BrokerCount = brokerCount(e, SubQueueMain)
-	c.LastPassAt, c.LastFullAt = &end, &end
-	c.FullDuration = end.Sub(start)
-	c.pendingFull = false
-	c.LastError = ""
-	cur := c.Cursor
 	in.mu.Unlock()
-	return in.cfg.Catalog.SaveCursor(ctx, cur)
+	return in.passDone(ctx, c, brokerCount(e, SubQueueMain), true, start)
 }
 
 // floorNow measures, before a DLQ pass, the floor that pass will have

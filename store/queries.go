@@ -7,8 +7,16 @@ import (
 	"fmt"
 )
 
-// ErrNotFound reports that the requested row does not exist.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound reports that the requested row does not exist. Package web,
+// which must not import this package, recognises it by its NotFound method.
+var ErrNotFound error = notFoundError{}
+
+type notFoundError struct{}
+
+func (notFoundError) Error() string { return "not found" }
+
+// NotFound reports true: the error means "no such row".
+func (notFoundError) NotFound() bool { return true }
 
 // EntityCount returns how many Service Bus entities the catalog holds.
 func (s *Store) EntityCount(ctx context.Context) (int, error) {

@@ -1,0 +1,34 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// Internals for the external tests (package store_test, which can import
+// storetest without an import cycle).
+
+// ReaderForTest is the read pool.
+func (s *Store) ReaderForTest() *sql.DB { return s.reader }
+
+// ForceSearchForTest makes lists use one search strategy ("fetch",
+// "collect", "probe", "check"; "" for the cheapest) where it applies, until
+// the returned func runs.
+func ForceSearchForTest(how string) (restore func()) {
+	old := forceSearch
+	forceSearch = how
+	return func() { forceSearch = old }
+}
+
+// ListPlanForTest returns the index clause and the terms a list of f would
+// use ("" and nil when it knows nothing can match).
+func ListPlanForTest(ctx context.Context, s *Store, f dlq.Filter) (string, []string, error) {
+	p, err := s.planList(ctx, f, DefaultListLimit)
+	where, _ := upperBound(p.where, p.args, p.until, nil)
+	return p.index, where, err
+}
+
+// EncodeCursorForTest makes the cursor that continues after (at, id).
+func EncodeCursorForTest(at, id int64) string { return encodeCursor(pageKey{at, id}) }

@@ -1,0 +1,526 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// How a dlq.Filter becomes SQL. Every filter is an AND term over messages m.
+// Which index drives a list page is chosen here, not by SQLite's planner:
+// each index of 0003_read_indexes.sql is ordered by the list's sort key
+// within its filter value, so the index whose value has the fewest rows
+// finds a page with the fewest steps, and the counter tables (catalog_counts,
+// groups) say how many rows each value has without counting anything.
+
+// Limits on the full-text query, so that one request cannot make an
+// arbitrarily expensive search.
+const (
+	maxQueryLen   = 1000
+	maxQueryWords = 32
+)
+
+// driver is an index that can drive a list page.
+type driver struct {
+	index string
+	rows  int64  // estimated rows under the filter value
+	term  string // an extra AND term that lets SQLite use a partial index
+}
+
+// compiled is a filter as SQL.
+type compiled struct {
+	empty bool // nothing can match (an unknown entity or group, say)
+	// where are terms every index can check without the table row.
+	where []string
+	args  []any
+	// last are terms that need the table row: checked after where.
+	last []term
+	// reasonGroups, for a reason filter, is a term over group_id that
+	// lets an index other than messages_by_reason check it.
+	reasonGroups *term
+	// query is the search (an FTS5 expression every match satisfies); ""
+	// for none.
+	query string
+	// phrases are FTS5 expressions every match satisfies too, implied by
+	// the property terms in last: they may narrow the rows to check.
+	phrases []string
+	drivers []driver
+	// until is the exclusive upper bound on the sort key, if any. It is
+	// not in where: a page after a cursor has a bound of its own, and
+	// SQLite ranges over one upper bound only, so the tighter one is used.
+	until *int64
+}
+
+// upperBound adds the sort key's upper bound: until, or the cursor's key, or
+// whichever is tighter.
+func upperBound(where []string, args []any, until *int64, after *pageKey) ([]string, []any) {
+	switch {
+	case after != nil && (until == nil || *until > after.at):
+		// Rows at or below the cursor's key are all below until.
+		where = append(where, sortKey+" <= ?", "("+sortKey+" < ? OR m.id < ?)")
+		args = append(args, after.at, after.at, after.id)
+	case until != nil:
+		where = append(where, sortKey+" < ?")
+		args = append(args, *until)
+	}
+	return where, args
+}
+
+type term struct {
+	sql  string
+	args []any
+}
+
+func (c *compiled) and(term string, args ...any) {
+	c.where = append(c.where, term)
+	c.args = append(c.args, args...)
+}
+
+// compileFilter turns f into SQL terms. It reads the small tables (entities,
+// groups, counters) to resolve names to ids and to estimate each driver.
+func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, error) {
+	// Check the inputs before looking anything up: a bad value is an error
+	// even where an unknown entity would match nothing anyway.
+	var sq, st int
+	var err error
+	if f.SubQueue != "" {
+		if sq, err = subQueueCode(f.SubQueue); err != nil {
+			return nil, &InvalidArgumentError{Param: "subqueue", Msg: fmt.Sprintf("unknown subqueue %q: want main, dead_letter or transfer_dead_letter", f.SubQueue)}
+		}
+	}
+	if f.State != "" {
+		if st, err = stateCode(f.State); err != nil {
+			return nil, &InvalidArgumentError{Param: "state", Msg: fmt.Sprintf("unknown state %q: want active, deferred or scheduled", f.State)}
+		}
+	}
+	var query string
+	if strings.TrimSpace(f.Query) != "" {
+		if query, err = ftsQuery(f.Query); err != nil {
+			return nil, err
+		}
+	}
+	for _, pm := range f.Properties {
+		if pm.Key == "" {
+			return nil, &InvalidArgumentError{Param: "property", Msg: "empty property name: want key=value"}
+		}
+	}
+
+	c := &compiled{query: query}
+	if !f.IncludeGone {
+		c.and("m.gone_at IS NULL")
+	}
+	rowsOf := func(query string, args ...any) (int64, error) {
+		var n int64
+		err := db.QueryRowContext(ctx, query, args...).Scan(&n)
+		return n, err
+	}
+
+	if f.Entity != "" {
+		var id int64
+		err := db.QueryRowContext(ctx, `SELECT id FROM entities WHERE path = ?`, f.Entity).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &compiled{empty: true}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.and("m.entity_id = ?", id)
+		n, err := rowsOf(`SELECT coalesce(sum(present), 0) FROM catalog_counts WHERE entity_id = ?`, id)
+		if err != nil {
+			return nil, err
+		}
+		c.drivers = append(c.drivers, driver{index: "messages_by_entity", rows: n})
+	}
+	if f.SubQueue != "" {
+		code := sq
+		c.and("m.subqueue = ?", code)
+		if code != 1 { // the partial index leaves out dead_letter, the common value
+			n, err := rowsOf(`SELECT coalesce(sum(present), 0) FROM catalog_counts WHERE subqueue = ?`, code)
+			if err != nil {
+				return nil, err
+			}
+			c.drivers = append(c.drivers, driver{index: "messages_by_subqueue", rows: n, term: "m.subqueue <> 1"})
+		}
+	}
+	if f.State != "" {
+		code := st
+		c.and("m.state = ?", code)
+		if code != 0 { // the partial index leaves out active, the common value
+			n, err := rowsOf(`SELECT coalesce(sum(present), 0) FROM catalog_counts WHERE state = ?`, code)
+			if err != nil {
+				return nil, err
+			}
+			c.drivers = append(c.drivers, driver{index: "messages_by_state", rows: n, term: "m.state <> 0"})
+		}
+	}
+	counter := "present"
+	if f.IncludeGone {
+		counter = "total"
+	}
+	reason := f.Reason
+	if f.Group != "" {
+		var id, n int64
+		var groupReason string
+		err := db.QueryRowContext(ctx, `SELECT id, reason, `+counter+` FROM groups WHERE key = ?`, f.Group).Scan(&id, &groupReason, &n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &compiled{empty: true}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if reason != "" && reason != groupReason {
+			return &compiled{empty: true}, nil // a group has one reason
+		}
+		reason = "" // implied by the group
+		c.and("m.group_id = ?", id)
+		c.drivers = append(c.drivers, driver{index: "messages_by_group", rows: n})
+	}
+	if reason != "" {
+		n, err := rowsOf(`SELECT coalesce(sum(`+counter+`), 0) FROM groups WHERE reason = ?`, reason)
+		if err != nil {
+			return nil, err
+		}
+		c.drivers = append(c.drivers, driver{index: "messages_by_reason", rows: n})
+		// The exact term needs the table row; the group term lets every
+		// other index reject most non-matching rows on its own (a dead
+		// letter's group is derived from its reason).
+		c.last = append(c.last, term{"m.dead_letter_reason = ?", []any{reason}})
+		c.reasonGroups = &term{"(m.group_id IN (SELECT id FROM groups WHERE reason = ?) OR m.group_id IS NULL)", []any{reason}}
+	}
+	// Time bounds are ranges on the sort key, which every index ends in. A
+	// bound excludes messages without an enqueued time (key -1).
+	if f.Since != nil || f.Until != nil {
+		var since int64
+		if f.Since != nil {
+			since = max(f.Since.UTC().UnixMilli(), 0)
+		}
+		c.and(sortKey+" >= ?", since)
+		if f.Until != nil {
+			u := f.Until.UTC().UnixMilli()
+			c.until = &u
+		}
+	}
+
+	for _, pm := range f.Properties {
+		path := "$." + jsonString(pm.Key)
+		// The property's text: a string's characters, anything else its JSON
+		// text (every digit of a number, true, false, null).
+		c.last = append(c.last, term{`CASE WHEN json_valid(m.properties) THEN (CASE json_type(m.properties, ?) WHEN 'text'
+			THEN json_extract(m.properties, ?) ELSE m.properties -> ? END) END = ?`, []any{path, path, path, pm.Value}})
+		if p := propertyPhrase(pm); p != "" {
+			c.phrases = append(c.phrases, p)
+		}
+	}
+	return c, nil
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// listPlan is a list query without its cursor and limit.
+type listPlan struct {
+	empty bool
+	until *int64 // see compiled.until
+	index string // INDEXED BY ..., or NOT INDEXED when full-text hits drive
+	where []string
+	args  []any
+}
+
+func (p *listPlan) and(sql string, args ...any) {
+	p.where = append(p.where, sql)
+	p.args = append(p.args, args...)
+}
+
+// Costs of the ways to combine a full-text search with a list page, in
+// microseconds, measured on a million-message catalog (modernc SQLite, two
+// cores). Only their ratios matter.
+const (
+	costProbe   = 450  // ask the search index whether one row matches (FTS5 seeks each segment)
+	costCollect = 0.35 // collect one hit into the set an index walk checks rows against
+	costWalk    = 0.3  // step the driving index one row, checking it in the index
+	costFetch   = 5    // fetch one hit by id, to sort the hits
+	costCheck   = 2    // read a row and check its properties' JSON
+)
+
+// ftsFetchMax bounds the hits fetched by id (their ids travel as a JSON
+// array).
+var ftsFetchMax = 5000
+
+// forceSearch, set by tests, picks the search strategy ("fetch", "collect",
+// "probe", "check") instead of the costs.
+var forceSearch string
+
+// planList compiles f and chooses how to find a page of it.
+func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan, error) {
+	c, err := compileFilter(ctx, s.reader, f)
+	if err != nil {
+		return listPlan{}, err
+	}
+	if c.empty {
+		return listPlan{empty: true}, nil
+	}
+	best := driver{index: "messages_by_time", rows: -1}
+	for _, d := range c.drivers {
+		if best.rows < 0 || d.rows < best.rows {
+			best = d
+		}
+	}
+	p := listPlan{
+		until: c.until,
+		index: "INDEXED BY " + best.index,
+		where: append([]string(nil), c.where...),
+		args:  append([]any(nil), c.args...),
+	}
+	indexTerms := func() {
+		if best.term != "" {
+			p.and(best.term)
+		}
+		if c.reasonGroups != nil && best.index != "messages_by_reason" {
+			p.and(c.reasonGroups.sql, c.reasonGroups.args...)
+		}
+	}
+	lastTerms := func() {
+		for _, t := range c.last {
+			p.and(t.sql, t.args...)
+		}
+	}
+	if c.query == "" && len(c.phrases) == 0 {
+		indexTerms()
+		lastTerms()
+		return p, nil
+	}
+
+	// A search, or properties the search index can narrow down. Count the
+	// hits, up to where the cheapest way is known without the exact
+	// number, then pick the cheapest of: fetching the hits by id; walking
+	// the driving index against the set of hits; walking it asking the
+	// search index about each row; and, when the search only narrows
+	// property filters, walking it checking each row's JSON.
+	var total int64
+	if err := s.reader.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages`).Scan(&total); err != nil {
+		return listPlan{}, fmt.Errorf("search: %w", err)
+	}
+	total = max(total, 1)
+	page := float64(limit + 1)
+	// Beyond capCheck hits, checking JSON beats any use of the hits; beyond
+	// capProbe, asking about each row beats collecting them.
+	capCheck := int64(math.Sqrt(page*float64(total)*costCheck/costCollect)) + 1
+	capProbe := int64(math.Sqrt(page*float64(total)*costProbe/costCollect)) + 1
+
+	// A property phrase with many hits narrows nothing: leave it to the
+	// JSON check. One with none means no message has the property.
+	var parts []string
+	if c.query != "" {
+		parts = append(parts, c.query)
+	}
+	for _, ph := range c.phrases {
+		n, err := s.ftsCount(ctx, ph, capCheck)
+		if err != nil {
+			return listPlan{}, err
+		}
+		if n == 0 {
+			return listPlan{empty: true}, nil
+		}
+		if n < capCheck || forceSearch != "" {
+			parts = append(parts, ph)
+		}
+	}
+	if len(parts) == 0 {
+		indexTerms()
+		lastTerms()
+		return p, nil
+	}
+	expr := strings.Join(parts, " AND ")
+	limitHits := capCheck
+	if c.query != "" {
+		limitHits = capProbe
+	}
+	hits, err := s.ftsCount(ctx, expr, limitHits)
+	if err != nil {
+		return listPlan{}, err
+	}
+	if hits == 0 {
+		return listPlan{empty: true}, nil
+	}
+	d := float64(best.rows)
+	if best.rows < 0 {
+		d = float64(total)
+	}
+	walked := min(d, page*float64(total)/float64(hits))
+	cost := map[string]float64{
+		"probe":   walked * (costProbe + costWalk),
+		"collect": float64(hits)*costCollect + walked*costWalk,
+	}
+	if hits <= int64(ftsFetchMax) {
+		cost["fetch"] = float64(hits) * costFetch
+	}
+	if c.query == "" {
+		cost["check"] = walked * (costCheck + costWalk)
+	}
+	how := ""
+	for _, k := range []string{"fetch", "check", "collect", "probe"} {
+		if v, ok := cost[k]; ok && (how == "" || v < cost[how]) {
+			how = k
+		}
+	}
+	if _, ok := cost[forceSearch]; ok {
+		how = forceSearch
+	}
+	switch how {
+	case "fetch":
+		ids, err := s.ftsHits(ctx, expr, ftsFetchMax)
+		if err != nil {
+			return listPlan{}, err
+		}
+		// NOT INDEXED still allows the rowid lookups.
+		p.index = "NOT INDEXED"
+		p.and("m.id IN (SELECT value FROM json_each(?))", idList(ids))
+		if c.reasonGroups != nil {
+			p.and(c.reasonGroups.sql, c.reasonGroups.args...)
+		}
+		lastTerms()
+	case "check":
+		indexTerms()
+		lastTerms()
+	case "collect":
+		indexTerms()
+		p.and("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)", expr)
+		lastTerms()
+	default:
+		indexTerms()
+		lastTerms()
+		p.and("EXISTS (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? AND rowid = m.id)", expr)
+	}
+	return p, nil
+}
+
+// ftsCount counts the rows matching the FTS5 expression, up to max.
+func (s *Store) ftsCount(ctx context.Context, expr string, max int64) (int64, error) {
+	var n int64
+	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)`,
+		expr, max).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("search: %w", err)
+	}
+	return n, nil
+}
+
+// ftsHits returns the rowids matching the FTS5 expression, at most max.
+func (s *Store) ftsHits(ctx context.Context, expr string, max int) ([]int64, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?`, expr, max)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	defer rows.Close()
+	ids := make([]int64, 0, 64)
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	return ids, nil
+}
+
+// idList is ids as a JSON array, for json_each.
+func idList(ids []int64) string {
+	b := make([]byte, 0, len(ids)*8+2)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
+}
+
+// ftsQuery turns what a person typed into an FTS5 expression that cannot be
+// a syntax error: every whitespace-separated word becomes a quoted phrase
+// (so "order-123" matches those two tokens in a row, and AND, OR, NOT and
+// column names are plain words), and all of them must match. A word ending in
+// * matches as a prefix.
+func ftsQuery(q string) (string, error) {
+	if len(q) > maxQueryLen {
+		return "", &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("search text is longer than %d bytes", maxQueryLen)}
+	}
+	var parts []string
+	for _, w := range strings.Fields(q) {
+		prefix := false
+		if strings.HasSuffix(w, "*") {
+			w, prefix = strings.TrimRight(w, "*"), true
+		}
+		if !hasToken(w) {
+			continue // the tokenizer would find nothing in it
+		}
+		p := ftsPhrase(w)
+		if prefix {
+			p += "*"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "", &InvalidArgumentError{Param: "q", Msg: "the search text has no letters or digits to search for"}
+	}
+	if len(parts) > maxQueryWords {
+		return "", &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("more than %d words", maxQueryWords)}
+	}
+	return strings.Join(parts, " "), nil
+}
+
+// ftsPhrase quotes s as one FTS5 phrase.
+func ftsPhrase(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// hasToken reports whether the unicode61 tokenizer would find a token in s:
+// its token characters are letters, numbers and private-use characters.
+func hasToken(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Co, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// propertyPhrase returns an FTS5 expression that every message with the
+// property pm matches, to narrow the exact (JSON) check to few rows; "" when
+// there is none. The search index holds the properties' JSON text as
+// dlq.EncodeProperties writes it (see ingest.go), where a key is followed by
+// its value with only punctuation between: the tokens of the key's JSON
+// text then those of the value's (escapes included, as they are indexed)
+// form a phrase that is there. A string value and a number or boolean
+// written as the same text have the same tokens, as they should.
+func propertyPhrase(pm dlq.PropertyMatch) string {
+	text := jsonText(pm.Key) + " " + jsonText(pm.Value)
+	if !hasToken(text) {
+		return ""
+	}
+	return "properties : " + ftsPhrase(text)
+}
+
+// jsonText is s as JSON writes it inside the quotes.
+func jsonText(s string) string {
+	j := jsonString(s)
+	return j[1 : len(j)-1]
+}
+
+// jsonString is s as a JSON string, escaped the way dlq.EncodeProperties
+// escapes keys.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

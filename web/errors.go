@@ -3,10 +3,12 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/dlqdash/dlqdash/views"
+	"github.com/dlqdash/dlqdash/web/apijson"
 )
 
 // ErrNotFound makes the adapter answer with the 404 page.
@@ -48,4 +50,63 @@ func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
 			slog.String("error", err.Error()))
 	}
 	s.renderStatus(w, r, v.Status, views.ErrorPage(v))
+}
+
+// apiError is an API error with the status, code and words it answers with.
+type apiError struct {
+	status int
+	code   string
+	param  string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.msg }
+
+// invalidArgument is a 400 naming the bad query parameter.
+func invalidArgument(param, format string, a ...any) error {
+	return &apiError{status: http.StatusBadRequest, code: "invalid_argument", param: param, msg: fmt.Sprintf(format, a...)}
+}
+
+// notFound is a 404 saying what is missing.
+func notFound(format string, a ...any) error {
+	return &apiError{status: http.StatusNotFound, code: "not_found", msg: fmt.Sprintf(format, a...)}
+}
+
+// The catalog's errors are recognised by behaviour: web must not import the
+// store that makes them.
+type (
+	notFoundError     interface{ NotFound() bool }
+	invalidParamError interface{ InvalidParameter() string }
+)
+
+// serveAPIError writes err as {"error": {...}}. Like serveError it is the one
+// place API errors are mapped and logged; a 500 carries a request id and
+// never the error's text.
+func (s *Server) serveAPIError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ae *apiError
+		nf notFoundError
+		ip invalidParamError
+	)
+	d := apijson.ErrorDetail{}
+	status := http.StatusInternalServerError
+	switch {
+	case errors.As(err, &ae):
+		status, d.Code, d.Parameter, d.Message = ae.status, ae.code, ae.param, ae.msg
+	case errors.As(err, &ip):
+		status, d.Code, d.Parameter, d.Message = http.StatusBadRequest, "invalid_argument", ip.InvalidParameter(), ip.(error).Error()
+	case errors.Is(err, ErrNotFound), errors.As(err, &nf) && nf.NotFound():
+		status, d.Code, d.Message = http.StatusNotFound, "not_found", "there is nothing at this address"
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // the client went away
+	default:
+		d.Code, d.RequestID = "internal", requestID(r.Context())
+		d.Message = "dlqdash could not complete this request; the server log has the details under request id " + d.RequestID
+		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("request_id", d.RequestID),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.String("error", err.Error()))
+	}
+	writeJSON(w, r, status, apijson.Error{Error: d})
 }

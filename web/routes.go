@@ -12,6 +12,15 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /static/{file}", s.handle(s.serveStatic))
 	mux.Handle("GET /{$}", s.handle(s.showHome))
 
+	// The JSON API (api.md). Errors are JSON too, unknown paths included.
+	mux.Handle("GET /api/v1/status", s.api(s.showStatus))
+	mux.Handle("GET /api/v1/entities", s.api(s.listEntities))
+	mux.Handle("GET /api/v1/groups", s.api(s.listGroups))
+	mux.Handle("GET /api/v1/messages", s.api(s.listMessages))
+	mux.Handle("GET /api/v1/messages/{id}", s.api(s.showMessage))
+	mux.Handle("GET /api/v1/messages/{id}/body", s.api(s.downloadMessageBody))
+	mux.Handle("/api/", s.api(s.apiNotFound))
+
 	// Anything else is a 404 page.
 	mux.Handle("/", s.handle(func(http.ResponseWriter, *http.Request) error { return ErrNotFound }))
 

@@ -7,12 +7,33 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
 )
 
 // Catalog is what the dashboard reads about the Service Bus namespace.
-// *store.Store implements it.
+// *store.Store implements it. Errors that mean "no such message" have a
+// NotFound() bool method returning true; errors about an input (a cursor
+// the catalog did not issue, say) have an InvalidParameter() string method
+// naming it.
 type Catalog interface {
 	EntityCount(ctx context.Context) (int, error)
+	// ListEntities returns every entity, deleted ones included (DeletedAt set).
+	ListEntities(ctx context.Context) ([]dlq.EntitySummary, error)
+	// ListGroups returns every failure group with its counters.
+	ListGroups(ctx context.Context) ([]dlq.GroupSummary, error)
+	// ListMessages returns a page of the messages matching f, newest first,
+	// without bodies, and the cursor of the next page ("" after the last).
+	ListMessages(ctx context.Context, f dlq.Filter, limit int, cursor string) ([]dlq.Record, string, error)
+	// GetMessage returns one message with its body.
+	GetMessage(ctx context.Context, id int64) (dlq.Record, error)
+	// MessageBody returns a message's body and content type (nil if unset).
+	MessageBody(ctx context.Context, id int64) ([]byte, *string, error)
+}
+
+// StatusSource reports the catalog's freshness: the ingester implements it.
+type StatusSource interface {
+	Status() dlq.Status
 }
 
 // Config is what New needs.
@@ -24,12 +45,16 @@ type Config struct {
 	// Namespace is the Service Bus host from the connection string, if any.
 	// Never the connection string itself.
 	Namespace string
+	// Status reports the ingester's freshness; nil when nothing reads a
+	// namespace (GET /api/v1/status then says the catalog is not running).
+	Status StatusSource
 }
 
 // Server is the dashboard's HTTP server.
 type Server struct {
 	logger  *slog.Logger
 	catalog Catalog
+	status  StatusSource
 	mode    string
 	ns      string
 	http    *http.Server
@@ -48,7 +73,7 @@ func New(cfg Config) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{logger: logger, catalog: cfg.Catalog, mode: cfg.Mode, ns: cfg.Namespace}
+	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,

@@ -177,7 +177,8 @@ func TestStaticAssets(t *testing.T) {
 	}
 }
 
-type failingCatalog struct{}
+// The fakes embed Catalog: methods they do not define panic if called.
+type failingCatalog struct{ Catalog }
 
 func (failingCatalog) EntityCount(context.Context) (int, error) {
 	return 0, errors.New("disk on fire: secret-detail")
@@ -217,7 +218,7 @@ func TestPanicBecomes500(t *testing.T) {
 	}
 }
 
-type panickingCatalog struct{}
+type panickingCatalog struct{ Catalog }
 
 func (panickingCatalog) EntityCount(context.Context) (int, error) { panic("boom") }
 

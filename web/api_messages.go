@@ -1,0 +1,245 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/web/apijson"
+)
+
+// Page sizes of GET /api/v1/messages (api.md).
+const (
+	defaultMessageLimit = 50
+	maxMessageLimit     = 500
+)
+
+// maxPropertyFilters bounds the property=key=value conditions of one request.
+const maxPropertyFilters = 16
+
+// parseFilter reads the message list's filter parameters (also the
+// selection of a job by filter).
+func parseFilter(q *query) (dlq.Filter, error) {
+	var f dlq.Filter
+	var err error
+	if f.Entity, err = q.one("entity"); err != nil {
+		return f, err
+	}
+	sq, err := q.one("subqueue")
+	if err != nil {
+		return f, err
+	}
+	if f.SubQueue = dlq.SubQueue(sq); sq != "" && !f.SubQueue.Valid() {
+		return f, invalidArgument("subqueue", "unknown subqueue %q: want dead_letter, transfer_dead_letter or main", sq)
+	}
+	st, err := q.one("state")
+	if err != nil {
+		return f, err
+	}
+	if f.State = dlq.State(st); st != "" && !f.State.Valid() {
+		return f, invalidArgument("state", "unknown state %q: want active, deferred or scheduled", st)
+	}
+	if f.Reason, err = q.one("reason"); err != nil {
+		return f, err
+	}
+	if f.Group, err = q.one("group"); err != nil {
+		return f, err
+	}
+	if f.Query, err = q.one("q"); err != nil {
+		return f, err
+	}
+	props := q.all("property")
+	if len(props) > maxPropertyFilters {
+		return f, invalidArgument("property", "at most %d property filters, got %d", maxPropertyFilters, len(props))
+	}
+	for _, p := range props {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return f, invalidArgument("property", "property must be key=value (the key may not be empty), not %q", p)
+		}
+		f.Properties = append(f.Properties, dlq.PropertyMatch{Key: k, Value: v})
+	}
+	if f.Since, err = q.time("since"); err != nil {
+		return f, err
+	}
+	if f.Until, err = q.time("until"); err != nil {
+		return f, err
+	}
+	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
+		return f, invalidArgument("until", "until (%s) must be after since (%s)", f.Until.Format(dlq.TimeFormat), f.Since.Format(dlq.TimeFormat))
+	}
+	if f.IncludeGone, err = q.boolean("include_gone"); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// listMessages answers GET /api/v1/messages: a page of the messages matching
+// the filters, newest first, without bodies.
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	f, err := parseFilter(q)
+	if err != nil {
+		return err
+	}
+	limit, err := q.limit(defaultMessageLimit, maxMessageLimit)
+	if err != nil {
+		return err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	recs, next, err := s.catalog.ListMessages(r.Context(), f, limit, cursor)
+	if err != nil {
+		return fmt.Errorf("list messages: %w", err)
+	}
+	out := struct {
+		Messages   []apijson.Message `json:"messages"`
+		NextCursor *string           `json:"next_cursor"`
+	}{Messages: make([]apijson.Message, 0, len(recs))}
+	for _, rec := range recs {
+		out.Messages = append(out.Messages, apijson.NewMessage(rec, false))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// messageID reads the {id} of the path. Anything but a canonical positive
+// decimal names no message.
+func messageID(r *http.Request) (int64, error) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
+		return 0, notFound("there is no message with id %q", s)
+	}
+	return id, nil
+}
+
+func isNotFound(err error) bool {
+	var nf notFoundError
+	return errors.As(err, &nf) && nf.NotFound()
+}
+
+// showMessage answers GET /api/v1/messages/{id}: one message with its body.
+func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
+	id, err := messageID(r)
+	if err != nil {
+		return err
+	}
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	rec, err := s.catalog.GetMessage(r.Context(), id)
+	if isNotFound(err) {
+		return notFound("message %d is not in the catalog (messages gone from the broker are pruned after a while)", id)
+	}
+	if err != nil {
+		return fmt.Errorf("show message %d: %w", id, err)
+	}
+	writeJSON(w, r, http.StatusOK, apijson.NewMessage(rec, true))
+	return nil
+}
+
+// downloadMessageBody answers GET /api/v1/messages/{id}/body with the exact
+// body bytes, always as a download: the bytes are whatever a sender put
+// there, so the browser must never render them as a page of ours.
+func (s *Server) downloadMessageBody(w http.ResponseWriter, r *http.Request) error {
+	id, err := messageID(r)
+	if err != nil {
+		return err
+	}
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	body, ct, err := s.catalog.MessageBody(r.Context(), id)
+	if isNotFound(err) {
+		return notFound("message %d is not in the catalog (messages gone from the broker are pruned after a while)", id)
+	}
+	if err != nil {
+		return fmt.Errorf("message %d body: %w", id, err)
+	}
+	typ, ext := bodyType(ct)
+	h := w.Header()
+	h.Set("Content-Type", typ)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": "message-" + strconv.FormatInt(id, 10) + ext}))
+	h.Set("X-Content-Type-Options", "nosniff")
+	// Should anything still render it, it runs no script and loads nothing.
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+	return nil
+}
+
+// bodyType returns the Content-Type to serve a body with, and a file name
+// extension. The sender's content type is used only when browsers treat it
+// as inert data (JSON, plain text, CSV, octet-stream); anything else (HTML,
+// SVG, XML, JavaScript, malformed values) is served as
+// application/octet-stream. A charset is kept only if it is a plain token.
+func bodyType(ct *string) (string, string) {
+	const fallback = "application/octet-stream"
+	if ct == nil {
+		return fallback, ".bin"
+	}
+	mt, params, err := mime.ParseMediaType(*ct)
+	if err != nil {
+		return fallback, ".bin"
+	}
+	ext := ".bin"
+	switch {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		ext = ".json"
+	case mt == "text/plain":
+		ext = ".txt"
+	case mt == "text/csv":
+		ext = ".csv"
+	case mt == "application/xml" || mt == "text/xml" || strings.HasSuffix(mt, "+xml"):
+		return fallback, ".xml"
+	case mt == fallback:
+		return fallback, ".bin"
+	default:
+		return fallback, ".bin"
+	}
+	out := map[string]string{}
+	if cs := params["charset"]; cs != "" && plainToken(cs) {
+		out["charset"] = cs
+	}
+	return mime.FormatMediaType(mt, out), ext
+}
+
+func plainToken(s string) bool {
+	if len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,28 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/web/apijson"
+)
+
+// showStatus answers GET /api/v1/status: how fresh the catalog is.
+func (s *Server) showStatus(w http.ResponseWriter, r *http.Request) error {
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	st := dlq.Status{Healthy: false, Error: "catalog not running"}
+	if s.status != nil {
+		st = s.status.Status()
+	}
+	if st.Namespace == "" {
+		st.Namespace = s.ns
+	}
+	writeJSON(w, r, http.StatusOK, apijson.NewStatus(st))
+	return nil
+}

@@ -71,6 +71,9 @@ type Config struct {
 
 	// healthcheck
 	HealthcheckURL string
+
+	// export (DB is its database)
+	Export ExportConfig
 }
 
 // EmulatorConfig configures `dlqdash emulator`.
@@ -112,6 +115,7 @@ var commands = []command{
 	{"serve", "run the dashboard against the namespace in " + envConnectionString, dashboardFlags},
 	{"emulator", "run the Service Bus emulator alone", emulatorFlags},
 	{"healthcheck", "GET a running dashboard's /healthz; exit 0 if it answers 200 (for container health checks)", healthcheckFlags},
+	{"export", "write cataloged messages to stdout as JSON lines or CSV (safe while serve runs on the same database)", exportFlags},
 }
 
 func lookupCommand(name string) (command, bool) {
@@ -123,6 +127,15 @@ func lookupCommand(name string) (command, bool) {
 	return command{}, false
 }
 
+// commandNames lists the commands for error messages: "a, b or c".
+func commandNames() string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // flagSet is a flag.FlagSet whose string flags default to an environment
 // variable, and which remembers them for the help text.
 type flagSet struct {
@@ -130,6 +143,7 @@ type flagSet struct {
 	getenv func(string) string
 	specs  []flagSpec
 	values map[string]*string
+	bools  map[string]*bool
 }
 
 type flagSpec struct {
@@ -191,7 +205,7 @@ func healthcheckFlags(f *flagSet) {
 // *usageError (one line saying what to fix) or *helpRequest.
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if len(args) == 0 {
-		return Config{}, &usageError{msg: "missing command: want one of demo, serve, emulator, healthcheck"}
+		return Config{}, &usageError{msg: "missing command: want one of " + commandNames()}
 	}
 	name := args[0]
 	switch name {
@@ -208,7 +222,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		if strings.HasPrefix(name, "-") {
 			return Config{}, &usageError{msg: fmt.Sprintf("flag %s given before the command: want dlqdash <command> [flags]", strings.SplitN(name, "=", 2)[0])}
 		}
-		return Config{}, &usageError{msg: fmt.Sprintf("unknown command %q: want one of demo, serve, emulator, healthcheck", name)}
+		return Config{}, &usageError{msg: fmt.Sprintf("unknown command %q: want one of %s", name, commandNames())}
 	}
 	bad := func(format string, a ...any) error {
 		return &usageError{msg: fmt.Sprintf(format, a...), command: c.name}
@@ -303,6 +317,13 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, bad("invalid URL %q from %s: want http://host:port/healthz", u, f.source("url"))
 		}
 		cfg.HealthcheckURL = u
+	case "export":
+		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
+			return Config{}, bad("empty database path from %s", f.source("db"))
+		}
+		if cfg.Export, err = parseExport(f, bad); err != nil {
+			return Config{}, err
+		}
 	}
 
 	if c.name == "serve" {
@@ -323,7 +344,7 @@ func newFlagSet(c command, getenv func(string) string) *flagSet {
 	fs := flag.NewFlagSet("dlqdash "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	f := &flagSet{fs: fs, getenv: getenv, values: map[string]*string{}}
+	f := &flagSet{fs: fs, getenv: getenv, values: map[string]*string{}, bools: map[string]*bool{}}
 	c.flags(f)
 	return f
 }
@@ -395,9 +416,14 @@ func commandHelp(c command, getenv func(string) string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "dlqdash %s: %s.\n\nUsage:\n  dlqdash %s [flags]\n\nFlags (each defaults to its environment variable, then to the default shown):\n", c.name, c.summary, c.name)
 	for _, s := range f.specs {
-		fmt.Fprintf(&b, "  --%s\n        %s\n        env %s", s.name, s.meaning, s.env)
-		if s.def != "" {
-			fmt.Fprintf(&b, ", default %s", s.def)
+		fmt.Fprintf(&b, "  --%s\n        %s", s.name, s.meaning)
+		switch {
+		case s.env != "" && s.def != "":
+			fmt.Fprintf(&b, "\n        env %s, default %s", s.env, s.def)
+		case s.env != "":
+			fmt.Fprintf(&b, "\n        env %s", s.env)
+		case s.def != "":
+			fmt.Fprintf(&b, "\n        default %s", s.def)
 		}
 		b.WriteString("\n")
 	}

@@ -59,7 +59,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		}
 	}
 
-	srv := web.New(web.Config{Logger: logger, Catalog: st, Mode: d.mode, Namespace: d.namespace})
+	srv := web.New(web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace})
 
 	// Listen before serving so that port 0 works and the address logged is
 	// the real one.

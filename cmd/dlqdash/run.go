@@ -39,6 +39,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runEmulator(ctx, cfg, logger, stdout)
 	case "healthcheck":
 		err = runHealthcheck(ctx, cfg, stdout)
+	case "export":
+		err = runExport(ctx, cfg, stdout)
 	default:
 		err = fmt.Errorf("command %q has no implementation", cfg.Command)
 	}

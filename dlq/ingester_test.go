@@ -347,3 +347,40 @@ func TestChangesPublished(t *testing.T) {
 		return gone && counts
 	})
 }
+
+// TestNumberingStartsAgainWhileStopped: the queue was deleted and created
+// again while dlqdash was not running (or the demo's emulator is new), so
+// the same path holds new messages under old sequence numbers.
+func TestNumberingStartsAgainWhileStopped(t *testing.T) {
+	h := newHarness(t)
+	h.broker.addQueue("orders")
+	for range 3 {
+		h.broker.send("orders", dlq.SubQueueDeadLetter, dlq.StateActive, "Old")
+	}
+	_, stop := h.start(nil)
+	h.waitFor("the old messages", func() bool { return len(h.present("orders", sqDLQ)) == 3 })
+	stop()
+
+	h.broker.deleteEntity("orders")
+	h.broker.addQueue("orders")
+	h.broker.nextSeq["orders"] = 0
+	for range 2 {
+		seq := h.broker.send("orders", dlq.SubQueueDeadLetter, dlq.StateActive, "New")
+		h.broker.mu.Lock()
+		m := h.broker.entities["orders"].msgs[dlq.SubQueueDeadLetter][seq]
+		m.MessageID = "new-" + itoa(seq)
+		h.broker.entities["orders"].msgs[dlq.SubQueueDeadLetter][seq] = m
+		h.broker.mu.Unlock()
+	}
+	h.start(nil)
+	h.waitFor("only the new messages present", func() bool {
+		return h.count(`SELECT count(*) FROM messages WHERE gone_at IS NULL AND message_id LIKE 'new-%'`) == 2 &&
+			h.count(`SELECT count(*) FROM messages WHERE gone_at IS NULL`) == 2
+	})
+	if n := h.count(`SELECT count(*) FROM messages WHERE gone_at IS NOT NULL AND dead_letter_reason = 'Old'`); n != 3 {
+		t.Errorf("%d old messages kept as gone, want 3", n)
+	}
+	if n := h.count(`SELECT present FROM groups WHERE reason = 'Old'`); n != 0 {
+		t.Errorf("old group present = %d, want 0", n)
+	}
+}

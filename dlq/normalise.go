@@ -9,7 +9,7 @@ import (
 
 // Group is a failure group: dead letters with the same reason and the same
 // description once the parts that vary between occurrences (numbers, GUIDs,
-// timestamps, hex ids) are replaced by placeholders.
+// timestamps, hex ids, email addresses) are replaced by placeholders.
 type Group struct {
 	ID                 string // stable: derived from Reason and Pattern
 	Reason             string
@@ -25,6 +25,9 @@ var normalisers = []struct {
 	with string
 }{
 	// Order matters: the specific shapes go before the digits they contain.
+	// Email addresses, malformed ones too ("chen@@example"): a bounce names
+	// its recipient.
+	{regexp.MustCompile(`[A-Za-z0-9._%+-]+@[@A-Za-z0-9._-]*[A-Za-z0-9]`), "<email>"},
 	{regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`), "<guid>"},
 	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?`), "<time>"},
 	{regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}\b`), "<date>"},

@@ -23,6 +23,9 @@ func TestNormaliseDescription(t *testing.T) {
 		{"amount -12.50 exceeds 1,000.00", "amount <n> exceeds <n>"},
 		{"  many \n\t spaces  ", "many spaces"},
 		{"", ""},
+		{"550 Invalid address <chen@@example> at Send", "<n> Invalid address <<email>> at Send"},
+		{"mailbox jo.doe+x@mail.example.com unavailable", "mailbox <email> unavailable"},
+		{"user @ sign alone", "user @ sign alone"},
 		{"Message could not be consumed after 10 delivery attempts.", "Message could not be consumed after <n> delivery attempts."},
 	}
 	for _, tt := range tests {

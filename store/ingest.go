@@ -215,6 +215,22 @@ type knownRow struct {
 	state         int
 	deliveryCount uint32
 	groupID       sql.NullInt64
+	messageID     sql.NullString
+	enqueuedAt    sql.NullInt64
+}
+
+// same reports whether m is the message the catalog knows under its
+// sequence number. It is not when the numbering started again: an entity
+// deleted and created while dlqdash was not running, or a new emulator
+// namespace behind the same names. The old copy is then gone and m is new.
+func (k knownRow) same(m *dlq.Message) bool {
+	if k.messageID.String != m.MessageID {
+		return false
+	}
+	if m.EnqueuedAt == nil || !k.enqueuedAt.Valid {
+		return m.EnqueuedAt == nil && !k.enqueuedAt.Valid
+	}
+	return k.enqueuedAt.Int64 == m.EnqueuedAt.UTC().UnixMilli()
 }
 
 // counterKey addresses one row of catalog_counts.
@@ -267,6 +283,9 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 			return res, err
 		}
 		k, ok := known[m.SequenceNumber]
+		if ok && !k.same(m) {
+			ok = false // k stays in known, so it is marked gone below, before m is inserted
+		}
 		if !ok {
 			fresh = append(fresh, m)
 			counters[counterKey{sq, st}]++
@@ -371,7 +390,7 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 }
 
 func presentInRange(ctx context.Context, tx *sql.Tx, eid int64, sq int, from, through int64) (map[int64]knownRow, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, sequence_number, state, delivery_count, group_id FROM messages
+	rows, err := tx.QueryContext(ctx, `SELECT id, sequence_number, state, delivery_count, group_id, message_id, enqueued_at FROM messages
 		WHERE entity_id = ? AND subqueue = ? AND sequence_number BETWEEN ? AND ? AND gone_at IS NULL`,
 		eid, sq, from, through)
 	if err != nil {
@@ -382,7 +401,7 @@ func presentInRange(ctx context.Context, tx *sql.Tx, eid int64, sq int, from, th
 	for rows.Next() {
 		var k knownRow
 		var seq int64
-		if err := rows.Scan(&k.id, &seq, &k.state, &k.deliveryCount, &k.groupID); err != nil {
+		if err := rows.Scan(&k.id, &seq, &k.state, &k.deliveryCount, &k.groupID, &k.messageID, &k.enqueuedAt); err != nil {
 			return nil, err
 		}
 		known[seq] = k

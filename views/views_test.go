@@ -3,25 +3,41 @@ package views
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHomePage(t *testing.T) {
+	at := time.Date(2026, 11, 22, 10, 42, 7, 0, time.UTC)
+	later := at.Add(53 * time.Second)
 	tests := []struct {
 		name    string
 		home    Home
 		want    []string
 		notWant []string
 	}{
-		{"demo, empty", Home{Mode: "demo", Namespace: "127.0.0.1:41234"},
-			[]string{`data-testid="connection-status"`, "emulator is running at", `data-testid="namespace">127.0.0.1:41234<`, `data-testid="catalog-empty"`, `data-testid="entity-count">0<`},
+		{"no namespace", Home{Mode: "serve"},
+			[]string{`data-testid="connection-status"`, "No namespace connected", `data-testid="catalog-empty"`, `data-testid="entity-count">0<`},
 			nil},
-		{"serve, namespace named but not connected", Home{Mode: "serve", Namespace: "contoso.servicebus.windows.net"},
-			[]string{"No namespace connected yet", `data-testid="namespace">contoso.servicebus.windows.net<`},
+		{"live demo", Home{Mode: "demo", Namespace: "127.0.0.1:41234", Freshness: &Freshness{Healthy: true, LastSuccessAt: &at}},
+			[]string{`data-testid="freshness">Live<`, "embedded emulator", `data-testid="namespace">127.0.0.1:41234<`, "2026-11-22 10:42:07 UTC"},
 			nil},
-		{"connected with entities", Home{Mode: "serve", Connected: true, Entities: 3},
-			[]string{`data-testid="entity-count">3<`},
-			[]string{`data-testid="connection-status"`, `data-testid="catalog-empty"`}},
-		{"namespace is escaped", Home{Mode: "serve", Namespace: `<script>alert(1)</script>`},
+		{"unreachable after a success", Home{Mode: "serve", Namespace: "contoso.servicebus.windows.net",
+			Freshness: &Freshness{LastSuccessAt: &at, ErrorSince: &later, Error: "Service Bus unreachable"}},
+			[]string{"Snapshot from 2026-11-22 10:42:07 UTC", "since 2026-11-22 10:43:00 UTC", `data-testid="freshness-error">Service Bus unreachable<`},
+			[]string{">Live<"}},
+		{"entities, groups and totals", Home{Mode: "serve", Freshness: &Freshness{Healthy: true},
+			Entities: []EntityRow{
+				{Path: "orders", Kind: "queue", Status: "Active", Active: 5, DeadLetter: 7, TransferDeadLetter: 1, Scheduled: 2, Deferred: 3},
+				{Path: "payments", Kind: "topic", Scheduled: 4},
+				{Path: "payments/Subscriptions/audit", Kind: "subscription", Status: "ReceiveDisabled", DeadLetter: 2},
+			},
+			Groups: []GroupRow{{ID: "abc", Reason: "<img src=x onerror=alert(1)>", DescriptionPattern: "Timeout after <n> ms",
+				Entities: []string{"orders", "payments/Subscriptions/audit"}, Count: 9, FirstSeenAt: at, LastSeenAt: later}}},
+			[]string{`data-testid="entity-count">3<`, `data-testid="dead-letter-total">10<`, `data-testid="deferred-total">3<`,
+				`data-testid="scheduled-total">6<`, `data-entity="payments/Subscriptions/audit"`, ">ReceiveDisabled<",
+				`data-testid="group-count">9<`, "&lt;img src=x onerror=alert(1)&gt;", "Timeout after &lt;n&gt; ms", "orders, payments/Subscriptions/audit"},
+			[]string{`data-testid="catalog-empty"`, `data-testid="groups-empty"`, "<img src=x", "<n>"}},
+		{"namespace is escaped", Home{Mode: "serve", Namespace: `<script>alert(1)</script>`, Freshness: &Freshness{Healthy: true}},
 			[]string{"&lt;script&gt;"},
 			[]string{"<script>"}},
 	}

@@ -1,22 +1,60 @@
 package web
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
+	"time"
 
+	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/views"
 )
 
-// showHome renders the overview.
+// homeGroups is how many failure groups the overview lists.
+const homeGroups = 10
+
+// showHome renders the overview: freshness, every entity's counts, and the
+// largest failure groups, all from the catalog's counters.
 func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
-	n, err := s.catalog.EntityCount(r.Context())
+	ents, err := s.catalog.ListEntities(r.Context())
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
-	return s.render(w, r, views.HomePage(views.Home{
-		Mode:      s.mode,
-		Namespace: s.ns,
-		Connected: false, // no broker is wired yet
-		Entities:  n,
-	}))
+	groups, err := s.catalog.ListGroups(r.Context())
+	if err != nil {
+		return fmt.Errorf("show home: %w", err)
+	}
+	h := views.Home{Mode: s.mode, Namespace: s.ns, Now: time.Now()}
+	if s.status != nil {
+		st := s.status.Status()
+		h.Freshness = &views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
+	}
+	for _, e := range ents {
+		if e.DeletedAt != nil {
+			continue
+		}
+		h.Entities = append(h.Entities, views.EntityRow{Path: e.Path, Kind: string(e.Kind), Status: e.Status,
+			Active: e.Counts.Active, DeadLetter: e.Counts.DeadLetter, TransferDeadLetter: e.Counts.TransferDeadLetter,
+			Scheduled: e.Counts.Scheduled, Deferred: e.Deferred})
+	}
+	h.Groups = topGroups(groups, homeGroups)
+	return s.render(w, r, views.HomePage(h))
+}
+
+// topGroups are the n groups with the most present messages, largest first.
+func topGroups(groups []dlq.GroupSummary, n int) []views.GroupRow {
+	var out []views.GroupRow
+	for _, g := range groups {
+		if g.Present == 0 {
+			continue
+		}
+		out = append(out, views.GroupRow{ID: g.ID, Reason: g.Reason, DescriptionPattern: g.DescriptionPattern,
+			Entities: g.Entities, Count: g.Present, FirstSeenAt: g.FirstSeenAt, LastSeenAt: g.LastSeenAt})
+	}
+	slices.SortStableFunc(out, func(a, b views.GroupRow) int { return cmp.Compare(b.Count, a.Count) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
 }

@@ -17,7 +17,6 @@ import (
 // the catalog did not issue, say) have an InvalidParameter() string method
 // naming it.
 type Catalog interface {
-	EntityCount(ctx context.Context) (int, error)
 	// ListEntities returns every entity, deleted ones included (DeletedAt set).
 	ListEntities(ctx context.Context) ([]dlq.EntitySummary, error)
 	// ListGroups returns every failure group with its counters.

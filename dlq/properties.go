@@ -171,6 +171,7 @@ func writeJSONList(buf *bytes.Buffer, rv reflect.Value, depth int) {
 	}
 	buf.WriteByte(']')
 }
+
 // IdentifierText writes a non-string AMQP message or correlation id the way
 // the .NET client shows it: a ulong in decimal, a uuid in its canonical
 // form, binary in hex.

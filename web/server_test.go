@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlqdash/dlqdash/static"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/static"
 	"github.com/dlqdash/dlqdash/store"
 )
 

@@ -384,3 +384,21 @@ func TestNumberingStartsAgainWhileStopped(t *testing.T) {
 		t.Errorf("old group present = %d, want 0", n)
 	}
 }
+
+func TestRetentionPrunesGoneMessages(t *testing.T) {
+	h := newHarness(t)
+	h.broker.addQueue("orders")
+	keep := h.broker.send("orders", dlq.SubQueueDeadLetter, dlq.StateActive, "X")
+	drop := h.broker.send("orders", dlq.SubQueueDeadLetter, dlq.StateActive, "X")
+	h.start(func(c *dlq.Config) { c.Retention = 50 * time.Millisecond; c.PruneEvery = 10 * time.Millisecond })
+	h.waitFor("both cataloged", func() bool { return len(h.present("orders", sqDLQ)) == 2 })
+
+	h.broker.remove("orders", dlq.SubQueueDeadLetter, drop)
+	h.waitFor("the removed message pruned with its body and search entry", func() bool {
+		return h.count(`SELECT count(*) FROM messages`) == 1 && h.count(`SELECT count(*) FROM bodies`) == 1 &&
+			h.count(`SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'X'`) == 1
+	})
+	if !h.present("orders", sqDLQ)[keep] {
+		t.Error("the present message was pruned")
+	}
+}

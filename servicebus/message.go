@@ -85,8 +85,6 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-
-
 // bodyBytes picks the bytes that stand for an AMQP body:
 //
 //   - one data section: its bytes (what the SDK's Body is);
@@ -131,6 +129,3 @@ func bodyBytes(b azservicebus.AMQPAnnotatedMessageBody, sdk []byte) []byte {
 	}
 	return sdk
 }
-
-
-

@@ -31,3 +31,12 @@ type GroupSummary struct {
 	FirstSeenAt    time.Time
 	LastSeenAt     time.Time
 }
+
+// DepthSeries is the namespace's dead-letter depth over a time window, for
+// the overview's chart: Points are equal slices of [Since, Until], each the
+// largest depth seen in it; Latest is the depth at Until.
+type DepthSeries struct {
+	Since, Until time.Time
+	Points       []int64
+	Latest       int64
+}

@@ -85,3 +85,26 @@ func TestErrorPage(t *testing.T) {
 		t.Errorf("404 page shows a request id")
 	}
 }
+
+func TestDepthChart(t *testing.T) {
+	since := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	c := DepthChart{Since: since, Until: since.Add(6 * time.Hour), Points: []int64{2, 10, 4}, Latest: 4}
+	if err := DepthChartFragment(c).Render(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	html := b.String()
+	for _, w := range []string{`id="depth-chart"`, `role="img"`, `aria-label="Dead-letter depth over the last 6 hours: 2 at the start, peak 10, 4 now."`,
+		`data-testid="depth-latest">now 4 (peak 10)<`, `d="M0 120 L0.0 96.6 L200.0 96.6 L200.0 7.0 L400.0 7.0 L400.0 74.2 L600.0 74.2 L600 120 Z"`} {
+		if !strings.Contains(html, w) {
+			t.Errorf("chart lacks %q:\n%s", w, html)
+		}
+	}
+	b.Reset()
+	if err := DepthChartFragment(DepthChart{Since: since, Until: since.Add(time.Hour), Points: []int64{0, 0}}).Render(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "L0.0 119.0") {
+		t.Errorf("an empty series is not a flat line at the bottom:\n%s", b.String())
+	}
+}

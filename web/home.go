@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -39,6 +40,11 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 			Scheduled: e.Counts.Scheduled, Deferred: e.Deferred})
 	}
 	h.Groups = topGroups(groups, homeGroups)
+	chart, err := depthChart(r.Context(), s.catalog, h.Now)
+	if err != nil {
+		return fmt.Errorf("show home: %w", err)
+	}
+	h.Depth = &chart
 	return s.render(w, r, views.HomePage(h))
 }
 
@@ -57,4 +63,20 @@ func topGroups(groups []dlq.GroupSummary, n int) []views.GroupRow {
 		out = out[:n]
 	}
 	return out
+}
+
+// The overview's chart: the last six hours in five-minute buckets.
+const (
+	depthWindow  = 6 * time.Hour
+	depthBuckets = 72
+)
+
+// depthChart reads the depth series the overview (and the hub, on counts
+// changes) draws.
+func depthChart(ctx context.Context, c Catalog, now time.Time) (views.DepthChart, error) {
+	ds, err := c.DepthSeries(ctx, now.Add(-depthWindow), now, depthBuckets)
+	if err != nil {
+		return views.DepthChart{}, err
+	}
+	return views.DepthChart{Since: ds.Since, Until: ds.Until, Points: ds.Points, Latest: ds.Latest}, nil
 }

@@ -21,6 +21,9 @@ type Catalog interface {
 	ListEntities(ctx context.Context) ([]dlq.EntitySummary, error)
 	// ListGroups returns every failure group with its counters.
 	ListGroups(ctx context.Context) ([]dlq.GroupSummary, error)
+	// DepthSeries is the namespace's dead-letter depth over a window, in
+	// buckets, for the overview's chart.
+	DepthSeries(ctx context.Context, since, until time.Time, buckets int) (dlq.DepthSeries, error)
 	// ListMessages returns a page of the messages matching f, newest first,
 	// without bodies, and the cursor of the next page ("" after the last).
 	ListMessages(ctx context.Context, f dlq.Filter, limit int, cursor string) ([]dlq.Record, string, error)

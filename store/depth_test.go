@@ -1,0 +1,46 @@
+package store
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+func TestDepthSeries(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "depth.db"))
+	ctx := t.Context()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	ents := []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}, {Path: "email", Kind: dlq.KindQueue}, {Path: "gone", Kind: dlq.KindQueue}}
+	if _, err := s.SyncEntities(ctx, ents, t0); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(entity string, at time.Duration, dlqN, tdlqN int64) {
+		t.Helper()
+		if err := s.RecordDepth(ctx, entity, dlq.Counts{DeadLetter: dlqN, TransferDeadLetter: tdlqN}, t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("orders", -time.Hour, 5, 0)     // before the window: carries in
+	rec("email", -2*time.Hour, 1, 1)    // before the window: carries in
+	rec("orders", 15*time.Minute, 8, 0) // bucket 1
+	rec("orders", 16*time.Minute, 6, 0) // bucket 1: max 8+2 = 10, then 8
+	rec("email", 45*time.Minute, 0, 0)  // bucket 3: 6
+	rec("gone", 30*time.Minute, 100, 0) // an entity deleted later: left out
+	if _, err := s.SyncEntities(ctx, ents[:2], t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.DepthSeries(ctx, t0, t0.Add(time.Hour), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bucket shows its peak: the last one opens at 8 and drops to 6.
+	if want := []int64{7, 10, 8, 8}; !slices.Equal(got.Points, want) || got.Latest != 6 {
+		t.Errorf("points %v latest %d, want %v latest 6", got.Points, got.Latest, want)
+	}
+	if _, err := s.DepthSeries(ctx, t0, t0, 4); err == nil {
+		t.Error("an empty window is accepted")
+	}
+}

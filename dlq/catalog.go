@@ -127,6 +127,9 @@ type Catalog interface {
 	// PruneGone deletes at most batch messages gone before cutoff and depth
 	// samples older than cutoff, returning how many messages it deleted.
 	PruneGone(ctx context.Context, cutoff time.Time, batch int) (int, error)
+	// MergeSearchIndex does a bounded step of the search index's merging,
+	// reporting whether there was any to do.
+	MergeSearchIndex(ctx context.Context, pages int) (bool, error)
 	// SetLastSuccess persists the time of the last successful broker read.
 	SetLastSuccess(ctx context.Context, at time.Time) error
 	// LastSuccess returns it (nil if never).

@@ -44,3 +44,37 @@ func TestDepthSeries(t *testing.T) {
 		t.Error("an empty window is accepted")
 	}
 }
+
+func TestMergeSearchIndex(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "merge.db"))
+	ctx := t.Context()
+	now := time.Now()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, now); err != nil {
+		t.Fatal(err)
+	}
+	// Many small transactions leave many segments.
+	for i := range 40 {
+		r := "Reason"
+		m := dlq.Message{SequenceNumber: int64(i + 1), State: dlq.StateActive, MessageID: "m", DeadLetterReason: &r, Body: []byte("word another")}
+		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "q", SubQueue: dlq.SubQueueDeadLetter, From: int64(i + 1), Through: int64(i + 1),
+			Messages: []dlq.Message{m}, SeenAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more, err := s.MergeSearchIndex(ctx, 1000)
+	if err != nil || !more {
+		t.Fatalf("first merge = %v, %v; want work done", more, err)
+	}
+	for range 20 {
+		if more, err = s.MergeSearchIndex(ctx, 1000); err != nil || !more {
+			break
+		}
+	}
+	if err != nil || more {
+		t.Fatalf("merging never finished: %v, %v", more, err)
+	}
+	var n int
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'another'`).Scan(&n); err != nil || n != 40 {
+		t.Fatalf("search after merging finds %d, %v; want 40", n, err)
+	}
+}

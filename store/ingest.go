@@ -760,3 +760,24 @@ func (s *Store) LastSuccess(ctx context.Context) (*time.Time, error) {
 	}
 	return &t, nil
 }
+
+// MergeSearchIndex does a bounded amount of the search index's merge work
+// (about pages pages written), so that its segments, which automerge 16
+// lets pile up during bulk writes, are combined while nothing else writes.
+// It reports whether there was work to do.
+func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
+	before := s.totalChanges(ctx)
+	if _, err := s.writer.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
+		return false, s.wrap("merge search index", err, DefaultBusyTimeout)
+	}
+	// FTS5's documented test: fewer than two changes means nothing to merge.
+	return s.totalChanges(ctx)-before >= 2, nil
+}
+
+// totalChanges is SQLite's count of rows changed on the writer connection;
+// an FTS5 'merge' that finds nothing to do changes none.
+func (s *Store) totalChanges(ctx context.Context) int64 {
+	var n int64
+	_ = s.writer.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
+	return n
+}

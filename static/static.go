@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-//go:embed *.css
+//go:embed *.css *.js
 var files embed.FS
 
 // Asset is one embedded file.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,6 +58,29 @@ func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 type query struct {
 	values url.Values
 	read   map[string]bool
+	// form marks the query of an HTML form (GET): empty fields mean
+	// absent, and times may be a datetime-local input's value, taken as UTC.
+	form bool
+}
+
+// newFormQuery reads the query of a page's GET form with the API's rules,
+// except that empty fields are left out and times may be written as a
+// datetime-local input writes them (2026-11-22T10:42 or with seconds), in UTC.
+func newFormQuery(r *http.Request) (*query, error) {
+	q, err := newQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	q.form = true
+	for name, vs := range q.values {
+		vs = slices.DeleteFunc(vs, func(v string) bool { return strings.TrimSpace(v) == "" })
+		if len(vs) == 0 {
+			delete(q.values, name)
+		} else {
+			q.values[name] = vs
+		}
+	}
+	return q, nil
 }
 
 func newQuery(r *http.Request) (*query, error) {
@@ -129,7 +153,17 @@ func (q *query) time(name string) (*time.Time, error) {
 		return nil, err
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil && q.form {
+		for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02T15:04:05.999"} {
+			if t, err = time.ParseInLocation(layout, v, time.UTC); err == nil {
+				break
+			}
+		}
+	}
 	if err != nil {
+		if q.form {
+			return nil, invalidArgument(name, "%s must be a date and time in UTC such as 2026-11-22T10:42, not %q", name, v)
+		}
 		return nil, invalidArgument(name, "%s must be an RFC 3339 time such as 2026-11-22T10:42:07Z, not %q", name, v)
 	}
 	return &t, nil

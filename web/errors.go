@@ -35,6 +35,9 @@ func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		v.Status, v.Title, v.Message = http.StatusNotFound, "Not found", "There is nothing at this address."
+	case isFieldError(err):
+		fe, _ := fieldError(err)
+		v.Status, v.Title, v.Message = http.StatusBadRequest, "Check the address", "The parameter “"+fe.Field+"” cannot be used: "+fe.Message
 	case errors.Is(err, errCrossOrigin):
 		v.Status, v.Title, v.Message = http.StatusForbidden, "Request refused", "This request came from another site and was refused."
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
@@ -109,4 +112,9 @@ func (s *Server) serveAPIError(w http.ResponseWriter, r *http.Request, err error
 			slog.String("error", err.Error()))
 	}
 	writeJSON(w, r, status, apijson.Error{Error: d})
+}
+
+func isFieldError(err error) bool {
+	_, ok := fieldError(err)
+	return ok
 }

@@ -11,6 +11,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /static/{file}", s.handle(s.serveStatic))
 	mux.Handle("GET /{$}", s.handle(s.showHome))
+	mux.Handle("GET /groups", s.handle(s.listGroupsPage))
+	mux.Handle("GET /messages", s.handle(s.listMessagesPage))
+	mux.Handle("GET /messages/{id}", s.handle(s.showMessagePage))
 
 	// The JSON API (api.md). Errors are JSON too, unknown paths included.
 	mux.Handle("GET /api/v1/status", s.api(s.showStatus))

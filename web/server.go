@@ -31,6 +31,8 @@ type Catalog interface {
 	GetMessage(ctx context.Context, id int64) (dlq.Record, error)
 	// MessageBody returns a message's body and content type (nil if unset).
 	MessageBody(ctx context.Context, id int64) ([]byte, *string, error)
+	// CountMessages counts the messages matching f, up to max.
+	CountMessages(ctx context.Context, f dlq.Filter, max int64) (int64, error)
 }
 
 // StatusSource reports the catalog's freshness: the ingester implements it.

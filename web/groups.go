@@ -1,0 +1,48 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// listGroupsPage renders GET /groups: every failure group, the largest
+// first, from the catalog's counters. include_gone=true also lists groups
+// whose messages have all left the broker.
+func (s *Server) listGroupsPage(w http.ResponseWriter, r *http.Request) error {
+	q, err := newFormQuery(r)
+	if err != nil {
+		return err
+	}
+	withGone, err := q.boolean("include_gone")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	gs, err := s.catalog.ListGroups(r.Context())
+	if err != nil {
+		return fmt.Errorf("list groups page: %w", err)
+	}
+	return s.render(w, r, views.GroupsPage(views.Groups{Groups: failureGroups(gs, withGone), IncludeGone: withGone}))
+}
+
+// failureGroups are the groups as the groups page shows them.
+func failureGroups(gs []dlq.GroupSummary, withGone bool) []views.FailureGroup {
+	out := make([]views.FailureGroup, 0, len(gs))
+	for _, g := range gs {
+		if g.Present == 0 && !withGone {
+			continue
+		}
+		ents := make([]string, len(g.Entities))
+		for i, e := range g.Entities {
+			ents[i] = text(e)
+		}
+		out = append(out, views.FailureGroup{ID: g.ID, Reason: text(g.Reason), DescriptionPattern: text(g.DescriptionPattern),
+			Entities: ents, Present: g.Present, Total: g.Total, FirstSeenAt: g.FirstSeenAt, LastSeenAt: g.LastSeenAt})
+	}
+	return out
+}

@@ -1,0 +1,275 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// messagePage is the message list page's page size.
+const messagePage = 50
+
+// countCap bounds the count of messages matching a filter: counting walks
+// an index row by row, and a million of them is too slow for a page load,
+// so the page says "more than countCap-1" instead.
+const countCap = 10_001
+
+// filterParams are the filter's query parameters, in the order the frozen
+// selection carries them.
+var filterParams = []string{"entity", "subqueue", "state", "reason", "group", "q", "property", "since", "until", "include_gone"}
+
+// listMessagesPage renders GET /messages: a page of the messages matching
+// the filter in the URL (the API's parameters, read by the API's parser),
+// newest first. A filter the catalog cannot use re-renders the form with a
+// 400 naming the field.
+func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error {
+	ents, err := s.catalog.ListEntities(r.Context())
+	if err != nil {
+		return fmt.Errorf("list messages page: %w", err)
+	}
+	l := views.MessageList{Filter: formValues(r.URL.Query()), CountCap: countCap}
+	for _, e := range ents {
+		if e.DeletedAt == nil {
+			l.Entities = append(l.Entities, e.Path)
+		}
+	}
+	f, cursor, err := parseListForm(r)
+	if err == nil {
+		err = s.fillMessageList(r, &l, f, cursor)
+	}
+	if fe, ok := fieldError(err); ok {
+		l.Error = fe
+		return s.write(w, r, http.StatusBadRequest, views.MessagesPage(l))
+	}
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, views.MessagesPage(l))
+}
+
+func parseListForm(r *http.Request) (dlq.Filter, string, error) {
+	q, err := newFormQuery(r)
+	if err != nil {
+		return dlq.Filter{}, "", err
+	}
+	f, err := parseFilter(q)
+	if err != nil {
+		return f, "", err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return f, "", err
+	}
+	return f, cursor, q.done()
+}
+
+// fillMessageList reads the page and the count of matches. They run at the
+// same time on the read pool: a search's count costs about what its page does.
+func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Filter, cursor string) error {
+	type counted struct {
+		n   int64
+		err error
+	}
+	ch := make(chan counted, 1)
+	go func() {
+		n, err := s.catalog.CountMessages(r.Context(), f, countCap)
+		ch <- counted{n, err}
+	}()
+	recs, next, err := s.catalog.ListMessages(r.Context(), f, messagePage, cursor)
+	c := <-ch
+	if err != nil {
+		return fmt.Errorf("list messages page: %w", err)
+	}
+	if c.err != nil {
+		return fmt.Errorf("count messages: %w", c.err)
+	}
+	l.Matching = c.n
+	for _, rec := range recs {
+		l.Messages = append(l.Messages, messageItem(rec))
+	}
+	params := filterQuery(r.URL.Query())
+	for _, name := range filterParams {
+		for _, v := range params[name] {
+			l.Params = append(l.Params, views.Param{Name: name, Value: v})
+		}
+	}
+	if next != "" {
+		p := filterQuery(r.URL.Query())
+		p.Set("cursor", next)
+		l.NextURL = "/messages?" + p.Encode()
+	}
+	if cursor != "" {
+		l.FirstURL = "/messages"
+		if len(params) > 0 {
+			l.FirstURL += "?" + params.Encode()
+		}
+	}
+	return nil
+}
+
+// filterQuery is the URL's filter parameters without empty ones and
+// without the cursor.
+func filterQuery(v url.Values) url.Values {
+	out := url.Values{}
+	for _, name := range filterParams {
+		for _, x := range v[name] {
+			if strings.TrimSpace(x) != "" {
+				out.Add(name, x)
+			}
+		}
+	}
+	return out
+}
+
+// formValues are the filter form's values as the URL has them. Times in
+// the API's RFC 3339 form are shown as a datetime-local input wants them.
+func formValues(v url.Values) views.MessageFilter {
+	localTime := func(s string) string {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t.UTC().Format("2006-01-02T15:04:05")
+		}
+		return s
+	}
+	return views.MessageFilter{
+		Entity: v.Get("entity"), SubQueue: v.Get("subqueue"), State: v.Get("state"),
+		Reason: v.Get("reason"), Group: v.Get("group"), Query: v.Get("q"),
+		Since: localTime(v.Get("since")), Until: localTime(v.Get("until")),
+		Properties:  slices.DeleteFunc(slices.Clone(v["property"]), func(s string) bool { return s == "" }),
+		IncludeGone: v.Get("include_gone") == "true" || v.Get("include_gone") == "1",
+	}
+}
+
+// fieldError is err as a form error naming its field, if it is about an
+// input.
+func fieldError(err error) (*views.FieldError, bool) {
+	var (
+		ae *apiError
+		ip invalidParamError
+	)
+	switch {
+	case err == nil:
+		return nil, false
+	case errors.As(err, &ae) && ae.status == http.StatusBadRequest:
+		return &views.FieldError{Field: ae.param, Message: ae.msg}, true
+	case errors.As(err, &ip):
+		return &views.FieldError{Field: ip.InvalidParameter(), Message: err.Error()}, true
+	}
+	return nil, false
+}
+
+// text makes s safe to show: invalid UTF-8 becomes U+FFFD.
+func text(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+func textOf(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return text(*p)
+}
+
+// messageItem is a record as a list row shows it.
+func messageItem(r dlq.Record) views.MessageItem {
+	return views.MessageItem{
+		ID: r.ID, Entity: text(r.Entity), SubQueue: string(r.SubQueue), State: string(r.State),
+		SequenceNumber: r.SequenceNumber, EnqueuedAt: r.EnqueuedAt,
+		Reason: textOf(r.DeadLetterReason), Description: textOf(r.DeadLetterErrorDescription),
+		DeliveryCount: r.DeliveryCount, Subject: textOf(r.Subject), MessageID: text(r.MessageID),
+		Preview: text(r.BodyPreview), Gone: r.GoneAt != nil,
+	}
+}
+
+// showMessagePage renders GET /messages/{id}.
+func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
+	id, err := messageID(r)
+	if err != nil {
+		return ErrNotFound
+	}
+	rec, err := s.catalog.GetMessage(r.Context(), id)
+	if isNotFound(err) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("show message page %d: %w", id, err)
+	}
+	return s.render(w, r, views.MessagePage(messageDetail(rec)))
+}
+
+func messageDetail(r dlq.Record) views.MessageDetail {
+	d := views.MessageDetail{
+		Item:   messageItem(r),
+		Reason: textOf(r.DeadLetterReason), Description: textOf(r.DeadLetterErrorDescription),
+		Source:      textOf(r.DeadLetterSource),
+		Body:        bodyView(r.Body, textOf(r.ContentType)),
+		FirstSeenAt: r.FirstSeenAt, LastSeen: r.LastSeenAt, GoneAt: r.GoneAt, ReplayCount: r.ReplayCount,
+	}
+	opt := func(p *string) string {
+		if p == nil {
+			return "–"
+		}
+		return text(*p)
+	}
+	tm := func(t *time.Time) string {
+		if t == nil {
+			return "–"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+	}
+	ttl := "–"
+	if r.TimeToLive != nil {
+		ttl = r.TimeToLive.String()
+	}
+	d.System = []views.Field{
+		{Name: "Entity", Value: text(r.Entity)},
+		{Name: "Subqueue", Value: string(r.SubQueue)},
+		{Name: "State", Value: string(r.State)},
+		{Name: "Sequence number", Value: strconv.FormatInt(r.SequenceNumber, 10)},
+		{Name: "Message id", Value: text(r.MessageID)},
+		{Name: "Correlation id", Value: opt(r.CorrelationID)},
+		{Name: "Session id", Value: opt(r.SessionID)},
+		{Name: "Partition key", Value: opt(r.PartitionKey)},
+		{Name: "Subject", Value: opt(r.Subject)},
+		{Name: "Content type", Value: opt(r.ContentType)},
+		{Name: "Reply to", Value: opt(r.ReplyTo)},
+		{Name: "Reply to session id", Value: opt(r.ReplyToSessionID)},
+		{Name: "To", Value: opt(r.To)},
+		{Name: "Enqueued", Value: tm(r.EnqueuedAt)},
+		{Name: "Scheduled enqueue", Value: tm(r.ScheduledEnqueueAt)},
+		{Name: "Expires", Value: tm(r.ExpiresAt)},
+		{Name: "Time to live", Value: ttl},
+		{Name: "Delivery count", Value: strconv.FormatUint(uint64(r.DeliveryCount), 10)},
+	}
+	d.Properties, d.PropertiesRaw = propertyFields(r.ApplicationProperties)
+	return d
+}
+
+// propertyFields are the application properties by key, each value as
+// text: a string's characters, anything else its JSON. Stored properties
+// that are not a JSON object come back as raw text instead.
+func propertyFields(raw json.RawMessage) ([]views.Field, string) {
+	if len(raw) == 0 {
+		return nil, ""
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, text(string(raw))
+	}
+	out := make([]views.Field, 0, len(m))
+	for k, v := range m {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			s = string(v)
+		}
+		out = append(out, views.Field{Name: text(k), Value: text(s)})
+	}
+	slices.SortFunc(out, func(a, b views.Field) int { return strings.Compare(a.Name, b.Name) })
+	return out, ""
+}

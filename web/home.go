@@ -31,13 +31,9 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 		st := s.status.Status()
 		h.Freshness = &views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
 	}
-	for _, e := range ents {
-		if e.DeletedAt != nil {
-			continue
-		}
-		h.Entities = append(h.Entities, views.EntityRow{Path: e.Path, Kind: string(e.Kind), Status: e.Status,
-			Active: e.Counts.Active, DeadLetter: e.Counts.DeadLetter, TransferDeadLetter: e.Counts.TransferDeadLetter,
-			Scheduled: e.Counts.Scheduled, Deferred: e.Deferred})
+	h.Entities = overviewEntities(ents)
+	if s.hub != nil {
+		h.Live = "page=overview"
 	}
 	h.Groups = topGroups(groups, homeGroups)
 	chart, err := depthChart(r.Context(), s.catalog, h.Now)

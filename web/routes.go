@@ -11,9 +11,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /static/{file}", s.handle(s.serveStatic))
 	mux.Handle("GET /{$}", s.handle(s.showHome))
+	mux.Handle("GET /live", s.handle(s.serveLive))
 	mux.Handle("GET /groups", s.handle(s.listGroupsPage))
 	mux.Handle("GET /messages", s.handle(s.listMessagesPage))
 	mux.Handle("GET /messages/{id}", s.handle(s.showMessagePage))
+	mux.Handle("GET /inventory", s.handle(s.showInventory))
 
 	// The JSON API (api.md). Errors are JSON too, unknown paths included.
 	mux.Handle("GET /api/v1/status", s.api(s.showStatus))

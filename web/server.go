@@ -24,6 +24,9 @@ type Catalog interface {
 	// DepthSeries is the namespace's dead-letter depth over a window, in
 	// buckets, for the overview's chart.
 	DepthSeries(ctx context.Context, since, until time.Time, buckets int) (dlq.DepthSeries, error)
+	// MessagesByID returns those of ids that match f, newest first, without
+	// bodies: which new messages belong on a live message list.
+	MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]dlq.Record, error)
 	// ListMessages returns a page of the messages matching f, newest first,
 	// without bodies, and the cursor of the next page ("" after the last).
 	ListMessages(ctx context.Context, f dlq.Filter, limit int, cursor string) ([]dlq.Record, string, error)
@@ -33,6 +36,9 @@ type Catalog interface {
 	MessageBody(ctx context.Context, id int64) ([]byte, *string, error)
 	// CountMessages counts the messages matching f, up to max.
 	CountMessages(ctx context.Context, f dlq.Filter, max int64) (int64, error)
+	// ListWaiting returns a page of the present deferred (oldest first) or
+	// scheduled (soonest due first) messages, and the next page's cursor.
+	ListWaiting(ctx context.Context, state dlq.State, limit int, cursor string) ([]dlq.Record, string, error)
 }
 
 // StatusSource reports the catalog's freshness: the ingester implements it.
@@ -52,6 +58,13 @@ type Config struct {
 	// Status reports the ingester's freshness; nil when nothing reads a
 	// namespace (GET /api/v1/status then says the catalog is not running).
 	Status StatusSource
+	// OrphanAfter is how long a message may stay deferred before the
+	// inventory flags it as an orphan; 0 means DefaultOrphanAfter.
+	OrphanAfter time.Duration
+	// Hub sends live updates to GET /live; nil means no live updates (the
+	// endpoint answers 404). The caller runs it; New registers its Close to
+	// run on Shutdown.
+	Hub *Hub
 }
 
 // Server is the dashboard's HTTP server.
@@ -61,7 +74,10 @@ type Server struct {
 	status  StatusSource
 	mode    string
 	ns      string
-	http    *http.Server
+
+	orphanAfter time.Duration
+	hub         *Hub
+	http        *http.Server
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -77,12 +93,20 @@ func New(cfg Config) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace}
+	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub}
+	s.orphanAfter = cfg.OrphanAfter
+	if s.orphanAfter <= 0 {
+		s.orphanAfter = DefaultOrphanAfter
+	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if s.hub != nil {
+		// Shutdown does not wait for hijacked connections: end them.
+		s.http.RegisterOnShutdown(s.hub.Close)
 	}
 	return s
 }

@@ -1,0 +1,172 @@
+// live.js keeps a page current over the dashboard's websocket (the wire
+// format is documented in web/hub.go). The page names its subscription in
+// <main data-live="page=...">; pages without it get no connection.
+//
+// Each frame is one op: replace swaps the element with that id for the
+// server-rendered HTML, prepend inserts rows at the start of the element with
+// that id (rows already on the page are not repeated), resync refetches the
+// page. Unknown ids are ignored: a fragment for a row this page does not
+// show is not an error. After every reconnect, on resync, and when the page
+// comes back after a while hidden or offline, the page refetches itself and
+// replaces <main>'s content, so an update missed while disconnected (or
+// dropped by the server for being slow) is never lost.
+(function () {
+	"use strict";
+	var main = document.getElementById("main");
+	var sub = main && main.getAttribute("data-live");
+	if (!sub || !window.WebSocket || !window.fetch) {
+		return;
+	}
+	var status = document.querySelector("[data-testid=live-status]");
+	var ws = null;
+	var delay = 1000; // next reconnect wait: 1 s doubling to 30 s, with jitter
+	var timer = 0;
+	var opened = false; // a connection opened before: catch up on the next
+	var hiddenAt = 0;
+	var fetching = false;
+	var again = false;
+
+	function setStatus(state, text) {
+		if (status) {
+			status.setAttribute("data-state", state);
+			status.textContent = text;
+		}
+	}
+
+	function fragment(html) {
+		var t = document.createElement("template");
+		t.innerHTML = html;
+		return t.content;
+	}
+
+	function apply(op) {
+		if (op.op === "resync") {
+			refetch();
+			return;
+		}
+		var el = op.id && document.getElementById(op.id);
+		if (!el) {
+			return;
+		}
+		var f = fragment(op.html || "");
+		if (op.op === "replace") {
+			el.replaceWith(f);
+		} else if (op.op === "prepend") {
+			Array.prototype.slice.call(f.children).forEach(function (c) {
+				if (c.id && document.getElementById(c.id)) {
+					c.remove();
+				}
+			});
+			el.insertBefore(f, el.firstChild);
+		} else {
+			return;
+		}
+		main.dispatchEvent(new CustomEvent("live:update", { bubbles: true }));
+	}
+
+	// refetch replaces <main>'s content with a fresh copy of the page,
+	// keeping the boxes the user ticked and the field being typed in.
+	function refetch() {
+		if (fetching) {
+			again = true;
+			return;
+		}
+		fetching = true;
+		fetch(location.href, { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/html" } })
+			.then(function (r) {
+				return r.status >= 500 ? null : r.text();
+			})
+			.then(function (html) {
+				var m = html && new DOMParser().parseFromString(html, "text/html").getElementById("main");
+				if (!m) {
+					return;
+				}
+				var ticked = {};
+				main.querySelectorAll("input[type=checkbox]:checked").forEach(function (i) {
+					ticked[i.name + "=" + i.value] = true;
+				});
+				var a = document.activeElement;
+				var typing = a && main.contains(a) && a.name && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) ? a : null;
+				main.replaceChildren.apply(main, Array.prototype.slice.call(m.childNodes));
+				main.querySelectorAll("input[type=checkbox]").forEach(function (i) {
+					if (ticked[i.name + "=" + i.value]) {
+						i.checked = true;
+					}
+				});
+				if (typing) {
+					var same = main.querySelector("[name='" + typing.name.replace(/['\\]/g, "\\$&") + "']");
+					if (same && same.tagName === typing.tagName) {
+						same.value = typing.value;
+						same.focus();
+					}
+				}
+				main.dispatchEvent(new CustomEvent("live:refetch", { bubbles: true }));
+			})
+			.catch(function () {})
+			.then(function () {
+				fetching = false;
+				if (again) {
+					again = false;
+					refetch();
+				}
+			});
+	}
+
+	function connect() {
+		clearTimeout(timer);
+		if (ws) {
+			return;
+		}
+		var s = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/live?" + sub);
+		ws = s;
+		s.onopen = function () {
+			delay = 1000;
+			setStatus("live", "live");
+			if (opened) {
+				refetch();
+			}
+			opened = true;
+		};
+		s.onmessage = function (e) {
+			var op;
+			try {
+				op = JSON.parse(e.data);
+			} catch (err) {
+				return;
+			}
+			apply(op);
+		};
+		s.onclose = function () {
+			if (ws !== s) {
+				return;
+			}
+			ws = null;
+			setStatus("reconnecting", "reconnecting…");
+			timer = setTimeout(connect, delay * (0.5 + Math.random() / 2));
+			delay = Math.min(delay * 2, 30000);
+		};
+	}
+
+	// Back from sleep or a long time hidden: a socket that looks open may be
+	// dead, and the page may have missed updates.
+	function wake() {
+		if (!ws) {
+			delay = 1000;
+			connect();
+		} else if (Date.now() - hiddenAt > 30000) {
+			refetch();
+		}
+	}
+	document.addEventListener("visibilitychange", function () {
+		if (document.hidden) {
+			hiddenAt = Date.now();
+		} else {
+			wake();
+		}
+	});
+	window.addEventListener("online", function () {
+		hiddenAt = 0;
+		wake();
+	});
+	connect();
+})();

@@ -1,0 +1,201 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// One websocket connection: one reader, one writer. The timing constants
+// and invariants are those of gorilla/websocket's chat example: every write
+// has a deadline, the writer pings on a ticker, and each pong (or any frame)
+// extends the read deadline, so a peer that vanished without a FIN is
+// noticed within pongWait.
+const (
+	writeWait  = 10 * time.Second  // the longest one write may take
+	pongWait   = 60 * time.Second  // the longest the peer may stay silent
+	pingPeriod = pongWait * 9 / 10 // pings well within pongWait
+	readLimit  = 4 << 10           // frames from the browser are discarded; larger ones end the connection
+	liveBuffer = 4 << 10           // the connection's read and write buffers
+	livePages  = "overview, messages, groups, message, inventory"
+)
+
+// subscription is what one connection receives: its page, and for a
+// message list the filter and whether it shows the first page (only then
+// are new rows prepended).
+type subscription struct {
+	page        string
+	filter      dlq.Filter
+	first       bool
+	id          int64 // page=message
+	includeGone bool  // page=groups
+	key         string
+}
+
+// parseSubscription reads the /live query: page=overview|messages|groups|
+// message|inventory; for messages the list's filter parameters (as the
+// message list page reads them) and first=1 on the first page; for message
+// its id; for groups include_gone. Unknown parameters are refused.
+func parseSubscription(r *http.Request) (subscription, error) {
+	q, err := newFormQuery(r)
+	if err != nil {
+		return subscription{}, err
+	}
+	var sub subscription
+	if sub.page, err = q.one("page"); err != nil {
+		return sub, err
+	}
+	switch sub.page {
+	case "overview", "inventory":
+	case "messages":
+		if sub.filter, err = parseFilter(q); err != nil {
+			return sub, err
+		}
+		if sub.first, err = q.boolean("first"); err != nil {
+			return sub, err
+		}
+	case "message":
+		v, err := q.one("id")
+		if err != nil {
+			return sub, err
+		}
+		if sub.id, err = strconv.ParseInt(v, 10, 64); err != nil || sub.id <= 0 {
+			return sub, invalidArgument("id", "id must be a message id, not %q", v)
+		}
+	case "groups":
+		if sub.includeGone, err = q.boolean("include_gone"); err != nil {
+			return sub, err
+		}
+	case "":
+		return sub, invalidArgument("page", "page is required: one of %s", livePages)
+	default:
+		return sub, invalidArgument("page", "unknown page %q: want one of %s", sub.page, livePages)
+	}
+	if err := q.done(); err != nil {
+		return sub, err
+	}
+	// Connections with equal keys get the same fragments, rendered once.
+	sub.key = sub.page + "?" + q.values.Encode()
+	return sub, nil
+}
+
+// LiveMessages is the live subscription of a message list page requested by
+// r: its filter parameters, and first=1 when it shows the first page (no
+// cursor).
+func liveMessages(r *http.Request) string {
+	v := filterQuery(r.URL.Query())
+	v.Set("page", "messages")
+	if strings.TrimSpace(r.URL.Query().Get("cursor")) == "" {
+		v.Set("first", "1")
+	}
+	return v.Encode()
+}
+
+// sameOrigin accepts a websocket upgrade from a page of this server: the
+// Origin header's host must be the request's Host. Browsers always send
+// Origin on websocket upgrades, so a cross-site page cannot open /live with
+// the user's cookies (cross-site websocket hijacking). A request without
+// Origin did not come from a browser page and is accepted: it carries no
+// ambient credentials of a user, and /live shows what the pages show.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+// serveLive answers GET /live: it upgrades to a websocket and sends the
+// subscription's updates until either side closes.
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
+	if s.hub == nil {
+		return ErrNotFound // nothing publishes changes
+	}
+	if !sameOrigin(r) {
+		return errCrossOrigin
+	}
+	sub, err := parseSubscription(r)
+	if err != nil {
+		return err
+	}
+	up := websocket.Upgrader{
+		ReadBufferSize:  liveBuffer,
+		WriteBufferSize: liveBuffer,
+		CheckOrigin:     sameOrigin,
+		// Upgrade answers a request that is not a websocket handshake
+		// itself (400), with a plain-text body.
+	}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return nil // already answered
+	}
+	c := &liveClient{sub: sub, send: make(chan []byte, s.hub.cfg.ClientBuffer)}
+	if !s.hub.register(c) {
+		conn.SetWriteDeadline(time.Now().Add(writeWait))
+		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""))
+		conn.Close()
+		return nil
+	}
+	go writeLive(conn, c)
+	readLive(conn)
+	s.hub.unregister(c)
+	return nil
+}
+
+// readLive reads until the connection fails, discarding whatever the
+// browser sends: the subscription is the upgrade URL's, there are no
+// commands. Reading is what makes gorilla answer pings, handle pongs and
+// notice a close.
+func readLive(conn *websocket.Conn) {
+	conn.SetReadLimit(readLimit)
+	conn.SetReadDeadline(time.Now().Add(pongWait))
+	conn.SetPongHandler(func(string) error {
+		return conn.SetReadDeadline(time.Now().Add(pongWait))
+	})
+	for {
+		if _, _, err := conn.NextReader(); err != nil {
+			return
+		}
+		// Any frame shows the peer is there.
+		conn.SetReadDeadline(time.Now().Add(pongWait))
+	}
+}
+
+// writeLive is the connection's only writer: frames from the hub, pings on
+// a ticker, and a close frame when the hub closes send. It closes the
+// connection when it returns, which ends readLive too.
+func writeLive(conn *websocket.Conn, c *liveClient) {
+	ping := time.NewTicker(pingPeriod)
+	defer func() {
+		ping.Stop()
+		conn.Close()
+	}()
+	for {
+		select {
+		case frame, ok := <-c.send:
+			conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if !ok {
+				conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(c.closeCode, ""))
+				return
+			}
+			if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
+				return
+			}
+		case <-ping.C:
+			conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := conn.WriteMessage(websocket.PingMessage, nil); err != nil {
+				return
+			}
+		}
+	}
+}

@@ -103,7 +103,7 @@ func GroupsPage(g Groups) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout("Failure groups", NavGroups).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = LayoutWith("Failure groups", NavGroups, g.live()).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -321,7 +321,7 @@ func MessagesPage(l MessageList) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(l.heading(), NavMessages).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = LayoutWith(l.heading(), NavMessages, l.live()).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -85,18 +85,6 @@ func parseSubscription(r *http.Request) (subscription, error) {
 	return sub, nil
 }
 
-// LiveMessages is the live subscription of a message list page requested by
-// r: its filter parameters, and first=1 when it shows the first page (no
-// cursor).
-func liveMessages(r *http.Request) string {
-	v := filterQuery(r.URL.Query())
-	v.Set("page", "messages")
-	if strings.TrimSpace(r.URL.Query().Get("cursor")) == "" {
-		v.Set("first", "1")
-	}
-	return v.Encode()
-}
-
 // sameOrigin accepts a websocket upgrade from a page of this server: the
 // Origin header's host must be the request's Host. Browsers always send
 // Origin on websocket upgrades, so a cross-site page cannot open /live with

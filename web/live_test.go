@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -197,6 +199,43 @@ func TestLiveOverviewPageSubscribes(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("overview lacks %s", want)
 		}
+	}
+}
+
+// Every page's data-live is a subscription /live accepts.
+func TestLivePagesSubscribe(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	id := fx.deadLetter(t, "orders", "SqlTimeout", false)
+	liveRe := regexp.MustCompile(`data-live="([^"]*)"`)
+	for _, tt := range []struct{ target, want string }{
+		{"/", "page=overview"},
+		{"/messages", "first=1&page=messages"},
+		{"/messages?entity=orders&since=2026-11-22T10:42&q=", "entity=orders&first=1&page=messages&since=2026-11-22T10%3A42"},
+		{"/groups", "page=groups"},
+		{"/groups?include_gone=true", "page=groups&include_gone=true"},
+		{"/messages/" + strconv.FormatInt(id, 10), "page=message&id=" + strconv.FormatInt(id, 10)},
+	} {
+		res, err := http.Get(fx.srv.URL + tt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		m := liveRe.FindSubmatch(b)
+		if m == nil {
+			t.Errorf("%s: no data-live", tt.target)
+			continue
+		}
+		q := html.UnescapeString(string(m[1]))
+		if q != tt.want {
+			t.Errorf("%s: data-live %q, want %q", tt.target, q, tt.want)
+		}
+		conn, resp, err := websocket.DefaultDialer.DialContext(t.Context(), wsURL(fx.srv, q), nil)
+		if err != nil {
+			t.Errorf("%s: /live?%s: %v (%v)", tt.target, q, err, resp)
+			continue
+		}
+		conn.Close()
 	}
 }
 

@@ -1,0 +1,41 @@
+package views
+
+import (
+	"net/url"
+	"strconv"
+)
+
+// The live subscriptions of the pages: the query of GET /live (web/live.go)
+// that LayoutWith puts in <main data-live> for static/live.js.
+
+// live subscribes a message list to its filter's changes; only the first
+// page (no FirstURL back to it) gets new rows prepended. A filter the page
+// could not use subscribes to nothing.
+func (l MessageList) live() string {
+	if l.Error != nil {
+		return ""
+	}
+	v := url.Values{}
+	for _, p := range l.Params {
+		v.Add(p.Name, p.Value)
+	}
+	v.Set("page", "messages")
+	if l.FirstURL == "" {
+		v.Set("first", "1")
+	}
+	return v.Encode()
+}
+
+// live subscribes the failure groups page to the groups table.
+func (g Groups) live() string {
+	if g.IncludeGone {
+		return "page=groups&include_gone=true"
+	}
+	return "page=groups"
+}
+
+// live subscribes a message's page to that message: it refetches when the
+// message leaves the broker or changes.
+func (d MessageDetail) live() string {
+	return "page=message&id=" + strconv.FormatInt(d.Item.ID, 10)
+}

@@ -23,6 +23,11 @@ const messagePage = 50
 // so the page says "more than countCap-1" instead.
 const countCap = 10_001
 
+// searchCountCap bounds the count of a search's matches lower: the search
+// index hands out hits a few microseconds each, so "more than 1,000" is
+// what a page load can afford on a million messages.
+const searchCountCap = 1_001
+
 // filterParams are the filter's query parameters, in the order the frozen
 // selection carries them.
 var filterParams = []string{"entity", "subqueue", "state", "reason", "group", "q", "property", "since", "until", "include_gone"}
@@ -36,7 +41,7 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return fmt.Errorf("list messages page: %w", err)
 	}
-	l := views.MessageList{Filter: formValues(r.URL.Query()), CountCap: countCap}
+	l := views.MessageList{Filter: formValues(r.URL.Query())}
 	for _, e := range ents {
 		if e.DeletedAt == nil {
 			l.Entities = append(l.Entities, e.Path)
@@ -79,9 +84,13 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 		n   int64
 		err error
 	}
+	l.CountCap = countCap
+	if strings.TrimSpace(f.Query) != "" {
+		l.CountCap = searchCountCap
+	}
 	ch := make(chan counted, 1)
 	go func() {
-		n, err := s.catalog.CountMessages(r.Context(), f, countCap)
+		n, err := s.catalog.CountMessages(r.Context(), f, l.CountCap)
 		ch <- counted{n, err}
 	}()
 	recs, next, err := s.catalog.ListMessages(r.Context(), f, messagePage, cursor)

@@ -286,3 +286,48 @@ func TestMessagePageBodies(t *testing.T) {
 	fx.page(t, "/messages/abc", 404)
 	fx.page(t, "/messages/012", 404)
 }
+
+func TestInventoryPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "inv.db")
+	st, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now().UTC()
+	var recs []dlq.Record
+	for i, h := range []int{5, 50, 2, 30} { // hours ago (deferred) or ahead (scheduled)
+		enq := now.Add(-time.Duration(h) * time.Hour)
+		due := now.Add(time.Duration(h) * time.Hour)
+		recs = append(recs,
+			dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueMain, Message: dlq.Message{SequenceNumber: int64(10 + i),
+				State: dlq.StateDeferred, EnqueuedAt: &enq, Subject: ptr("<script>alert(1)</script>")}},
+			dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueMain, Message: dlq.Message{SequenceNumber: int64(20 + i),
+				State: dlq.StateScheduled, EnqueuedAt: &enq, ScheduledEnqueueAt: &due}})
+	}
+	ids := storetest.Insert(t, path, recs...)
+	fx := &apiFixture{h: New(Config{Catalog: st, OrphanAfter: 24 * time.Hour}).Handler()}
+	body := fx.page(t, "/inventory", 200)
+	rowsOf := func(kind string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`data-testid="`+kind+`-row" data-id="(\d+)"`).FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	id := func(i int) string { return strconv.FormatInt(ids[i], 10) }
+	// Deferred oldest first: 50h, 30h, 5h, 2h ago; scheduled soonest: 2h, 5h, 30h, 50h ahead.
+	if got, want := rowsOf("deferred"), []string{id(2), id(6), id(0), id(4)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("deferred %v, want %v", got, want)
+	}
+	if got, want := rowsOf("scheduled"), []string{id(5), id(1), id(7), id(3)}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("scheduled %v, want %v", got, want)
+	}
+	if n := strings.Count(body, `data-testid="orphan"`); n != 2 {
+		t.Errorf("%d orphans flagged, want 2 (older than 24h)", n)
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("subject not escaped")
+	}
+	fx.page(t, "/inventory?deferred=bogus", 400)
+}

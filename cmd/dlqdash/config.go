@@ -33,6 +33,7 @@ const (
 	envPoll             = "DLQDASH_POLL"
 	envAdminEndpoint    = "DLQDASH_ADMIN_ENDPOINT"
 	envRetention        = "DLQDASH_RETENTION"
+	envOrphanAfter      = "DLQDASH_ORPHAN_AFTER"
 )
 
 // Defaults. The emulator's match Microsoft's Service Bus emulator, so one
@@ -46,6 +47,7 @@ const (
 	defaultEmulatorAdm  = "127.0.0.1:5300"
 	defaultPoll         = "1s"
 	defaultRetention    = "30d"
+	defaultOrphanAfter  = "24h"
 )
 
 // Config is everything a subcommand needs, parsed and checked.
@@ -61,6 +63,9 @@ type Config struct {
 	// demo and serve: the catalog
 	Poll      time.Duration // how often entity counts are read
 	Retention time.Duration // how long messages that left the broker are kept; 0 keeps them forever
+	// OrphanAfter is how long a message may stay deferred before the
+	// inventory page flags it as a deferred orphan.
+	OrphanAfter time.Duration
 
 	// serve
 	ConnectionString ConnectionString
@@ -183,6 +188,7 @@ func dashboardFlags(f *flagSet) {
 	f.str("db", envDB, defaultDB, "SQLite database file (created if missing)")
 	f.str("poll", envPoll, defaultPoll, "how often entity counts are read (a Go duration: 500ms, 1s, 5s)")
 	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")
+	f.str("orphan-after", envOrphanAfter, defaultOrphanAfter, "how long a message may stay deferred before the inventory flags it as a deferred orphan (a Go duration: 24h, 90m)")
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
@@ -280,6 +286,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		if cfg.Retention, err = parseRetention(v("retention")); err != nil {
 			return Config{}, bad("invalid retention %q from %s: %v", v("retention"), f.source("retention"), err)
+		}
+		if cfg.OrphanAfter, err = time.ParseDuration(v("orphan-after")); err != nil || cfg.OrphanAfter < time.Minute {
+			return Config{}, bad("invalid orphan-after %q from %s: want a duration of at least 1m, e.g. 24h", v("orphan-after"), f.source("orphan-after"))
 		}
 		if c.name == "serve" {
 			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {

@@ -27,7 +27,7 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
 			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text",
-				Poll: time.Second, Retention: 30 * 24 * time.Hour}
+				Poll: time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour}
 			if c != want {
 				t.Errorf("got %+v, want %+v", c, want)
 			}
@@ -57,6 +57,11 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("got %+v", c)
 				}
 			}},
+		{"orphan-after from the environment", []string{"serve"}, env(envConnectionString, goodConnStr, envOrphanAfter, "90m"), func(t *testing.T, c Config) {
+			if c.OrphanAfter != 90*time.Minute {
+				t.Errorf("OrphanAfter = %v", c.OrphanAfter)
+			}
+		}},
 		{"catalog env, retention as a duration and forever", []string{"demo"}, env(envPoll, "5s", envRetention, "0"), func(t *testing.T, c Config) {
 			if c.Poll != 5*time.Second || c.Retention != 0 {
 				t.Errorf("got %+v", c)

@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// ListWaiting returns a page of the present messages in state (deferred or
+// scheduled) in the order they wait: deferred messages oldest enqueued
+// first (an orphan, never received by its sequence number, is old), and
+// scheduled ones by when they are due, soonest first; ties by id. Pages are
+// keyset-paginated like ListMessages; next is "" after the last page.
+//
+// Deferred pages walk messages_by_state in its order. Scheduled ones have
+// no index on their due time: SQLite sorts the scheduled messages (a few
+// percent of a catalog) for every page, which is measured in
+// BenchmarkListWaiting.
+func (s *Store) ListWaiting(ctx context.Context, state dlq.State, limit int, cursor string) ([]dlq.Record, string, error) {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var key string
+	switch state {
+	case dlq.StateDeferred:
+		key = sortKey
+	case dlq.StateScheduled:
+		key = "coalesce(m.scheduled_enqueue_at, -1)"
+	default:
+		return nil, "", &InvalidArgumentError{Param: "state", Msg: fmt.Sprintf("waiting messages are deferred or scheduled, not %q", state)}
+	}
+	code, _ := stateCode(state)
+	where := []string{"m.state = ?", "m.state <> 0", "m.gone_at IS NULL"} // the second term lets the partial index serve
+	args := []any{code}
+	if cursor != "" {
+		k, err := decodeWaitCursor(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, key+" >= ?", "("+key+" > ? OR m.id > ?)")
+		args = append(args, k.at, k.at, k.id)
+	}
+	q := "SELECT " + recordColumns + ", " + key + " FROM messages m INDEXED BY messages_by_state " + recordJoins +
+		whereClause(where) + " ORDER BY " + key + ", m.id LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list waiting: %w", err)
+	}
+	defer rows.Close()
+	var (
+		recs []dlq.Record
+		keys []int64
+	)
+	for rows.Next() {
+		var at int64
+		r, err := scanRecord(withExtra{rows, &at}, false)
+		if err != nil {
+			return nil, "", fmt.Errorf("list waiting: %w", err)
+		}
+		recs, keys = append(recs, r), append(keys, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list waiting: %w", err)
+	}
+	var next string
+	if len(recs) > limit {
+		recs = recs[:limit]
+		next = encodeWaitCursor(pageKey{at: keys[limit-1], id: recs[limit-1].ID})
+	}
+	return recs, next, nil
+}
+
+// withExtra scans one more column after the ones scanRecord asks for.
+type withExtra struct {
+	rows  interface{ Scan(...any) error }
+	extra any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.rows.Scan(append(dest, w.extra)...) }
+
+const waitCursorPrefix = "w1."
+
+func encodeWaitCursor(k pageKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(waitCursorPrefix + strconv.FormatInt(k.at, 10) + "." + strconv.FormatInt(k.id, 10)))
+}
+
+func decodeWaitCursor(c string) (pageKey, error) {
+	bad := &InvalidArgumentError{Param: "cursor", Msg: "not a cursor this catalog issued: follow the next page link as it is"}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return pageKey{}, bad
+	}
+	rest, ok := strings.CutPrefix(string(b), waitCursorPrefix)
+	if !ok {
+		return pageKey{}, bad
+	}
+	at, id, ok := strings.Cut(rest, ".")
+	if !ok {
+		return pageKey{}, bad
+	}
+	var k pageKey
+	if k.at, err = strconv.ParseInt(at, 10, 64); err != nil || k.at < -1 {
+		return pageKey{}, bad
+	}
+	if k.id, err = strconv.ParseInt(id, 10, 64); err != nil || k.id <= 0 {
+		return pageKey{}, bad
+	}
+	return k, nil
+}

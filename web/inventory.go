@@ -1,0 +1,75 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// DefaultOrphanAfter is how long a message may stay deferred before the
+// inventory flags it as a deferred orphan.
+const DefaultOrphanAfter = 24 * time.Hour
+
+// inventoryPage is how many messages of each kind the inventory lists per page.
+const inventoryPage = 50
+
+// showInventory renders GET /inventory: deferred messages oldest first
+// (orphans flagged) and scheduled ones soonest due first, each list with
+// its own cursor (deferred, scheduled).
+func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
+	q, err := newFormQuery(r)
+	if err != nil {
+		return err
+	}
+	dc, err := q.one("deferred")
+	if err != nil {
+		return err
+	}
+	sc, err := q.one("scheduled")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	now := time.Now()
+	inv := views.Inventory{OrphanAfter: s.orphanAfter}
+	deferred, dnext, err := s.catalog.ListWaiting(r.Context(), dlq.StateDeferred, inventoryPage, dc)
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	scheduled, snext, err := s.catalog.ListWaiting(r.Context(), dlq.StateScheduled, inventoryPage, sc)
+	if err != nil {
+		return fmt.Errorf("inventory: %w", err)
+	}
+	for _, rec := range deferred {
+		it := views.WaitingItem{MessageItem: messageItem(rec), Since: rec.EnqueuedAt}
+		if rec.EnqueuedAt != nil {
+			it.Age = now.Sub(*rec.EnqueuedAt)
+			it.Orphan = it.Age > s.orphanAfter
+		}
+		inv.Deferred = append(inv.Deferred, it)
+	}
+	for _, rec := range scheduled {
+		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: messageItem(rec), Due: rec.ScheduledEnqueueAt})
+	}
+	link := func(name, cursor string) string {
+		if cursor == "" {
+			return ""
+		}
+		v := url.Values{name: {cursor}}
+		if name == "scheduled" && dc != "" {
+			v.Set("deferred", dc)
+		}
+		if name == "deferred" && sc != "" {
+			v.Set("scheduled", sc)
+		}
+		return "/inventory?" + v.Encode()
+	}
+	inv.DeferredNext, inv.ScheduledNext = link("deferred", dnext), link("scheduled", snext)
+	return s.render(w, r, views.InventoryPage(inv))
+}

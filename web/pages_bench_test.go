@@ -1,0 +1,105 @@
+package web
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/store"
+	"github.com/dlqdash/dlqdash/store/storetest"
+)
+
+// BenchmarkPages times the dashboard's pages over a catalog of a million
+// messages, server side (query and render, no network): p50 and p95 per
+// request. Deep pages follow the Next page link 20 pages in.
+func BenchmarkPages(b *testing.B) {
+	path := storetest.Catalog(b, 1_000_000)
+	st, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	h := New(Config{Catalog: st, Mode: "serve"}).Handler()
+	get := func(b *testing.B, target string) string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(b.Context(), "GET", target, nil))
+		if rec.Code != 200 {
+			b.Fatalf("GET %s: %d\n%.2000s", target, rec.Code, rec.Body.String())
+		}
+		return rec.Body.String()
+	}
+	deep := func(b *testing.B, target string) string {
+		u := target
+		for range 20 {
+			m := nextRe.FindStringSubmatch(get(b, u))
+			if m == nil {
+				b.Fatalf("%s: fewer than 20 pages", target)
+			}
+			u, _ = url.PathUnescape(m[1])
+			u = unescapeAmp(u)
+		}
+		return u
+	}
+	gs, err := st.ListGroups(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name, target string
+		deep         bool
+	}{
+		{"overview", "/", false},
+		{"groups", "/groups", false},
+		{"messages/first", "/messages", false},
+		{"messages/deep", "/messages", true},
+		{"messages/entity", "/messages?entity=" + url.QueryEscape(storetest.SmallEntity), false},
+		{"messages/group", "/messages?group=" + url.QueryEscape(gs[0].ID), false},
+		{"messages/group-deep", "/messages?group=" + url.QueryEscape(gs[0].ID), true},
+		{"messages/reason+since", "/messages?reason=SqlTimeout&since=2026-11-04T00:00&until=2026-11-05T00:00", false},
+		{"messages/property-rare", "/messages?property=tenant%3D" + storetest.RareTenant, false},
+		{"messages/search-common", "/messages?q=" + storetest.CommonWord, false},
+		{"messages/search-mid", "/messages?q=" + storetest.MidWord, false},
+		{"messages/search-rare", "/messages?q=" + storetest.RareWord, false},
+		{"message", "", false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			target := bc.target
+			if bc.deep {
+				target = deep(b, target)
+			}
+			if bc.name == "message" {
+				m := rowIDRe.FindStringSubmatch(get(b, "/messages"))
+				target = "/messages/" + m[1]
+			}
+			get(b, target) // warm
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				get(b, target)
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			q := func(p float64) float64 {
+				return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+			}
+			b.ReportMetric(q(0.5), "p50-ms")
+			b.ReportMetric(q(0.95), "p95-ms")
+		})
+	}
+}
+
+func unescapeAmp(s string) string {
+	out := []byte{}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '&' && i+4 < len(s)+0 && s[i:min(len(s), i+5)] == "&amp;" {
+			out = append(out, '&')
+			i += 4
+			continue
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}

@@ -11,6 +11,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /static/{file}", s.handle(s.serveStatic))
 	mux.Handle("GET /{$}", s.handle(s.showHome))
+	mux.Handle("GET /live", s.handle(s.serveLive))
 	mux.Handle("GET /groups", s.handle(s.listGroupsPage))
 	mux.Handle("GET /messages", s.handle(s.listMessagesPage))
 	mux.Handle("GET /messages/{id}", s.handle(s.showMessagePage))

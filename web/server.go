@@ -24,6 +24,9 @@ type Catalog interface {
 	// DepthSeries is the namespace's dead-letter depth over a window, in
 	// buckets, for the overview's chart.
 	DepthSeries(ctx context.Context, since, until time.Time, buckets int) (dlq.DepthSeries, error)
+	// MessagesByID returns those of ids that match f, newest first, without
+	// bodies: which new messages belong on a live message list.
+	MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]dlq.Record, error)
 	// ListMessages returns a page of the messages matching f, newest first,
 	// without bodies, and the cursor of the next page ("" after the last).
 	ListMessages(ctx context.Context, f dlq.Filter, limit int, cursor string) ([]dlq.Record, string, error)
@@ -58,6 +61,10 @@ type Config struct {
 	// OrphanAfter is how long a message may stay deferred before the
 	// inventory flags it as an orphan; 0 means DefaultOrphanAfter.
 	OrphanAfter time.Duration
+	// Hub sends live updates to GET /live; nil means no live updates (the
+	// endpoint answers 404). The caller runs it; New registers its Close to
+	// run on Shutdown.
+	Hub *Hub
 }
 
 // Server is the dashboard's HTTP server.
@@ -69,6 +76,7 @@ type Server struct {
 	ns      string
 
 	orphanAfter time.Duration
+	hub         *Hub
 	http        *http.Server
 }
 
@@ -85,7 +93,7 @@ func New(cfg Config) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace}
+	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub}
 	s.orphanAfter = cfg.OrphanAfter
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
@@ -95,6 +103,10 @@ func New(cfg Config) *Server {
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if s.hub != nil {
+		// Shutdown does not wait for hijacked connections: end them.
+		s.http.RegisterOnShutdown(s.hub.Close)
 	}
 	return s
 }

@@ -53,13 +53,18 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}()
+	// The hub exists before the ingester that publishes to it; it runs as
+	// a loop, and the server closes its websockets when HTTP shuts down.
+	hub := web.NewHub(web.HubConfig{Catalog: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace})
+	d.publish = hub.Publish
+	d.loops = append(d.loops, hub.Run)
 	if d.onStore != nil {
 		if err := d.onStore(st, &d); err != nil {
 			return err
 		}
 	}
 
-	srv := web.New(web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter})
+	srv := web.New(web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Hub: hub})
 
 	// Listen before serving so that port 0 works and the address logged is
 	// the real one.

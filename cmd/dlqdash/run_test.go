@@ -36,7 +36,7 @@ func (s *syncBuffer) String() string {
 }
 
 // waitFor polls cond until it is true or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -73,7 +73,7 @@ type started struct {
 
 // start runs the program in the background with args plus JSON logs and
 // waits until it logs its address.
-func start(t *testing.T, args []string, getenv func(string) string) *started {
+func start(t testing.TB, args []string, getenv func(string) string) *started {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &started{stderr: &syncBuffer{}, stdout: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}

@@ -9,4 +9,10 @@
 // handlers return errors, which serveAPIError (errors.go) turns into
 // {"error": {...}} answers, and its objects come from package apijson,
 // which `dlqdash export` shares so the two cannot drift apart.
+//
+// Live updates (hub.go, live.go): the Hub receives the catalog's changes
+// through Publish, which never blocks, and pushes server-rendered fragments
+// to the pages' websockets (GET /live; the wire format is documented in
+// hub.go). A connection that cannot keep up is closed rather than waited
+// for; its page reconnects and refetches itself (static/live.js).
 package web

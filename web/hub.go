@@ -261,6 +261,7 @@ type batch struct {
 	newIDs   []int64
 	changed  map[int64]bool // gone or updated: rows to re-render
 	groups   bool           // group counters changed
+	waiting  bool           // deferred or scheduled messages changed
 }
 
 func (b *batch) add(c dlq.Change) {
@@ -286,8 +287,9 @@ func (b *batch) add(c dlq.Change) {
 	}
 	if c.SubQueue == dlq.SubQueueMain && c.Entity != "" {
 		// The overview's deferred column comes from the catalog, which
-		// these changes move.
+		// these changes move; so does the inventory.
 		b.counts[c.Entity] = true
+		b.waiting = true
 	}
 }
 
@@ -314,6 +316,10 @@ func (h *Hub) Run(ctx context.Context) error {
 	var b batch
 	chart := throttle{every: h.cfg.ChartEvery}
 	groups := throttle{every: h.cfg.GroupsEvery}
+	// The inventory lists deferred and scheduled messages oldest or
+	// soonest first, where new rows are not simply prepended: it refetches,
+	// at most as often as the groups table updates.
+	inventory := throttle{every: h.cfg.GroupsEvery}
 	var batchAt time.Time // when the open window closes
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -327,7 +333,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		if b.any {
 			consider(batchAt)
 		}
-		for _, t := range []*throttle{&chart, &groups} {
+		for _, t := range []*throttle{&chart, &groups, &inventory} {
 			if t.due {
 				consider(t.last.Add(t.every))
 			}
@@ -352,6 +358,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-timer.C:
 			now := time.Now()
 			if b.any && !now.Before(batchAt) {
+				inventory.due = inventory.due || b.waiting && !b.resync
 				h.flush(ctx, &b, &chart, &groups)
 				b = batch{}
 			}
@@ -360,6 +367,9 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			if groups.ready(now) {
 				h.sendGroups(ctx)
+			}
+			if inventory.ready(now) {
+				h.sendTo(onPage("inventory"), resyncFrame)
 			}
 			rearm(now)
 		}

@@ -213,6 +213,7 @@ func TestLivePagesSubscribe(t *testing.T) {
 		{"/messages?entity=orders&since=2026-11-22T10:42&q=", "entity=orders&first=1&page=messages&since=2026-11-22T10%3A42"},
 		{"/groups", "page=groups"},
 		{"/groups?include_gone=true", "page=groups&include_gone=true"},
+		{"/inventory", "page=inventory"},
 		{"/messages/" + strconv.FormatInt(id, 10), "page=message&id=" + strconv.FormatInt(id, 10)},
 	} {
 		res, err := http.Get(fx.srv.URL + tt.target)
@@ -308,6 +309,21 @@ func TestLiveGroupsPage(t *testing.T) {
 	op := next(t, conn)
 	if op.Op != "replace" || op.ID != views.FragmentID("groups", "") || !strings.Contains(op.HTML, "PoisonMessage") {
 		t.Errorf("groups page got %+v", op)
+	}
+}
+
+func TestLiveInventoryRefetches(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	conn := fx.dial(t, "page=inventory")
+	// Dead letters do not move the inventory; deferred messages do.
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: []int64{1}})
+	fx.hub.Publish(freshness(true, ""))
+	if op := next(t, conn); op.ID != "freshness" {
+		t.Fatalf("got %+v", op)
+	}
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueMain, IDs: []int64{2}})
+	if op := next(t, conn); op.Op != "resync" {
+		t.Errorf("got %+v", op)
 	}
 }
 

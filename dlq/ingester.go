@@ -624,6 +624,11 @@ func (in *Ingester) passDone(ctx context.Context, c *cursorState, count int64, f
 }
 
 func (in *Ingester) saveFailed(ctx context.Context, c *cursorState, err error) error {
+	if ctx.Err() != nil {
+		// Shutting down mid-pass is not a read error: the cursor as last
+		// saved stays, and the pass runs again after the restart.
+		return err
+	}
 	in.mu.Lock()
 	c.LastError = err.Error()
 	cur := c.Cursor

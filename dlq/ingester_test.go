@@ -137,7 +137,10 @@ func TestCatalogsEveryDeadLetterAndNoticesNewAndGone(t *testing.T) {
 	}
 	_, stop := h.start(nil)
 	h.waitFor("10 dead letters", func() bool { return sameSet(h.present("orders", sqDLQ), want...) })
-	stop() // so that the stored cursor is final
+	h.waitFor("the pass's cursor saved", func() bool {
+		return h.count(`SELECT count(*) FROM cursors WHERE subqueue = 1 AND broker_count = 10`) == 1
+	})
+	stop()
 	curs, err := h.store.Cursors(t.Context())
 	if err != nil {
 		t.Fatal(err)

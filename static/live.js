@@ -117,7 +117,10 @@
 		if (ws) {
 			return;
 		}
-		var s = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/live?" + sub);
+		// The first connection tells the hub which changes the page already
+		// has (data-live-seq); later ones refetch the page on open anyway.
+		var seq = !opened && main.getAttribute("data-live-seq");
+		var s = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/live?" + sub + (seq ? "&seq=" + seq : ""));
 		ws = s;
 		s.onopen = function () {
 			delay = 1000;

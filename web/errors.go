@@ -22,6 +22,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // errors become pages and the one place they are logged.
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.hub != nil {
+			// Before the handler reads anything: see Hub.Seq.
+			r = r.WithContext(views.WithLiveSeq(r.Context(), s.hub.Seq()))
+		}
 		if err := h(w, r); err != nil {
 			s.serveError(w, r, err)
 		}

@@ -37,7 +37,10 @@ import (
 // have. A close frame means "reconnect later": 1001 on shutdown, 1013 when
 // the connection was dropped for reading too slowly. After any reconnect the
 // script refetches the page, so what it shows is never older than the last
-// reconnect.
+// reconnect. The first connection sends seq, the hub's change count when the
+// page's request began (data-live-seq); if changes were published since, the
+// hub's first frame is a resync, so nothing published between the page's read
+// and its socket opening is lost.
 
 // Hub defaults.
 const (
@@ -85,6 +88,7 @@ type Hub struct {
 
 	in       chan dlq.Change
 	overflow atomic.Bool  // a change was dropped: every page must resync
+	seq      atomic.Int64 // changes published so far (Seq)
 	dropped  atomic.Int64 // changes dropped, for the log and tests
 
 	mu      sync.Mutex
@@ -125,6 +129,7 @@ func NewHub(cfg HubConfig) *Hub {
 // behind and its queue is full the change is dropped, and every page is
 // told to resync once the hub catches up.
 func (h *Hub) Publish(c dlq.Change) {
+	h.seq.Add(1)
 	select {
 	case h.in <- c:
 	default:
@@ -132,6 +137,12 @@ func (h *Hub) Publish(c dlq.Change) {
 		h.overflow.Store(true)
 	}
 }
+
+// Seq counts the changes published so far. A page records it when its
+// request starts and sends it back when it opens /live: a change published
+// in between, which neither the page nor the new connection has, makes the
+// hub tell that page to resync.
+func (h *Hub) Seq() int64 { return h.seq.Load() }
 
 // liveClient is one websocket connection as the hub sees it.
 type liveClient struct {

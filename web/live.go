@@ -35,6 +35,7 @@ type subscription struct {
 	first       bool
 	id          int64 // page=message
 	includeGone bool  // page=groups
+	seq         int64 // the hub's Seq when the page was requested; -1 if not given
 	key         string
 }
 
@@ -51,6 +52,17 @@ func parseSubscription(r *http.Request) (subscription, error) {
 	if sub.page, err = q.one("page"); err != nil {
 		return sub, err
 	}
+	// seq is the hub's change count when the page's request started; it is
+	// not part of the subscription's key (pages share rendered fragments).
+	sub.seq = -1
+	if v, err := q.one("seq"); err != nil {
+		return sub, err
+	} else if v != "" {
+		if sub.seq, err = strconv.ParseInt(v, 10, 64); err != nil || sub.seq < 0 {
+			return sub, invalidArgument("seq", "seq must be a non-negative number, not %q", v)
+		}
+	}
+	delete(q.values, "seq")
 	switch sub.page {
 	case "overview", "inventory":
 	case "messages":
@@ -133,6 +145,11 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""))
 		conn.Close()
 		return nil
+	}
+	if sub.seq >= 0 && s.hub.Seq() > sub.seq {
+		// Changes were published after the page was read and before this
+		// connection was registered: the page refetches itself.
+		c.send <- resyncFrame
 	}
 	go writeLive(conn, c)
 	readLive(conn)

@@ -574,3 +574,36 @@ func TestLiveShutdownClosesSockets(t *testing.T) {
 		t.Error("a closed hub registered a client")
 	}
 }
+
+// TestLiveFirstConnectionCatchesUp: a change published after the page was
+// read and before its socket opened is not lost: the page's data-live-seq
+// makes the hub tell it to resync, and an up-to-date page gets no resync.
+func TestLiveFirstConnectionCatchesUp(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	resp, err := http.Get(fx.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`data-live-seq="(\d+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the overview has no data-live-seq:\n%s", page)
+	}
+	seq := string(m[1])
+
+	// Up to date: the first frame is the next change, not a resync.
+	conn := fx.dial(t, "page=overview&seq="+seq)
+	fx.hub.Publish(freshness(true, ""))
+	if op := next(t, conn); op.Op == "resync" {
+		t.Errorf("an up-to-date page was told to resync")
+	}
+	conn.Close()
+	waitUntil(t, "the closed connection to leave", func() bool { return fx.hub.clientCount() == 0 })
+
+	// A change slipped in between: resync first.
+	conn = fx.dial(t, "page=overview&seq="+seq)
+	if op := next(t, conn); op.Op != "resync" {
+		t.Errorf("a page that missed a change got %+v first, want resync", op)
+	}
+}

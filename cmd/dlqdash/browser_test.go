@@ -211,6 +211,22 @@ func TestBrowserTriage(t *testing.T) {
 		t.Errorf("search for gift found %d rows, want 1", n)
 	}
 
+	// Readable at 390 px: no page is wider than a phone's screen (wide
+	// tables scroll inside their own box).
+	var msgID string
+	run("a message id", chromedp.Navigate(base+"/messages"), chromedp.WaitVisible(`[data-testid="message-link"]`),
+		chromedp.AttributeValue(`[data-testid="message-link"]`, "href", &msgID, nil))
+	run("a phone's width", chromedp.EmulateViewport(390, 800))
+	for _, path := range []string{"/", "/groups", "/messages", msgID, "/inventory"} {
+		var wide bool
+		run("390 px "+path, chromedp.Navigate(base+path), chromedp.WaitReady(`#main`),
+			chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &wide))
+		if wide {
+			t.Errorf("%s scrolls sideways at 390 px", path)
+		}
+	}
+	run("a desktop's width", chromedp.EmulateViewport(1280, 900))
+
 	// Live: a new dead letter appears on the open list without a reload.
 	// A marker on the window: a reload would lose it.
 	run("the list", chromedp.Navigate(base+"/messages?entity=queue.1"), chromedp.WaitVisible(`[data-testid="live-status"]`),

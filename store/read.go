@@ -52,18 +52,26 @@ type pageKey struct {
 const cursorPrefix = "m1."
 
 // encodeCursor makes the opaque cursor that continues after k.
-func encodeCursor(k pageKey) string {
-	raw := strconv.FormatInt(k.at, 10) + "." + strconv.FormatInt(k.id, 10)
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + raw))
-}
+func encodeCursor(k pageKey) string { return encodeKey(cursorPrefix, k) }
 
 func decodeCursor(c string) (pageKey, error) {
-	bad := &InvalidArgumentError{Param: "cursor", Msg: "not a cursor this catalog issued: pass next_cursor from the previous page as it is"}
+	return decodeKey(cursorPrefix, c, "pass next_cursor from the previous page as it is")
+}
+
+// encodeKey and decodeKey are the opaque cursors of keyset pages: a prefix
+// naming the kind of list, then the last row's sort key and id.
+func encodeKey(prefix string, k pageKey) string {
+	raw := strconv.FormatInt(k.at, 10) + "." + strconv.FormatInt(k.id, 10)
+	return base64.RawURLEncoding.EncodeToString([]byte(prefix + raw))
+}
+
+func decodeKey(prefix, c, hint string) (pageKey, error) {
+	bad := &InvalidArgumentError{Param: "cursor", Msg: "not a cursor this catalog issued: " + hint}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return pageKey{}, bad
 	}
-	rest, ok := strings.CutPrefix(string(b), cursorPrefix)
+	rest, ok := strings.CutPrefix(string(b), prefix)
 	if !ok {
 		return pageKey{}, bad
 	}

@@ -2,10 +2,7 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -84,30 +81,8 @@ func (w withExtra) Scan(dest ...any) error { return w.rows.Scan(append(dest, w.e
 
 const waitCursorPrefix = "w1."
 
-func encodeWaitCursor(k pageKey) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(waitCursorPrefix + strconv.FormatInt(k.at, 10) + "." + strconv.FormatInt(k.id, 10)))
-}
+func encodeWaitCursor(k pageKey) string { return encodeKey(waitCursorPrefix, k) }
 
 func decodeWaitCursor(c string) (pageKey, error) {
-	bad := &InvalidArgumentError{Param: "cursor", Msg: "not a cursor this catalog issued: follow the next page link as it is"}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return pageKey{}, bad
-	}
-	rest, ok := strings.CutPrefix(string(b), waitCursorPrefix)
-	if !ok {
-		return pageKey{}, bad
-	}
-	at, id, ok := strings.Cut(rest, ".")
-	if !ok {
-		return pageKey{}, bad
-	}
-	var k pageKey
-	if k.at, err = strconv.ParseInt(at, 10, 64); err != nil || k.at < -1 {
-		return pageKey{}, bad
-	}
-	if k.id, err = strconv.ParseInt(id, 10, 64); err != nil || k.id <= 0 {
-		return pageKey{}, bad
-	}
-	return k, nil
+	return decodeKey(waitCursorPrefix, c, "follow the next page link as it is")
 }

@@ -1,0 +1,54 @@
+package audit
+
+// Actions: what an entry records. The names are stable: they are stored,
+// hashed, filtered on (GET /api/v1/audit?action=) and exported.
+const (
+	// Jobs (POST /api/v1/jobs). Params: the request, the frozen selection's
+	// size; MessageIDs: the selection.
+	ActionReplayJobCreated  = "replay_job_created"
+	ActionDiscardJobCreated = "discard_job_created"
+	// Job control and job events. Params: {"job_id", "reason", counters}.
+	ActionJobPaused    = "job_paused"
+	ActionJobResumed   = "job_resumed"
+	ActionJobCancelled = "job_cancelled"
+	ActionJobCompleted = "job_completed"
+	ActionJobFailed    = "job_failed"
+	// What became of each message of a job. MessageIDs: the message.
+	ActionReplay  = "replay"  // copy sent and original completed
+	ActionDiscard = "discard" // removed from the dead-letter queue without resending
+	// ActionMessageFailed: the message could not be replayed or discarded.
+	ActionMessageFailed = "message_failed"
+	// ActionMessageSkipped: left alone (poison cap, gone from the broker, ...).
+	ActionMessageSkipped = "message_skipped"
+	// ActionMessageFlagged: possibly sent twice after a crash, to a target
+	// without duplicate detection.
+	ActionMessageFlagged = "message_flagged"
+	// ActionEditReplay: one message edited and replayed; Params keep the
+	// original bytes' digest and the changes.
+	ActionEditReplay = "edit_and_replay"
+	// ActionDeferredResolved: a deferred message resolved by sequence
+	// number (replayed or discarded).
+	ActionDeferredResolved = "deferred_resolved"
+	// Sign-in and tokens.
+	ActionLogin        = "login"
+	ActionTokenCreated = "token_created"
+	ActionTokenRevoked = "token_revoked"
+)
+
+// Outcomes.
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeDenied    = "denied" // refused: a guard, a role, a conflict
+)
+
+var actions = map[string]bool{
+	ActionReplayJobCreated: true, ActionDiscardJobCreated: true,
+	ActionJobPaused: true, ActionJobResumed: true, ActionJobCancelled: true, ActionJobCompleted: true, ActionJobFailed: true,
+	ActionReplay: true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
+	ActionEditReplay: true, ActionDeferredResolved: true,
+	ActionLogin: true, ActionTokenCreated: true, ActionTokenRevoked: true,
+}
+
+// KnownAction reports whether a is in the vocabulary.
+func KnownAction(a string) bool { return actions[a] }

@@ -1,0 +1,280 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// GenesisHash is the PrevHash of the first entry: 64 zeros.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// hashTag starts every hashed encoding, so a later encoding can change
+// without ever colliding with this one.
+const hashTag = "dlqdash.audit.v1"
+
+// Entry is one line of the audit trail.
+type Entry struct {
+	Seq        int64           // 1, 2, 3, ... without gaps
+	At         time.Time       // UTC, milliseconds
+	Actor      string          // who: a user, a token's name, or ActorLocal
+	Action     string          // what: one of the Action constants
+	Params     json.RawMessage // the action's parameters, canonical JSON (an object)
+	MessageIDs []string        // the catalog ids of the messages it affected; never nil
+	Outcome    string          // one of the Outcome constants
+	PrevHash   string          // the previous entry's Hash; GenesisHash for the first
+	Hash       string          // lowercase hex SHA-256 of the entry (ComputeHash)
+}
+
+// ComputeHash is the hash e should carry: hex SHA-256 of the encoding the
+// package documentation describes, over every field but Hash.
+func (e Entry) ComputeHash() string {
+	h := sha256.New()
+	var buf []byte
+	field := func(s string) {
+		buf = strconv.AppendInt(buf[:0], int64(len(s)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, s...)
+		buf = append(buf, ',')
+		h.Write(buf)
+	}
+	field(hashTag)
+	field(strconv.FormatInt(e.Seq, 10))
+	field(strconv.FormatInt(e.At.UnixMilli(), 10))
+	field(e.Actor)
+	field(e.Action)
+	field(string(e.Params))
+	field(strconv.Itoa(len(e.MessageIDs)))
+	for _, id := range e.MessageIDs {
+		field(id)
+	}
+	field(e.Outcome)
+	field(e.PrevHash)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Record is what happened, as the code that did it reports it. Log.Append
+// adds the number, time and hashes.
+type Record struct {
+	// Actor is who did it; empty means ActorFrom(ctx).
+	Actor  string
+	Action string
+	// Params is anything encoding/json encodes to an object (a struct, a
+	// map, a json.RawMessage); nil means {}.
+	Params     any
+	MessageIDs []string
+	// Outcome is one of the Outcome constants; empty means OutcomeSucceeded.
+	Outcome string
+}
+
+// Store keeps the entries. Package store implements it; the table must be
+// append-only.
+type Store interface {
+	// AppendAudit runs build with the newest entry's Seq and Hash (0 and
+	// GenesisHash when there is none) and stores the entry it returns, in
+	// one write transaction, so that concurrent appends (from any process)
+	// chain one after another. It returns the stored entry.
+	AppendAudit(ctx context.Context, build func(lastSeq int64, lastHash string) (Entry, error)) (Entry, error)
+	// ScanAudit calls fn with every entry matching f, in Seq order, from
+	// one snapshot, streaming, and stops at fn's first error (returning it).
+	ScanAudit(ctx context.Context, f Filter, fn func(Entry) error) error
+}
+
+// Filter selects entries. The zero value selects all.
+type Filter struct {
+	Actor  string     // exactly this actor
+	Action string     // exactly this action
+	Since  *time.Time // At at or after
+	Until  *time.Time // At before
+}
+
+// Log is the audit trail. It is safe for concurrent use.
+type Log struct {
+	store Store
+	// Now returns the current time; tests replace it.
+	Now func() time.Time
+}
+
+// New returns the Log kept in st.
+func New(st Store) *Log { return &Log{store: st, Now: time.Now} }
+
+// ErrUnknownAction is returned by Append for an action outside the
+// vocabulary.
+var ErrUnknownAction = errors.New("unknown audit action")
+
+// Append records r as the next entry of the chain and returns it.
+func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
+	if !KnownAction(r.Action) {
+		return Entry{}, fmt.Errorf("audit: %w %q", ErrUnknownAction, r.Action)
+	}
+	params, err := CanonicalParams(r.Params)
+	if err != nil {
+		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
+	}
+	ids := r.MessageIDs
+	if ids == nil {
+		ids = []string{}
+	}
+	e := Entry{
+		At:         l.Now().UTC().Truncate(time.Millisecond),
+		Actor:      r.Actor,
+		Action:     r.Action,
+		Params:     params,
+		MessageIDs: ids,
+		Outcome:    r.Outcome,
+	}
+	if e.Actor == "" {
+		e.Actor = ActorFrom(ctx)
+	}
+	if e.Outcome == "" {
+		e.Outcome = OutcomeSucceeded
+	}
+	out, err := l.store.AppendAudit(ctx, func(lastSeq int64, lastHash string) (Entry, error) {
+		e.Seq = lastSeq + 1
+		e.PrevHash = lastHash
+		e.Hash = e.ComputeHash()
+		return e, nil
+	})
+	if err != nil {
+		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
+	}
+	return out, nil
+}
+
+// CanonicalParams encodes params as canonical JSON: an object whose keys
+// are sorted at every level, without insignificant space, numbers exactly
+// as written (never through a float). nil is {}.
+func CanonicalParams(params any) (json.RawMessage, error) {
+	if params == nil {
+		return json.RawMessage("{}"), nil
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		if v == nil {
+			return json.RawMessage("{}"), nil
+		}
+		return nil, errors.New("params: must be a JSON object")
+	}
+	// encoding/json writes map keys sorted and json.Number verbatim.
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	return out, nil
+}
+
+// BrokenChainError reports the first entry at which the chain does not
+// hold.
+type BrokenChainError struct {
+	Seq    int64  // the entry that does not hold
+	Reason Reason // why
+	Want   string // what the chain says it should be: a hash, or a seq
+	Got    string // what it is
+}
+
+// Reason says how a chain is broken.
+type Reason int
+
+const (
+	// HashMismatch: the entry's Hash is not the hash of its contents.
+	HashMismatch Reason = iota
+	// PrevMismatch: the entry's PrevHash is not the previous entry's Hash.
+	PrevMismatch
+	// Gap: entries are missing before this one (Want is the Seq expected).
+	Gap
+)
+
+func (e *BrokenChainError) Error() string {
+	msg := "audit chain broken at entry " + strconv.FormatInt(e.Seq, 10) + ": "
+	switch e.Reason {
+	case PrevMismatch:
+		return msg + "prev_hash does not match the hash of the entry before it"
+	case Gap:
+		if e.Want == "1" {
+			return msg + "it is the first entry, but the chain starts at 1"
+		}
+		return msg + "entries from " + e.Want + " are missing before it"
+	default:
+		return msg + "hash does not match its contents"
+	}
+}
+
+// VerifyProgressEvery is how many entries Verify checks between calls of
+// its progress function.
+const VerifyProgressEvery = 10000
+
+// Verify checks every entry in order: numbered without gaps from 1, each
+// PrevHash the previous Hash (GenesisHash first), each Hash that of its
+// contents. It returns how many entries it checked, and a
+// *BrokenChainError naming the first entry that does not hold. progress,
+// if not nil, is called with the count every VerifyProgressEvery entries.
+// It streams: memory does not grow with the log.
+func (l *Log) Verify(ctx context.Context, progress func(n int)) (int, error) {
+	n := 0
+	prevSeq, prevHash := int64(0), GenesisHash
+	err := l.store.ScanAudit(ctx, Filter{}, func(e Entry) error {
+		switch {
+		case e.Seq != prevSeq+1:
+			return &BrokenChainError{Seq: e.Seq, Reason: Gap, Want: strconv.FormatInt(prevSeq+1, 10), Got: strconv.FormatInt(e.Seq, 10)}
+		case e.PrevHash != prevHash:
+			return &BrokenChainError{Seq: e.Seq, Reason: PrevMismatch, Want: prevHash, Got: e.PrevHash}
+		}
+		if h := e.ComputeHash(); h != e.Hash {
+			return &BrokenChainError{Seq: e.Seq, Reason: HashMismatch, Want: h, Got: e.Hash}
+		}
+		prevSeq, prevHash = e.Seq, e.Hash
+		n++
+		if progress != nil && n%VerifyProgressEvery == 0 {
+			progress(n)
+		}
+		return nil
+	})
+	if err != nil {
+		var be *BrokenChainError
+		if errors.As(err, &be) {
+			return n, be
+		}
+		return n, fmt.Errorf("verify audit chain: %w", err)
+	}
+	return n, nil
+}
+
+// Scan calls fn with every entry matching f, in order (for export).
+func (l *Log) Scan(ctx context.Context, f Filter, fn func(Entry) error) error {
+	return l.store.ScanAudit(ctx, f, fn)
+}
+
+// actorKey is the context key of WithActor.
+type actorKey struct{}
+
+// ActorLocal is the actor until sign-in exists: whoever runs dlqdash.
+const ActorLocal = "local"
+
+// WithActor returns ctx carrying actor, for Append to record.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorFrom is the actor ctx carries, or ActorLocal.
+func ActorFrom(ctx context.Context) string {
+	if a, ok := ctx.Value(actorKey{}).(string); ok && strings.TrimSpace(a) != "" {
+		return a
+	}
+	return ActorLocal
+}

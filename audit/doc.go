@@ -1,0 +1,35 @@
+// Package audit is the record of everything dlqdash does on someone's
+// behalf: every state-changing action and job event, with its actor, time,
+// parameters, affected messages and outcome (product.md, "Audit").
+//
+// # The hash chain
+//
+// Entries are numbered 1, 2, 3, ... without gaps (Seq) and each carries the
+// hash of the one before it (PrevHash) and its own hash (Hash):
+//
+//	Hash = hex(SHA-256(encoding of Seq, At, Actor, Action, Params, MessageIDs, Outcome, PrevHash))
+//
+// The first entry's PrevHash is GenesisHash, 64 zeros. The encoding (see
+// [Entry.ComputeHash]) is unambiguous: the tag "dlqdash.audit.v1", then
+// every field as a netstring "<decimal length>:<bytes>,"; Seq and At (Unix
+// milliseconds, UTC) as decimal text; Params as the exact canonical JSON
+// stored (object keys sorted, no insignificant space, numbers as written);
+// MessageIDs as a netstring of their count followed by one netstring per id.
+// No two different entries encode alike, whatever bytes their fields hold.
+//
+// Changing any field of a stored entry breaks its hash; deleting one leaves
+// a gap in Seq; inserting or reordering breaks a PrevHash link. [Log.Verify]
+// walks the whole chain and names the first entry that does not hold. The
+// table is also append-only in SQLite (triggers refuse UPDATE and DELETE), so
+// only someone who edits the file itself can change it, and then Verify
+// shows it. What a chain cannot show on its own is the removal of its
+// newest entries: keep an exported copy, or the last hash, elsewhere if that
+// matters.
+//
+// Until sign-in exists the actor is [ActorLocal]; the HTTP layer puts the
+// signed-in user in the request context with [WithActor], and Append takes
+// it from there when a Record names none.
+//
+// The package knows nothing of SQL or HTTP: it declares the small [Store]
+// it needs, which package store implements.
+package audit

@@ -52,7 +52,7 @@ const (
 
 // Config is everything a subcommand needs, parsed and checked.
 type Config struct {
-	Command   string // demo, serve, emulator or healthcheck
+	Command   string // demo, serve, emulator, healthcheck, export, "audit verify" or "audit export"
 	LogLevel  slog.Level
 	LogFormat string // text or json
 
@@ -79,6 +79,9 @@ type Config struct {
 
 	// export (DB is its database)
 	Export ExportConfig
+
+	// audit export (DB is its database; audit verify needs only DB)
+	AuditExport AuditExportConfig
 }
 
 // EmulatorConfig configures `dlqdash emulator`.
@@ -121,6 +124,37 @@ var commands = []command{
 	{"emulator", "run the Service Bus emulator alone", emulatorFlags},
 	{"healthcheck", "GET a running dashboard's /healthz; exit 0 if it answers 200 (for container health checks)", healthcheckFlags},
 	{"export", "write cataloged messages to stdout as JSON lines or CSV (safe while serve runs on the same database)", exportFlags},
+	// Two-word commands: a group name, then the subcommand.
+	{"audit verify", "check the audit trail's hash chain; exit 0 if intact, 1 naming the first entry that is not", auditVerifyFlags},
+	{"audit export", "write the audit trail to stdout as JSON lines or CSV (safe while serve runs on the same database)", auditExportFlags},
+}
+
+// subcommands lists the subcommands of a two-word command group ("audit"):
+// "verify", "export"; none for other names.
+func subcommands(group string) []string {
+	var subs []string
+	for _, c := range commands {
+		if g, sub, ok := strings.Cut(c.name, " "); ok && g == group {
+			subs = append(subs, sub)
+		}
+	}
+	return subs
+}
+
+// orList writes names as "a, b or c".
+func orList(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func isHelpArg(a string) bool {
+	switch a {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }
 
 func lookupCommand(name string) (command, bool) {
@@ -138,7 +172,7 @@ func commandNames() string {
 	for _, c := range commands {
 		names = append(names, c.name)
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return orList(names)
 }
 
 // flagSet is a flag.FlagSet whose string flags default to an environment
@@ -214,14 +248,36 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		return Config{}, &usageError{msg: "missing command: want one of " + commandNames()}
 	}
 	name := args[0]
-	switch name {
-	case "-h", "-help", "--help", "help":
+	if isHelpArg(name) {
 		if len(args) > 1 {
-			if c, ok := lookupCommand(args[1]); ok {
+			topic := args[1]
+			if subs := subcommands(topic); len(subs) > 0 {
+				if len(args) < 3 {
+					return Config{}, &helpRequest{groupHelp(topic)}
+				}
+				topic += " " + args[2]
+			}
+			if c, ok := lookupCommand(topic); ok {
 				return Config{}, &helpRequest{commandHelp(c, getenv)}
 			}
 		}
 		return Config{}, &helpRequest{topHelp()}
+	}
+	if subs := subcommands(name); len(subs) > 0 {
+		// A two-word command: "audit verify --db FILE".
+		want := "want dlqdash " + name + " <" + strings.Join(subs, "|") + "> [flags]"
+		switch {
+		case len(args) < 2:
+			return Config{}, &usageError{msg: "missing " + name + " subcommand: " + want, command: name}
+		case isHelpArg(args[1]):
+			return Config{}, &helpRequest{groupHelp(name)}
+		case strings.HasPrefix(args[1], "-"):
+			return Config{}, &usageError{msg: fmt.Sprintf("flag %s given before the %s subcommand: %s", strings.SplitN(args[1], "=", 2)[0], name, want), command: name}
+		}
+		if _, ok := lookupCommand(name + " " + args[1]); !ok {
+			return Config{}, &usageError{msg: fmt.Sprintf("unknown %s subcommand %q: want %s", name, args[1], orList(subs)), command: name}
+		}
+		name, args = name+" "+args[1], args[1:]
 	}
 	c, ok := lookupCommand(name)
 	if !ok {
@@ -333,6 +389,15 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		if cfg.Export, err = parseExport(f, bad); err != nil {
 			return Config{}, err
 		}
+	case "audit verify", "audit export":
+		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
+			return Config{}, bad("empty database path from %s", f.source("db"))
+		}
+		if c.name == "audit export" {
+			if cfg.AuditExport, err = parseAuditExport(f, bad); err != nil {
+				return Config{}, err
+			}
+		}
 	}
 
 	if c.name == "serve" {
@@ -413,10 +478,28 @@ func topHelp() string {
 	var b strings.Builder
 	b.WriteString("dlqdash: triage and replay Azure Service Bus dead-lettered messages.\n\n")
 	b.WriteString("Usage:\n  dlqdash <command> [flags]\n\nCommands:\n")
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-12s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	b.WriteString("\nRun 'dlqdash <command> -h' for a command's flags.\n")
+	return b.String()
+}
+
+// groupHelp is the help of a two-word command group: its subcommands.
+func groupHelp(group string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "dlqdash %s: the %s subcommands.\n\nUsage:\n  dlqdash %s <%s> [flags]\n\nSubcommands:\n",
+		group, group, group, strings.Join(subcommands(group), "|"))
+	for _, c := range commands {
+		if sub, ok := strings.CutPrefix(c.name, group+" "); ok {
+			fmt.Fprintf(&b, "  %-8s %s\n", sub, c.summary)
+		}
+	}
+	fmt.Fprintf(&b, "\nRun 'dlqdash %s <subcommand> -h' for a subcommand's flags.\n", group)
 	return b.String()
 }
 

@@ -16,6 +16,7 @@ func TestDependencyDirection(t *testing.T) {
 		"views":  {"database/sql", "modernc.org/sqlite", mod + "store", mod + "web", "github.com/Azure/"},
 		"web":    {"database/sql", "modernc.org/sqlite", "github.com/Azure/", mod + "servicebus"},
 		"static": {mod + "store", mod + "web", mod + "views", "net/http"},
+		"audit":  {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "servicebus"},
 	}
 	args := []string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}
 	for pkg := range forbidden {

@@ -41,8 +41,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runHealthcheck(ctx, cfg, stdout)
 	case "export":
 		err = runExport(ctx, cfg, stdout)
+	case "audit verify":
+		err = runAuditVerify(ctx, cfg, stdout)
+	case "audit export":
+		err = runAuditExport(ctx, cfg, stdout)
 	default:
 		err = fmt.Errorf("command %q has no implementation", cfg.Command)
+	}
+	var reported *reportedError
+	if errors.As(err, &reported) {
+		return exitFailure // already said on stdout
 	}
 	if err != nil {
 		// The one report of a failure: a single plain line.

@@ -1,5 +1,10 @@
 package audit
 
+import (
+	"maps"
+	"slices"
+)
+
 // Actions: what an entry records. The names are stable: they are stored,
 // hashed, filtered on (GET /api/v1/audit?action=) and exported.
 const (
@@ -52,3 +57,8 @@ var actions = map[string]bool{
 
 // KnownAction reports whether a is in the vocabulary.
 func KnownAction(a string) bool { return actions[a] }
+
+// Actions lists the vocabulary, sorted.
+func Actions() []string {
+	return slices.Sorted(maps.Keys(actions))
+}

@@ -24,6 +24,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/v1/messages", s.api(s.listMessages))
 	mux.Handle("GET /api/v1/messages/{id}", s.api(s.showMessage))
 	mux.Handle("GET /api/v1/messages/{id}/body", s.api(s.downloadMessageBody))
+	mux.Handle("GET /api/v1/audit", s.api(s.listAudit))
 	mux.Handle("/api/", s.api(s.apiNotFound))
 
 	// Anything else is a 404 page.

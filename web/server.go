@@ -61,6 +61,8 @@ type Config struct {
 	// OrphanAfter is how long a message may stay deferred before the
 	// inventory flags it as an orphan; 0 means DefaultOrphanAfter.
 	OrphanAfter time.Duration
+	// Audit is the audit trail GET /api/v1/audit lists; nil answers 404.
+	Audit AuditSource
 	// Hub sends live updates to GET /live; nil means no live updates (the
 	// endpoint answers 404). The caller runs it; New registers its Close to
 	// run on Shutdown.
@@ -76,6 +78,7 @@ type Server struct {
 	ns      string
 
 	orphanAfter time.Duration
+	audit       AuditSource
 	hub         *Hub
 	http        *http.Server
 }
@@ -95,6 +98,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub}
 	s.orphanAfter = cfg.OrphanAfter
+	s.audit = cfg.Audit
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
 	}

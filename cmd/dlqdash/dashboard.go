@@ -64,7 +64,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		}
 	}
 
-	srv := web.New(web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Hub: hub})
+	srv := web.New(web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub})
 
 	// Listen before serving so that port 0 works and the address logged is
 	// the real one.

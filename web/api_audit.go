@@ -1,0 +1,84 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/web/apijson"
+)
+
+// AuditSource lists the audit trail. *store.Store implements it; errors
+// about an input (a cursor it did not issue) have an InvalidParameter()
+// string method naming it.
+type AuditSource interface {
+	// ListAudit returns a page of the entries matching f, newest first, and
+	// the cursor of the next page ("" after the last).
+	ListAudit(ctx context.Context, f audit.Filter, limit int, cursor string) ([]audit.Entry, string, error)
+}
+
+// Page sizes of GET /api/v1/audit.
+const (
+	defaultAuditLimit = 50
+	maxAuditLimit     = 500
+)
+
+// listAudit answers GET /api/v1/audit: a page of the audit trail, newest
+// first, filtered by actor, action and time (at in [since, until)).
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
+	if s.audit == nil {
+		return notFound("this dashboard keeps no audit trail")
+	}
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	var f audit.Filter
+	if f.Actor, err = q.one("actor"); err != nil {
+		return err
+	}
+	if f.Action, err = q.one("action"); err != nil {
+		return err
+	}
+	if f.Action != "" && !audit.KnownAction(f.Action) {
+		return invalidArgument("action", "unknown action %q: want one of %s", f.Action, strings.Join(audit.Actions(), ", "))
+	}
+	if f.Since, err = q.time("since"); err != nil {
+		return err
+	}
+	if f.Until, err = q.time("until"); err != nil {
+		return err
+	}
+	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
+		return invalidArgument("until", "until must be after since")
+	}
+	limit, err := q.limit(defaultAuditLimit, maxAuditLimit)
+	if err != nil {
+		return err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	es, next, err := s.audit.ListAudit(r.Context(), f, limit, cursor)
+	if err != nil {
+		return fmt.Errorf("list audit log: %w", err)
+	}
+	out := struct {
+		Entries    []apijson.AuditEntry `json:"entries"`
+		NextCursor *string              `json:"next_cursor"`
+	}{Entries: make([]apijson.AuditEntry, 0, len(es))}
+	for _, e := range es {
+		out.Entries = append(out.Entries, apijson.NewAuditEntry(e))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	writeJSON(w, r, http.StatusOK, out)
+	return nil
+}

@@ -217,6 +217,8 @@ func (e *BrokenChainError) Error() string {
 
 // VerifyProgressEvery is how many entries Verify checks between calls of
 // its progress function.
+// VerifyProgressEvery is how many entries Verify checks between calls of
+// its progress function.
 const VerifyProgressEvery = 10000
 
 // Verify checks every entry in order: numbered without gaps from 1, each

@@ -18,15 +18,6 @@ func (notFoundError) Error() string { return "not found" }
 // NotFound reports true: the error means "no such row".
 func (notFoundError) NotFound() bool { return true }
 
-// EntityCount returns how many Service Bus entities the catalog holds.
-func (s *Store) EntityCount(ctx context.Context) (int, error) {
-	var n int
-	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM entities`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count entities: %w", err)
-	}
-	return n, nil
-}
-
 // SetMeta stores value under key in the meta table, replacing any earlier value.
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 	_, err := s.writer.ExecContext(ctx,

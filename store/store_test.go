@@ -40,9 +40,9 @@ func TestOpenMigrateReopen(t *testing.T) {
 	if err := s.SetMeta(ctx, "greeting", "hello"); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.EntityCount(ctx)
-	if err != nil || n != 0 {
-		t.Fatalf("EntityCount = %d, %v; want 0, nil", n, err)
+	ents, err := s.ListEntities(ctx)
+	if err != nil || len(ents) != 0 {
+		t.Fatalf("ListEntities = %d entities, %v; want 0, nil", len(ents), err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

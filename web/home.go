@@ -1,14 +1,11 @@
 package web
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
-	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/views"
 )
 
@@ -35,30 +32,15 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	if s.hub != nil {
 		h.Live = "page=overview"
 	}
-	h.Groups = topGroups(groups, homeGroups)
+	// ListGroups gives the largest first; the overview shows the head.
+	h.Groups = failureGroups(groups, false)
+	h.Groups = h.Groups[:min(len(h.Groups), homeGroups)]
 	chart, err := depthChart(r.Context(), s.catalog, h.Now)
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
 	h.Depth = &chart
 	return s.render(w, r, views.HomePage(h))
-}
-
-// topGroups are the n groups with the most present messages, largest first.
-func topGroups(groups []dlq.GroupSummary, n int) []views.GroupRow {
-	var out []views.GroupRow
-	for _, g := range groups {
-		if g.Present == 0 {
-			continue
-		}
-		out = append(out, views.GroupRow{ID: g.ID, Reason: g.Reason, DescriptionPattern: g.DescriptionPattern,
-			Entities: g.Entities, Count: g.Present, FirstSeenAt: g.FirstSeenAt, LastSeenAt: g.LastSeenAt})
-	}
-	slices.SortStableFunc(out, func(a, b views.GroupRow) int { return cmp.Compare(b.Count, a.Count) })
-	if len(out) > n {
-		out = out[:n]
-	}
-	return out
 }
 
 // The overview's chart: the last six hours in five-minute buckets.

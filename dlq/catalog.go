@@ -112,7 +112,8 @@ type Catalog interface {
 	// Cursors returns the read state of every (entity, subqueue) read before,
 	// with Present filled in.
 	Cursors(ctx context.Context) ([]Cursor, error)
-	// SyncEntities records the listed entities with their counts: new ones
+	// SyncEntities records the listed entities with their counts, and at as
+	// the time of the last successful broker read (LastSuccess): new ones
 	// are added, listed ones that were deleted come back, and known ones not
 	// listed are marked deleted with their present messages gone.
 	SyncEntities(ctx context.Context, listed []Entity, at time.Time) (EntitySync, error)
@@ -130,8 +131,6 @@ type Catalog interface {
 	// MergeSearchIndex does a bounded step of the search index's merging,
 	// reporting whether there was any to do.
 	MergeSearchIndex(ctx context.Context, pages int) (bool, error)
-	// SetLastSuccess persists the time of the last successful broker read.
-	SetLastSuccess(ctx context.Context, at time.Time) error
 	// LastSuccess returns it (nil if never).
 	LastSuccess(ctx context.Context) (*time.Time, error)
 }

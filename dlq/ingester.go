@@ -223,8 +223,9 @@ func (in *Ingester) fail(ctx context.Context, err error) {
 	}
 }
 
-func (in *Ingester) succeed(ctx context.Context) {
-	now := in.cfg.Now().UTC()
+// succeed records a successful read at now, the time SyncEntities stored.
+func (in *Ingester) succeed(now time.Time) {
+	now = now.UTC()
 	in.mu.Lock()
 	changed := !in.status.Healthy
 	in.status.Healthy = true
@@ -233,9 +234,6 @@ func (in *Ingester) succeed(ctx context.Context) {
 	in.status.LastSuccessAt = &now
 	st := in.status
 	in.mu.Unlock()
-	if err := in.cfg.Catalog.SetLastSuccess(ctx, now); err != nil && ctx.Err() == nil {
-		in.log.Warn("catalog: cannot record the last successful read", "error", err.Error())
-	}
 	if changed {
 		in.cfg.Publish(Change{Kind: ChangeFreshness, Status: &st, At: now})
 	}
@@ -272,7 +270,7 @@ func (in *Ingester) poll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("catalog: record entities: %w", err)
 	}
-	in.succeed(ctx)
+	in.succeed(now)
 	if len(sync.Added) > 0 || len(sync.Deleted) > 0 {
 		in.cfg.Publish(Change{Kind: ChangeEntities, At: now})
 	}

@@ -42,7 +42,8 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// SyncEntities records the listed entities and their broker counts. Entities
+// SyncEntities records the listed entities and their broker counts, and at
+// as the last successful read of the broker (LastSuccess). Entities
 // not listed any more are marked deleted: their present messages become gone
 // and their read cursors are dropped, so that an entity created again under
 // the same name (whose sequence numbers start again at 1) is read afresh.
@@ -102,8 +103,6 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 			_, err = tx.ExecContext(ctx, `UPDATE entities SET active_count = ?, dead_letter_count = ?,
 				transfer_dead_letter_count = ?, scheduled_count = ?, counts_at = ? WHERE id = ?`,
 				c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now, k.id)
-		default:
-			_, err = tx.ExecContext(ctx, `UPDATE entities SET counts_at = ? WHERE id = ?`, now, k.id)
 		}
 		if err != nil {
 			return res, fmt.Errorf("sync entity %s: %w", e.Path, err)
@@ -119,6 +118,16 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 		}
 		res.Deleted = append(res.Deleted, path)
 		res.Gone = append(res.Gone, gone...)
+	}
+	// Every entity not deleted was just listed: one statement stamps them
+	// all, rather than one per unchanged entity on every poll.
+	if _, err := tx.ExecContext(ctx, `UPDATE entities SET counts_at = ? WHERE deleted_at IS NULL`, now); err != nil {
+		return res, fmt.Errorf("sync entities: %w", err)
+	}
+	// The listing succeeded: this is the last successful read (LastSuccess).
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaLastSuccess, at.UTC().Format(time.RFC3339Nano)); err != nil {
+		return res, fmt.Errorf("sync entities: record the last successful read: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return res, s.wrap("sync entities", err, DefaultBusyTimeout)
@@ -738,11 +747,6 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 }
 
 const metaLastSuccess = "ingest.last_success_at"
-
-// SetLastSuccess persists when the ingester last read the broker successfully.
-func (s *Store) SetLastSuccess(ctx context.Context, at time.Time) error {
-	return s.SetMeta(ctx, metaLastSuccess, at.UTC().Format(time.RFC3339Nano))
-}
 
 // LastSuccess returns when the ingester last read the broker successfully,
 // or nil if it never has.

@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -189,15 +190,7 @@ func (c *Client) messages(entity string, q dlq.SubQueue, from int64, got []*azse
 	return out
 }
 
-func compareSeq(a, b dlq.Message) int {
-	switch {
-	case a.SequenceNumber < b.SequenceNumber:
-		return -1
-	case a.SequenceNumber > b.SequenceNumber:
-		return 1
-	}
-	return 0
-}
+func compareSeq(a, b dlq.Message) int { return cmp.Compare(a.SequenceNumber, b.SequenceNumber) }
 
 func max64(a, b int64) int64 {
 	if a > b {

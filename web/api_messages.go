@@ -134,22 +134,33 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf) && nf.NotFound()
 }
 
-// showMessage answers GET /api/v1/messages/{id}: one message with its body.
-func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
+// messageRequest reads a /api/v1/messages/{id}[/body] request: the id, and
+// no query parameters.
+func messageRequest(r *http.Request) (int64, error) {
 	id, err := messageID(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	q, err := newQuery(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := q.done(); err != nil {
+	return id, q.done()
+}
+
+func messageNotFound(id int64) error {
+	return notFound("message %d is not in the catalog (messages gone from the broker are pruned after a while)", id)
+}
+
+// showMessage answers GET /api/v1/messages/{id}: one message with its body.
+func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
+	id, err := messageRequest(r)
+	if err != nil {
 		return err
 	}
 	rec, err := s.catalog.GetMessage(r.Context(), id)
 	if isNotFound(err) {
-		return notFound("message %d is not in the catalog (messages gone from the broker are pruned after a while)", id)
+		return messageNotFound(id)
 	}
 	if err != nil {
 		return fmt.Errorf("show message %d: %w", id, err)
@@ -162,20 +173,13 @@ func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 // body bytes, always as a download: the bytes are whatever a sender put
 // there, so the browser must never render them as a page of ours.
 func (s *Server) downloadMessageBody(w http.ResponseWriter, r *http.Request) error {
-	id, err := messageID(r)
+	id, err := messageRequest(r)
 	if err != nil {
-		return err
-	}
-	q, err := newQuery(r)
-	if err != nil {
-		return err
-	}
-	if err := q.done(); err != nil {
 		return err
 	}
 	body, ct, err := s.catalog.MessageBody(r.Context(), id)
 	if isNotFound(err) {
-		return notFound("message %d is not in the catalog (messages gone from the broker are pruned after a while)", id)
+		return messageNotFound(id)
 	}
 	if err != nil {
 		return fmt.Errorf("message %d body: %w", id, err)

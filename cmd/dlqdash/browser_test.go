@@ -206,7 +206,25 @@ func TestBrowserTriage(t *testing.T) {
 
 	// Search for a word in a body.
 	run("search", chromedp.Navigate(base+"/messages"), chromedp.WaitVisible(`input[name="q"]`),
-		chromedp.SendKeys(`input[name="q"]`, "gift\n"), chromedp.WaitVisible(`[data-testid="message-row"]`))
+		chromedp.Evaluate(`window.__unsearched = 1`, nil),
+		chromedp.SendKeys(`input[name="q"]`, "gift\n"))
+	// The unfiltered list stays on screen until the form's navigation
+	// lands: wait for the searched page (a fresh window), not for any row.
+	// The page's execution context is replaced mid-way, so a failed
+	// evaluation during the switch is retried, not fatal.
+	searched := time.Now().Add(30 * time.Second)
+	for {
+		var landed bool
+		err := chromedp.Run(b, chromedp.Evaluate(`window.__unsearched === undefined && new URLSearchParams(location.search).get("q") === "gift" && document.readyState === "complete"`, &landed))
+		if err == nil && landed {
+			break
+		}
+		if time.Now().After(searched) {
+			t.Fatalf("the search page never loaded (last error: %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	run("the search results", chromedp.WaitVisible(`[data-testid="message-row"]`))
 	if n := rows(); n != 1 {
 		t.Errorf("search for gift found %d rows, want 1", n)
 	}

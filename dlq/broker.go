@@ -37,6 +37,9 @@ var (
 	// ErrThrottled: the namespace is busy or throttling this client; retry
 	// later, no sooner than ThrottledError.RetryAfter when given.
 	ErrThrottled = errors.New("Service Bus is throttling requests")
+	// ErrLockLost: a received message's lock expired (or its link closed)
+	// before it was settled; the message is back in its queue.
+	ErrLockLost = errors.New("the message's lock was lost")
 )
 
 // ThrottledError carries the delay a throttled broker asked for, if any.

@@ -444,9 +444,9 @@ func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]
 const messageColumns = `id, entity_id, subqueue, state, sequence_number, message_id, correlation_id,
 	session_id, partition_key, subject, content_type, reply_to, reply_to_session_id, to_address, dead_letter_reason,
 	dead_letter_description, dead_letter_source, delivery_count, enqueued_at, scheduled_enqueue_at, expires_at,
-	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at`
+	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at, replay_count`
 
-const messageColumnCount = 28
+const messageColumnCount = 29
 
 // insertChunk is how many rows one multi-row INSERT carries: a statement per
 // row costs more in the driver than in SQLite, and SQLite allows 32,766
@@ -543,7 +543,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 			m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
 			m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
 			millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
-			len(m.Body), preview, gid, now, now)
+			len(m.Body), preview, gid, now, now, replayCountOf(props))
 		b := m.Body
 		if b == nil {
 			b = []byte{}
@@ -626,6 +626,34 @@ func previewOf(text string) string {
 		n++
 	}
 	return b.String()
+}
+
+// ReplayCountProperty is the application property a replayed copy carries
+// (api.md): how many times its lineage was replayed.
+const ReplayCountProperty = "dlqdash.replay_count"
+
+// replayCountOf reads ReplayCountProperty from a properties object; 0 when
+// absent or not a whole number. Only copies carry it, so the common case is
+// one substring test.
+func replayCountOf(props string) int64 {
+	if !strings.Contains(props, ReplayCountProperty) {
+		return 0
+	}
+	dec := json.NewDecoder(strings.NewReader(props))
+	dec.UseNumber()
+	var all map[string]any
+	if dec.Decode(&all) != nil {
+		return 0
+	}
+	n, ok := all[ReplayCountProperty].(json.Number)
+	if !ok {
+		return 0
+	}
+	v, err := n.Int64()
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
 }
 
 // propertiesText flattens the properties JSON into words for the index:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -32,17 +33,7 @@ func (s *Store) ExportMessages(ctx context.Context, f dlq.Filter, fn func(dlq.Re
 	if c.empty {
 		return nil
 	}
-	where, args := upperBound(c.where, c.args, c.until, nil)
-	for _, t := range c.last {
-		where = append(where, t.sql)
-		args = append(args, t.args...)
-	}
-	// The property phrases would narrow nothing worth it: every row is read
-	// anyway, and its JSON checked.
-	if c.query != "" {
-		where = append(where, "m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)")
-		args = append(args, c.query)
-	}
+	where, args := c.scanWhere()
 	// NOT INDEXED walks the table in rowid order, so nothing is sorted: an
 	// export of everything costs one pass and no temporary storage.
 	rows, err := tx.QueryContext(ctx, "SELECT "+recordColumns+", coalesce(b.body, x'') FROM messages m NOT INDEXED "+
@@ -154,4 +145,21 @@ func readOnlyDSN(path string, busy time.Duration) string {
 	q.Add("_pragma", "query_only(1)")
 	q.Set("mode", "rw")
 	return "file:" + uriPathEscaper.Replace(path) + "?" + q.Encode()
+}
+
+// scanWhere is the whole filter as terms for a query that reads every row
+// anyway (export, freezing a replay selection): no index choice, no cursor.
+// The property phrases would narrow nothing worth it there: every row is
+// read, and its JSON checked.
+func (c *compiled) scanWhere() ([]string, []any) {
+	where, args := upperBound(slices.Clone(c.where), slices.Clone(c.args), c.until, nil)
+	for _, t := range c.last {
+		where = append(where, t.sql)
+		args = append(args, t.args...)
+	}
+	if c.query != "" {
+		where = append(where, "m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)")
+		args = append(args, c.query)
+	}
+	return where, args
 }

@@ -63,6 +63,8 @@ type Config struct {
 	OrphanAfter time.Duration
 	// Audit is the audit trail GET /api/v1/audit lists; nil answers 404.
 	Audit AuditSource
+	// Jobs is the replay engine; nil answers the job endpoints with 404.
+	Jobs Jobs
 	// Hub sends live updates to GET /live; nil means no live updates (the
 	// endpoint answers 404). The caller runs it; New registers its Close to
 	// run on Shutdown.
@@ -79,6 +81,7 @@ type Server struct {
 
 	orphanAfter time.Duration
 	audit       AuditSource
+	jobs        Jobs
 	hub         *Hub
 	http        *http.Server
 }
@@ -99,6 +102,7 @@ func New(cfg Config) *Server {
 	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub}
 	s.orphanAfter = cfg.OrphanAfter
 	s.audit = cfg.Audit
+	s.jobs = cfg.Jobs
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
 	}

@@ -1,0 +1,287 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// Auditor records what the engine did. *audit.Log implements it.
+type Auditor interface {
+	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
+}
+
+// Config configures an Engine. Store, Broker and Audit are required.
+type Config struct {
+	Store  Store
+	Broker Broker
+	Audit  Auditor
+	Logger *slog.Logger
+	// OnChange is called (from the engine's goroutines; it must not block)
+	// whenever a job's status or counters change, for the live dashboard.
+	OnChange func(Job)
+	// PoisonCap: a lineage replayed this many times is not replayed again
+	// without AllowPoison. 0 means DefaultPoisonCap.
+	PoisonCap int
+	// Batch is how many messages one receive asks for; 0 means
+	// DefaultBatch.
+	Batch int
+	// GiveUpAfter is how long a failing broker is retried (with
+	// exponential backoff and jitter) before the job is paused with the
+	// reason; 0 means DefaultGiveUpAfter.
+	GiveUpAfter time.Duration
+	// MaxJobs is how many jobs run at once; 0 means 4.
+	MaxJobs int
+}
+
+// Defaults.
+const (
+	DefaultPoisonCap   = 3
+	DefaultBatch       = 250
+	DefaultGiveUpAfter = 2 * time.Minute
+)
+
+// Engine runs replay and discard jobs. Create jobs with Submit; Run does
+// the work and adopts the jobs an earlier process left unfinished.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	wake  chan struct{}
+	mu    sync.Mutex
+	runs  map[int64]*run // jobs running in this process
+	srcMu map[sourceKey]*sync.Mutex
+}
+
+// New checks cfg and returns an engine; call Run to start it.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil || cfg.Broker == nil || cfg.Audit == nil {
+		return nil, errors.New("replay: Store, Broker and Audit are required")
+	}
+	if cfg.PoisonCap <= 0 {
+		cfg.PoisonCap = DefaultPoisonCap
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.GiveUpAfter <= 0 {
+		cfg.GiveUpAfter = DefaultGiveUpAfter
+	}
+	if cfg.MaxJobs <= 0 {
+		cfg.MaxJobs = 4
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{cfg: cfg, log: log, now: time.Now, wake: make(chan struct{}, 1),
+		runs: map[int64]*run{}, srcMu: map[sourceKey]*sync.Mutex{}}, nil
+}
+
+// PoisonCap is the configured poison cap.
+func (e *Engine) PoisonCap() int { return e.cfg.PoisonCap }
+
+// Run starts unfinished jobs (those of an earlier process first) and every
+// job submitted later, until ctx is done; then it lets each running job
+// finish the batch it is in (so no state is left half-written by choice)
+// and returns.
+func (e *Engine) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		jobs, err := e.cfg.Store.UnfinishedJobs(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("replay: cannot list unfinished jobs", "err", err)
+		}
+		for _, j := range jobs {
+			e.mu.Lock()
+			_, running := e.runs[j.ID]
+			full := len(e.runs) >= e.cfg.MaxJobs
+			if running || full {
+				e.mu.Unlock()
+				continue
+			}
+			r := &run{e: e, job: j, stop: make(chan struct{})}
+			e.runs[j.ID] = r
+			e.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.execute(ctx)
+				e.mu.Lock()
+				delete(e.runs, j.ID)
+				e.mu.Unlock()
+				e.poke()
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			e.mu.Lock()
+			for _, r := range e.runs {
+				r.requestStop(stopShutdown)
+			}
+			e.mu.Unlock()
+			return nil
+		case <-e.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sourceLock serialises jobs on one entity's subqueue: two receivers
+// scanning the same dead-letter queue would each hold the other's messages
+// locked.
+func (e *Engine) sourceLock(k sourceKey) *sync.Mutex {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.srcMu[k]
+	if m == nil {
+		m = new(sync.Mutex)
+		e.srcMu[k] = m
+	}
+	return m
+}
+
+func (e *Engine) changed(j Job) {
+	if e.cfg.OnChange != nil {
+		e.cfg.OnChange(j)
+	}
+}
+
+func (e *Engine) audit(ctx context.Context, r audit.Record) {
+	// The audit trail must not lose an entry because the job's context
+	// ended: the work it records happened.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := e.cfg.Audit.Append(actx, r); err != nil {
+		e.log.Error("replay: audit entry not written", "action", r.Action, "err", err)
+	}
+}
+
+// Pause stops a job after the batch it is in; Resume continues it.
+func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
+	j, err := e.cfg.Store.Job(ctx, id)
+	if err != nil {
+		return j, err
+	}
+	if j.Status != StatusQueued && j.Status != StatusRunning {
+		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is %s: only a queued or running job can be paused", id, j.Status)}
+	}
+	reason := "paused by " + audit.ActorFrom(ctx)
+	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason); err != nil {
+		return j, err
+	}
+	e.signal(id, stopPause)
+	e.audit(ctx, audit.Record{Action: audit.ActionJobPaused, Params: jobParams(j, reason)})
+	e.changed(j)
+	return j, nil
+}
+
+// Resume queues a paused job again.
+func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
+	j, err := e.cfg.Store.Job(ctx, id)
+	if err != nil {
+		return j, err
+	}
+	if j.Status != StatusPaused {
+		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is %s: only a paused job can be resumed", id, j.Status)}
+	}
+	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusQueued, ""); err != nil {
+		return j, err
+	}
+	e.audit(ctx, audit.Record{Action: audit.ActionJobResumed, Params: jobParams(j, "")})
+	e.changed(j)
+	e.poke()
+	return j, nil
+}
+
+// Cancel stops a job: nothing more is sent; messages whose copies were
+// already sent still have their originals removed; every unsent message
+// stays in its queue.
+func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
+	j, err := e.cfg.Store.Job(ctx, id)
+	if err != nil {
+		return j, err
+	}
+	if j.Status.Finished() || j.Status == StatusCancelling {
+		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is already %s", id, j.Status)}
+	}
+	reason := "cancelled by " + audit.ActorFrom(ctx)
+	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason); err != nil {
+		return j, err
+	}
+	e.signal(id, stopCancel)
+	e.audit(ctx, audit.Record{Action: audit.ActionJobCancelled, Params: jobParams(j, reason)})
+	e.changed(j)
+	e.poke()
+	return j, nil
+}
+
+func (e *Engine) signal(id int64, why stopReason) {
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r != nil {
+		r.requestStop(why)
+	}
+}
+
+// jobParams are a job event's audit parameters.
+func jobParams(j Job, reason string) map[string]any {
+	p := map[string]any{"job_id": fmt.Sprint(j.ID), "status": string(j.Status), "total": j.Total,
+		"pending": j.Counts.Pending, "sent": j.Counts.Sent, "completed": j.Counts.Completed,
+		"failed": j.Counts.Failed, "skipped": j.Counts.Skipped, "flagged": j.Flagged}
+	if reason != "" {
+		p["reason"] = reason
+	}
+	return p
+}
+
+// Job returns one job (ErrNotFound).
+func (e *Engine) Job(ctx context.Context, id int64) (Job, error) { return e.cfg.Store.Job(ctx, id) }
+
+// ListJobs returns jobs newest first, keyset-paginated.
+func (e *Engine) ListJobs(ctx context.Context, limit int, cursor string) ([]Job, string, error) {
+	return e.cfg.Store.ListJobs(ctx, limit, cursor)
+}
+
+// ListItems returns a job's messages, keyset-paginated.
+func (e *Engine) ListItems(ctx context.Context, jobID int64, state ItemState, limit int, cursor string) ([]Item, string, error) {
+	if _, err := e.cfg.Store.Job(ctx, jobID); err != nil {
+		return nil, "", err
+	}
+	return e.cfg.Store.ListItems(ctx, jobID, state, limit, cursor)
+}
+
+// History is what the jobs did to one message, newest first, with the
+// catalog's copies of what they sent (a copy dead-lettered again shows
+// up there).
+func (e *Engine) History(ctx context.Context, messageID int64) ([]Item, []dlq.Record, error) {
+	items, err := e.cfg.Store.MessageHistory(ctx, messageID)
+	if err != nil || len(items) == 0 {
+		return items, nil, err
+	}
+	var ids []string
+	for _, it := range items {
+		if it.CopyMessageID != "" {
+			ids = append(ids, it.CopyMessageID)
+		}
+	}
+	copies, err := e.cfg.Store.CopiesOf(ctx, ids)
+	return items, copies, err
+}

@@ -1,0 +1,84 @@
+package replay
+
+import (
+	"context"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// Store keeps jobs and their per-message state machines. Package store
+// implements it over SQLite: every method is one transaction, so a state
+// written is a state that survives a crash.
+type Store interface {
+	// SummariseSelection describes what sel matches now, for a dry run
+	// and for the guards, without changing anything.
+	SummariseSelection(ctx context.Context, sel Selection, poisonCap int, sample int) (SelectionSummary, error)
+	// CreateJob stores j and freezes sel into its items in one
+	// transaction: the items are exactly the messages sel matches at that
+	// moment. Messages that cannot be acted on are stored as skipped with
+	// the reason (gone from the broker, scheduled, poison without
+	// j.AllowPoison). A *ConflictError when any of them is in an active job.
+	CreateJob(ctx context.Context, j Job, sel Selection, poisonCap int) (Job, error)
+	// Job returns one job (ErrNotFound).
+	Job(ctx context.Context, id int64) (Job, error)
+	// ListJobs returns jobs newest first, keyset-paginated.
+	ListJobs(ctx context.Context, limit int, cursor string) ([]Job, string, error)
+	// ListItems returns a job's items in catalog id order, keyset-paginated;
+	// state "" for all.
+	ListItems(ctx context.Context, jobID int64, state ItemState, limit int, cursor string) ([]Item, string, error)
+	// UnfinishedItems returns every item of the job that is not finished.
+	UnfinishedItems(ctx context.Context, jobID int64) ([]Item, error)
+	// UpdateItems applies the updates (one transaction), keeps the job's
+	// counters, and returns the job as it is afterwards. A finished item
+	// leaves the active set at once.
+	UpdateItems(ctx context.Context, jobID int64, ups []Update) (Job, error)
+	// SetStatus changes the job's status (and paused reason); a final
+	// status finishes it (finished_at, and its unfinished items leave the
+	// active set, so they can be selected again).
+	SetStatus(ctx context.Context, jobID int64, s Status, reason string) (Job, error)
+	// UnfinishedJobs returns the jobs the engine must run: queued,
+	// running or cancelling, oldest first.
+	UnfinishedJobs(ctx context.Context) ([]Job, error)
+	// MessageHistory returns every job item of a catalog message, newest
+	// job first.
+	MessageHistory(ctx context.Context, messageID int64) ([]Item, error)
+	// GoneMessages returns which of the catalog ids the catalog has seen
+	// leave the broker.
+	GoneMessages(ctx context.Context, ids []int64) (map[int64]bool, error)
+	// CopiesOf finds the catalog's copies of messages by MessageId (a
+	// replayed copy that was dead-lettered again).
+	CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record, error)
+}
+
+// Selection is what a job acts on: catalog ids, or a filter frozen when the
+// job is created. Edit applies to a selection of one id.
+type Selection struct {
+	IDs    []int64
+	Filter *dlq.Filter
+	Edit   *Edit
+}
+
+// SelectionSummary is what a selection matches now.
+type SelectionSummary struct {
+	Total int
+	// Actionable: present in the broker, not scheduled (and, for the
+	// counts below, how many are of each kind).
+	Gone      int // left the broker already
+	Scheduled int // scheduled messages: not dead letters, left alone
+	Deferred  int // received by sequence number
+	Poison    int // replayed poisonCap times or more
+	InJobs    int // already in an active job
+	// Sources are the entity paths with their subqueue and count.
+	Sources []SourceCount
+	// MinTimeToLive is the shortest time-to-live among the messages that
+	// have one (0 when none has).
+	MinTimeToLive int64 // milliseconds
+	Sample        []dlq.Record
+}
+
+// SourceCount is how many selected messages one entity's subqueue holds.
+type SourceCount struct {
+	Entity   string
+	SubQueue dlq.SubQueue
+	Count    int
+}

@@ -1,0 +1,269 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// MaxIDs bounds the ids of one request; larger selections are filters.
+const MaxIDs = 100_000
+
+// SampleSize is how many messages a dry run shows.
+const SampleSize = 10
+
+// Request asks for a job (POST /api/v1/jobs).
+type Request struct {
+	Action    Action
+	Selection Selection
+	// FilterJSON is the filter as the client sent it, kept with the job.
+	FilterJSON         json.RawMessage
+	Destination        string
+	RatePerSecond      float64
+	ScheduledEnqueueAt *time.Time
+	AcknowledgeFanOut  bool
+	AllowPoison        bool
+	Reason             string
+	DryRun             bool
+}
+
+// Plan is what a job would do: a dry run's answer, and the checks a real
+// submission passes first.
+type Plan struct {
+	Summary  SelectionSummary
+	Warnings []string
+	// Targets are the destinations with what matters about them.
+	Targets []Target
+}
+
+// Target is one destination of a plan.
+type Target struct {
+	Source                   string // entity path of the messages
+	Path                     string
+	Kind                     dlq.Kind
+	DuplicateDetection       bool
+	DuplicateDetectionWindow time.Duration
+	DefaultTimeToLive        time.Duration
+	// FanOut: a subscription's messages sent to its topic reach every
+	// subscription of the topic.
+	FanOut bool
+}
+
+func (req *Request) validate(now time.Time) error {
+	switch req.Action {
+	case ActionReplay, ActionDiscard:
+	case "":
+		return &InvalidError{Param: "action", Msg: `missing: want "replay" or "discard"`}
+	default:
+		return &InvalidError{Param: "action", Msg: fmt.Sprintf(`%q: want "replay" or "discard"`, req.Action)}
+	}
+	sel := req.Selection
+	switch {
+	case sel.Filter != nil && len(sel.IDs) > 0:
+		return &InvalidError{Param: "ids", Msg: "give ids or a filter, not both"}
+	case sel.Filter == nil && len(sel.IDs) == 0:
+		return &InvalidError{Param: "ids", Msg: "select messages: give ids, or a filter"}
+	case len(sel.IDs) > MaxIDs:
+		return &InvalidError{Param: "ids", Msg: fmt.Sprintf("at most %d ids; select larger sets with a filter", MaxIDs)}
+	case sel.Edit != nil && len(sel.IDs) != 1:
+		return &InvalidError{Param: "ids", Msg: "an edit applies to exactly one message"}
+	}
+	if req.RatePerSecond < 0 || req.RatePerSecond > 1e6 {
+		return &InvalidError{Param: "rate_per_second", Msg: "want a number of messages per second, 0 (as fast as possible) up to 1000000"}
+	}
+	req.Reason = strings.TrimSpace(req.Reason)
+	if len(req.Reason) > 1000 {
+		return &InvalidError{Param: "reason", Msg: "at most 1000 characters"}
+	}
+	if req.Action == ActionDiscard {
+		if req.Reason == "" {
+			return &InvalidError{Param: "reason", Msg: "a discard needs a reason: it removes the messages for good"}
+		}
+		if req.Destination != "" || req.ScheduledEnqueueAt != nil || sel.Edit != nil {
+			return &InvalidError{Param: "action", Msg: "destination, scheduled_enqueue_at and edits apply to replays only"}
+		}
+	}
+	if t := req.ScheduledEnqueueAt; t != nil && t.Before(now.Add(-time.Minute)) {
+		return &InvalidError{Param: "scheduled_enqueue_at", Msg: "is in the past: leave it out to replay now"}
+	}
+	return nil
+}
+
+// Submit checks a request and, unless it is a dry run, creates its job.
+// The plan is returned either way; the job only for a real submission.
+// Errors: *InvalidError (400), *PreconditionError (422, a guard),
+// *ConflictError (409), a broker error (the destination could not be
+// checked).
+func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
+	var job Job
+	if err := req.validate(e.now()); err != nil {
+		return Plan{}, job, err
+	}
+	plan, err := e.plan(ctx, req)
+	if err != nil {
+		return plan, job, err
+	}
+	if req.DryRun {
+		return plan, job, nil
+	}
+	for _, t := range plan.Targets {
+		if t.FanOut && !req.AcknowledgeFanOut {
+			return plan, job, &PreconditionError{Msg: fmt.Sprintf("replaying %s's dead letters to its topic %s delivers a copy to every "+
+				"subscription of the topic, not only to %s: set acknowledge_fan_out to do it anyway, or choose a queue as the destination",
+				t.Source, t.Path, t.Source)}
+		}
+	}
+	j := Job{Action: req.Action, CreatedBy: audit.ActorFrom(ctx), Destination: req.Destination, RatePerSecond: req.RatePerSecond,
+		ScheduledEnqueueAt: req.ScheduledEnqueueAt, Reason: req.Reason, AllowPoison: req.AllowPoison,
+		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: req.FilterJSON}
+	job, err = e.cfg.Store.CreateJob(ctx, j, req.Selection, e.cfg.PoisonCap)
+	action := audit.ActionReplayJobCreated
+	if req.Action == ActionDiscard {
+		action = audit.ActionDiscardJobCreated
+	}
+	params := map[string]any{"action": string(req.Action), "destination": req.Destination, "rate_per_second": req.RatePerSecond,
+		"acknowledge_fan_out": req.AcknowledgeFanOut, "allow_poison": req.AllowPoison, "reason": req.Reason}
+	if req.ScheduledEnqueueAt != nil {
+		params["scheduled_enqueue_at"] = req.ScheduledEnqueueAt.UTC().Format(time.RFC3339Nano)
+	}
+	if len(req.FilterJSON) > 0 {
+		params["filter"] = req.FilterJSON
+	}
+	var ids []string
+	if len(req.Selection.IDs) > 0 {
+		ids = make([]string, len(req.Selection.IDs))
+		for i, id := range req.Selection.IDs {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+	}
+	if req.Selection.Edit != nil {
+		action = audit.ActionEditReplay
+		params["edit"] = req.Selection.Edit
+	}
+	if err != nil {
+		var conflict *ConflictError
+		if errors.As(err, &conflict) {
+			params["conflict"] = err.Error()
+			e.audit(ctx, audit.Record{Action: action, Params: params, MessageIDs: ids, Outcome: audit.OutcomeDenied})
+		}
+		return plan, job, err
+	}
+	params["job_id"] = strconv.FormatInt(job.ID, 10)
+	params["total"] = job.Total
+	e.audit(ctx, audit.Record{Action: action, Params: params, MessageIDs: ids})
+	e.log.Info("replay: job created", "job", job.ID, "action", job.Action, "total", job.Total, "by", job.CreatedBy)
+	e.changed(job)
+	e.poke()
+	return plan, job, nil
+}
+
+// plan summarises the selection and checks the destinations.
+func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
+	var p Plan
+	sum, err := e.cfg.Store.SummariseSelection(ctx, req.Selection, e.cfg.PoisonCap, SampleSize)
+	if err != nil {
+		return p, err
+	}
+	p.Summary = sum
+	if sum.Total == 0 {
+		return p, &PreconditionError{Msg: "the selection matches no messages"}
+	}
+	warn := func(format string, args ...any) { p.Warnings = append(p.Warnings, fmt.Sprintf(format, args...)) }
+	if sum.Gone > 0 {
+		warn("%d of the %d messages already left the broker: they are skipped", sum.Gone, sum.Total)
+	}
+	if sum.Scheduled > 0 {
+		warn("%d are scheduled messages, not dead letters: they are skipped", sum.Scheduled)
+	}
+	if sum.InJobs > 0 {
+		warn("%d are already in an active job: the job cannot start until it finishes (or is cancelled)", sum.InJobs)
+	}
+	if req.Action == ActionDiscard {
+		warn("discarding removes %d messages from their queues for good; the catalog keeps its copies", sum.Total-sum.Gone-sum.Scheduled)
+		return p, nil
+	}
+	if sum.Poison > 0 {
+		if req.AllowPoison {
+			warn("%d were already replayed %d times or more (poison); allow_poison replays them anyway", sum.Poison, e.cfg.PoisonCap)
+		} else {
+			warn("%d were already replayed %d times or more (poison): they are skipped unless allow_poison is set", sum.Poison, e.cfg.PoisonCap)
+		}
+	}
+	if sum.MinTimeToLive > 0 && sum.MinTimeToLive < time.Minute.Milliseconds() {
+		warn("some messages have a time-to-live of %s: a copy keeps it, and may expire before anyone receives it",
+			time.Duration(sum.MinTimeToLive)*time.Millisecond)
+	}
+	if req.ScheduledEnqueueAt != nil {
+		warn("copies are scheduled for %s; the originals are removed as soon as each copy is accepted",
+			req.ScheduledEnqueueAt.UTC().Format(time.RFC3339))
+	}
+	seen := map[string]bool{}
+	for _, src := range sum.Sources {
+		if seen[src.Entity] {
+			continue
+		}
+		seen[src.Entity] = true
+		t, err := e.target(ctx, src.Entity, req.Destination)
+		if err != nil {
+			return p, err
+		}
+		p.Targets = append(p.Targets, t)
+		if t.FanOut {
+			if req.AcknowledgeFanOut {
+				warn("%s's copies go to its topic %s and so to every subscription of it (acknowledged)", t.Source, t.Path)
+			} else {
+				warn("%s's copies would go to its topic %s and so to every subscription of it: set acknowledge_fan_out, or choose a queue",
+					t.Source, t.Path)
+			}
+		}
+		if t.DuplicateDetection {
+			warn("%s detects duplicates (window %s): each copy gets a new MessageId (original id + /dlqdash-<job>), so none is dropped, "+
+				"and a resend after a crash is", t.Path, t.DuplicateDetectionWindow)
+		} else {
+			warn("%s has no duplicate detection: after a crash, a message whose copy may have been sent is sent again and flagged", t.Path)
+		}
+		if t.DefaultTimeToLive > 0 && t.DefaultTimeToLive < time.Minute {
+			warn("%s's default time-to-live is %s: copies without their own may expire before anyone receives them", t.Path, t.DefaultTimeToLive)
+		}
+	}
+	return p, nil
+}
+
+// target resolves and checks where source's copies go.
+func (e *Engine) target(ctx context.Context, source, destination string) (Target, error) {
+	t := Target{Source: source, Path: destination}
+	src, err := e.cfg.Broker.Entity(ctx, source)
+	if err != nil && !errors.Is(err, dlq.ErrEntityNotFound) {
+		return t, fmt.Errorf("check %s: %w", source, err)
+	}
+	if t.Path == "" {
+		if errors.Is(err, dlq.ErrEntityNotFound) {
+			return t, &PreconditionError{Msg: fmt.Sprintf("%s no longer exists: choose a destination", source)}
+		}
+		t.Path = source
+		if src.Kind == dlq.KindSubscription {
+			t.Path = src.Topic
+		}
+	}
+	info, err := e.cfg.Broker.Entity(ctx, t.Path)
+	if errors.Is(err, dlq.ErrEntityNotFound) {
+		return t, &InvalidError{Param: "destination", Msg: fmt.Sprintf("%s does not exist: name a queue or topic of this namespace", t.Path)}
+	}
+	if err != nil {
+		return t, fmt.Errorf("check the destination %s: %w", t.Path, err)
+	}
+	if info.Kind == dlq.KindSubscription {
+		return t, &InvalidError{Param: "destination", Msg: fmt.Sprintf("%s is a subscription: Service Bus sends to queues and topics", t.Path)}
+	}
+	t.Kind, t.DuplicateDetection, t.DuplicateDetectionWindow, t.DefaultTimeToLive = info.Kind, info.DuplicateDetection,
+		info.DuplicateDetectionWindow, info.DefaultTimeToLive
+	t.FanOut = src.Kind == dlq.KindSubscription && info.Kind == dlq.KindTopic && src.Topic == info.Path
+	return t, nil
+}

@@ -1,0 +1,622 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+)
+
+var _ replay.Store = (*Store)(nil)
+
+// Why a message was stored as skipped when its job was created.
+const (
+	skipGone      = "it had already left the broker when the job was created"
+	skipScheduled = "it is a scheduled message, not a dead letter: it is left alone"
+	skipPoison    = "poison: its lineage was already replayed %d times or more (allow_poison replays it anyway)"
+	skipCancelled = "the job was cancelled before this message was sent; it is still in its queue"
+	skipStopped   = "the job ended (%s) before this message was sent; it is still in its queue"
+)
+
+// selectionWhere turns a replay selection into WHERE terms over messages m.
+func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where []string, args []any, empty bool, err error) {
+	switch {
+	case sel.Filter != nil && len(sel.IDs) > 0:
+		return nil, nil, false, &InvalidArgumentError{Param: "ids", Msg: "give ids or a filter, not both"}
+	case sel.Filter != nil:
+		c, err := compileFilter(ctx, q, *sel.Filter)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if c.empty {
+			return nil, nil, true, nil
+		}
+		where, args := c.scanWhere()
+		return where, args, false, nil
+	case len(sel.IDs) > 0:
+		return []string{"m.id IN (SELECT value FROM json_each(?))"}, []any{idList(sel.IDs)}, false, nil
+	}
+	return nil, nil, true, nil
+}
+
+// SummariseSelection implements replay.Store.
+func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, poisonCap, sample int) (replay.SelectionSummary, error) {
+	var sum replay.SelectionSummary
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return sum, fmt.Errorf("summarise selection: %w", err)
+	}
+	defer tx.Rollback()
+	where, args, empty, err := selectionWhere(ctx, tx, sel)
+	if err != nil || empty {
+		return sum, wrapNil("summarise selection", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.path, ''), m.subqueue, count(*), sum(m.gone_at IS NOT NULL),
+		sum(m.state = 2), sum(m.state = 1), sum(m.replay_count >= ?),
+		sum(EXISTS (SELECT 1 FROM job_messages jm WHERE jm.message_id = m.id AND jm.active = 1)),
+		coalesce(min(m.time_to_live_ms), 0)
+		FROM messages m LEFT JOIN entities e ON e.id = m.entity_id`+whereClause(where)+` GROUP BY 1, 2 ORDER BY 1, 2`,
+		append([]any{poisonCap}, args...)...)
+	if err != nil {
+		return sum, fmt.Errorf("summarise selection: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var src replay.SourceCount
+		var sq, gone, sched, deferred, poison, inJobs int
+		var minTTL int64
+		if err := rows.Scan(&src.Entity, &sq, &src.Count, &gone, &sched, &deferred, &poison, &inJobs, &minTTL); err != nil {
+			return sum, fmt.Errorf("summarise selection: %w", err)
+		}
+		src.SubQueue = subQueueOf(sq)
+		sum.Sources = append(sum.Sources, src)
+		sum.Total += src.Count
+		sum.Gone += gone
+		sum.Scheduled += sched
+		sum.Deferred += deferred
+		sum.Poison += poison
+		sum.InJobs += inJobs
+		if minTTL > 0 && (sum.MinTimeToLive == 0 || minTTL < sum.MinTimeToLive) {
+			sum.MinTimeToLive = minTTL
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sum, fmt.Errorf("summarise selection: %w", err)
+	}
+	if sample > 0 && sum.Total > 0 {
+		rows, err := tx.QueryContext(ctx, "SELECT "+recordColumns+" FROM messages m "+recordJoins+whereClause(where)+
+			" ORDER BY m.id LIMIT ?", append(args, sample)...)
+		if err != nil {
+			return sum, fmt.Errorf("summarise selection: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRecord(rows, false)
+			if err != nil {
+				return sum, fmt.Errorf("summarise selection: %w", err)
+			}
+			sum.Sample = append(sum.Sample, r)
+		}
+		if err := rows.Err(); err != nil {
+			return sum, fmt.Errorf("summarise selection: %w", err)
+		}
+	}
+	return sum, nil
+}
+
+func wrapNil(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// CreateJob implements replay.Store.
+func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int) (replay.Job, error) {
+	const op = "create job"
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	where, args, empty, err := selectionWhere(ctx, tx, sel)
+	if err != nil {
+		return j, fmt.Errorf("%s: %w", op, err)
+	}
+	if empty {
+		return j, &replay.PreconditionError{Msg: "the selection matches no messages"}
+	}
+
+	// Conflicts first, to name them.
+	var conflict replay.ConflictError
+	rows, err := tx.QueryContext(ctx, `SELECT jm.job_id, jm.message_id FROM messages m
+		JOIN job_messages jm ON jm.message_id = m.id AND jm.active = 1`+whereClause(where), args...)
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	seenJob := map[int64]bool{}
+	for rows.Next() {
+		var jobID, msgID int64
+		if err := rows.Scan(&jobID, &msgID); err != nil {
+			rows.Close()
+			return j, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		conflict.Count++
+		if len(conflict.MessageIDs) < 10 {
+			conflict.MessageIDs = append(conflict.MessageIDs, msgID)
+		}
+		if !seenJob[jobID] {
+			seenJob[jobID] = true
+			conflict.Jobs = append(conflict.Jobs, jobID)
+		}
+	}
+	rows.Close()
+	if conflict.Count > 0 {
+		return j, &conflict
+	}
+
+	now := s.nowMillis()
+	var filter any
+	if len(j.Filter) > 0 {
+		filter = string(j.Filter)
+	}
+	var edit any
+	if sel.Edit != nil {
+		b, err := json.Marshal(sel.Edit)
+		if err != nil {
+			return j, fmt.Errorf("%s: %w", op, err)
+		}
+		edit = string(b)
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO jobs (action, status, created_at, created_by, destination, rate_per_second,
+		scheduled_enqueue_at, reason, allow_poison, acknowledge_fan_out, filter)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		string(j.Action), string(replay.StatusQueued), now, j.CreatedBy, j.Destination, j.RatePerSecond,
+		millis(j.ScheduledEnqueueAt), j.Reason, j.AllowPoison, j.AcknowledgeFanOut, filter).Scan(&j.ID)
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	poisonCheck := j.Action == replay.ActionReplay && !j.AllowPoison
+	skip := `CASE WHEN m.gone_at IS NOT NULL THEN ? WHEN m.state = 2 THEN ? WHEN ? AND m.replay_count >= ? THEN ? ELSE '' END`
+	skipArgs := []any{skipGone, skipScheduled, poisonCheck, poisonCap, fmt.Sprintf(skipPoison, poisonCap)}
+	q := `INSERT INTO job_messages (job_id, message_id, entity, subqueue, state, sequence_number, original_message_id,
+			item_state, error, active, edit, updated_at)
+		SELECT ?, id, path, subqueue, state, sequence_number, message_id,
+			CASE WHEN skip = '' THEN 'pending' ELSE 'skipped' END, skip, skip = '', ?, ?
+		FROM (SELECT m.id, coalesce(e.path, '') AS path, m.subqueue, m.state, m.sequence_number,
+			coalesce(m.message_id, '') AS message_id, ` + skip + ` AS skip
+			FROM messages m LEFT JOIN entities e ON e.id = m.entity_id` + whereClause(where) + `)`
+	qargs := append([]any{j.ID, edit, now}, skipArgs...)
+	if _, err := tx.ExecContext(ctx, q, append(qargs, args...)...); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := recountJob(ctx, tx, j.ID); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, j.ID))
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if j.Total == 0 {
+		return j, &replay.PreconditionError{Msg: "the selection matches no messages"}
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// recountJob sets a job's counters from its items.
+func recountJob(ctx context.Context, tx *sql.Tx, id int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET (total, pending, sent, completed, failed, skipped, flagged) =
+		(SELECT count(*), coalesce(sum(item_state IN ('pending', 'locked')), 0), coalesce(sum(item_state = 'sent'), 0),
+			coalesce(sum(item_state = 'completed'), 0), coalesce(sum(item_state = 'failed'), 0),
+			coalesce(sum(item_state = 'skipped'), 0), coalesce(sum(flagged), 0)
+		FROM job_messages WHERE job_id = ?) WHERE id = ?`, id, id)
+	return err
+}
+
+const jobColumns = `id, action, status, created_at, created_by, destination, rate_per_second, scheduled_enqueue_at,
+	reason, allow_poison, acknowledge_fan_out, filter, total, pending, sent, completed, failed, skipped, flagged,
+	paused_reason, started_at, finished_at`
+
+func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
+	var (
+		j                           replay.Job
+		action, status              string
+		created                     int64
+		scheduled, started, finised *int64
+		filter                      *string
+	)
+	err := row.Scan(&j.ID, &action, &status, &created, &j.CreatedBy, &j.Destination, &j.RatePerSecond, &scheduled,
+		&j.Reason, &j.AllowPoison, &j.AcknowledgeFanOut, &filter, &j.Total, &j.Counts.Pending, &j.Counts.Sent,
+		&j.Counts.Completed, &j.Counts.Failed, &j.Counts.Skipped, &j.Flagged, &j.PausedReason, &started, &finised)
+	if err != nil {
+		return j, err
+	}
+	j.Action, j.Status = replay.Action(action), replay.Status(status)
+	j.CreatedAt = time.UnixMilli(created).UTC()
+	j.ScheduledEnqueueAt, j.StartedAt, j.FinishedAt = timeOf(scheduled), timeOf(started), timeOf(finised)
+	if filter != nil {
+		j.Filter = json.RawMessage(*filter)
+	}
+	return j, nil
+}
+
+// Job implements replay.Store.
+func (s *Store) Job(ctx context.Context, id int64) (replay.Job, error) {
+	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", id, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, fmt.Errorf("job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+const jobCursorPrefix = "j"
+
+func decodeIDCursor(prefix, cursor string) (int64, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	rest, ok := strings.CutPrefix(cursor, prefix)
+	n, err := strconv.ParseInt(rest, 10, 64)
+	if !ok || err != nil || n <= 0 {
+		return 0, &InvalidArgumentError{Param: "cursor", Msg: "not a cursor this list returned: start again without it"}
+	}
+	return n, nil
+}
+
+func clampLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultListLimit
+	}
+	return min(limit, MaxListLimit)
+}
+
+// ListJobs implements replay.Store.
+func (s *Store) ListJobs(ctx context.Context, limit int, cursor string) ([]replay.Job, string, error) {
+	limit = clampLimit(limit)
+	after, err := decodeIDCursor(jobCursorPrefix, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	q := `SELECT ` + jobColumns + ` FROM jobs`
+	args := []any{}
+	if after > 0 {
+		q += ` WHERE id < ?`
+		args = append(args, after)
+	}
+	rows, err := s.reader.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var jobs []replay.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("list jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("list jobs: %w", err)
+	}
+	next := ""
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		next = jobCursorPrefix + strconv.FormatInt(jobs[limit-1].ID, 10)
+	}
+	return jobs, next, nil
+}
+
+// UnfinishedJobs implements replay.Store.
+func (s *Store) UnfinishedJobs(ctx context.Context) ([]replay.Job, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_unfinished
+		WHERE status IN ('queued', 'running', 'cancelling') ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished jobs: %w", err)
+	}
+	defer rows.Close()
+	var jobs []replay.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("unfinished jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+const itemColumns = `job_id, message_id, entity, subqueue, state, sequence_number, original_message_id, item_state,
+	copy_message_id, error, flagged, edit, updated_at`
+
+func scanItem(row interface{ Scan(...any) error }) (replay.Item, error) {
+	var (
+		it        replay.Item
+		sq, st    int
+		itemState string
+		edit      *string
+		updated   int64
+	)
+	if err := row.Scan(&it.JobID, &it.MessageID, &it.Entity, &sq, &st, &it.SequenceNumber, &it.OriginalMessageID,
+		&itemState, &it.CopyMessageID, &it.Error, &it.Flagged, &edit, &updated); err != nil {
+		return it, err
+	}
+	it.SubQueue, it.BrokerState, it.State = subQueueOf(sq), stateOf(st), replay.ItemState(itemState)
+	it.UpdatedAt = time.UnixMilli(updated).UTC()
+	if edit != nil {
+		it.Edit = new(replay.Edit)
+		if err := json.Unmarshal([]byte(*edit), it.Edit); err != nil {
+			return it, fmt.Errorf("message %d's edit: %w", it.MessageID, err)
+		}
+	}
+	return it, nil
+}
+
+func collectItems(rows *sql.Rows, err error) ([]replay.Item, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []replay.Item
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, rows.Err()
+}
+
+const itemCursorPrefix = "i"
+
+// ListItems implements replay.Store.
+func (s *Store) ListItems(ctx context.Context, jobID int64, state replay.ItemState, limit int, cursor string) ([]replay.Item, string, error) {
+	limit = clampLimit(limit)
+	after, err := decodeIDCursor(itemCursorPrefix, cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	q := `SELECT ` + itemColumns + ` FROM job_messages WHERE job_id = ? AND message_id > ?`
+	args := []any{jobID, after}
+	if state != "" {
+		q += ` AND item_state = ?`
+		args = append(args, string(state))
+	}
+	items, err := collectItems(s.reader.QueryContext(ctx, q+` ORDER BY message_id LIMIT ?`, append(args, limit+1)...))
+	if err != nil {
+		return nil, "", fmt.Errorf("job %d's messages: %w", jobID, err)
+	}
+	next := ""
+	if len(items) > limit {
+		items = items[:limit]
+		next = itemCursorPrefix + strconv.FormatInt(items[limit-1].MessageID, 10)
+	}
+	return items, next, nil
+}
+
+// UnfinishedItems implements replay.Store.
+func (s *Store) UnfinishedItems(ctx context.Context, jobID int64) ([]replay.Item, error) {
+	items, err := collectItems(s.reader.QueryContext(ctx, `SELECT `+itemColumns+` FROM job_messages
+		WHERE job_id = ? AND item_state IN ('pending', 'locked', 'sent') ORDER BY message_id`, jobID))
+	if err != nil {
+		return nil, fmt.Errorf("job %d's unfinished messages: %w", jobID, err)
+	}
+	return items, nil
+}
+
+// MessageHistory implements replay.Store.
+func (s *Store) MessageHistory(ctx context.Context, messageID int64) ([]replay.Item, error) {
+	items, err := collectItems(s.reader.QueryContext(ctx, `SELECT `+itemColumns+` FROM job_messages
+		WHERE message_id = ? ORDER BY job_id DESC`, messageID))
+	if err != nil {
+		return nil, fmt.Errorf("message %d's jobs: %w", messageID, err)
+	}
+	return items, nil
+}
+
+// bucket is the job counter an item state counts in.
+func bucket(s replay.ItemState) int {
+	switch s {
+	case replay.ItemPending, replay.ItemLocked:
+		return 0
+	case replay.ItemSent:
+		return 1
+	case replay.ItemCompleted:
+		return 2
+	case replay.ItemFailed:
+		return 3
+	}
+	return 4 // skipped
+}
+
+// UpdateItems implements replay.Store.
+func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Update) (replay.Job, error) {
+	const op = "update job messages"
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	ids := make([]int64, len(ups))
+	for i, u := range ups {
+		ids[i] = u.MessageID
+	}
+	type old struct {
+		state   replay.ItemState
+		flagged bool
+	}
+	olds := make(map[int64]old, len(ups))
+	rows, err := tx.QueryContext(ctx, `SELECT message_id, item_state, flagged FROM job_messages
+		WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`, jobID, idList(ids))
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	for rows.Next() {
+		var id int64
+		var o old
+		if err := rows.Scan(&id, &o.state, &o.flagged); err != nil {
+			rows.Close()
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		olds[id] = o
+	}
+	rows.Close()
+	stmt, err := tx.PrepareContext(ctx, `UPDATE job_messages SET item_state = ?,
+		copy_message_id = CASE WHEN ? = '' THEN copy_message_id ELSE ? END, error = ?, flagged = flagged OR ?,
+		active = ?, updated_at = ? WHERE job_id = ? AND message_id = ?`)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer stmt.Close()
+	var delta [5]int
+	flagged := 0
+	now := s.nowMillis()
+	for _, u := range ups {
+		o, ok := olds[u.MessageID]
+		if !ok || o.state.Finished() {
+			continue // never move a finished message again
+		}
+		if _, err := stmt.ExecContext(ctx, string(u.State), u.CopyMessageID, u.CopyMessageID, u.Error, u.Flag,
+			!u.State.Finished(), now, jobID, u.MessageID); err != nil {
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		delta[bucket(o.state)]--
+		delta[bucket(u.State)]++
+		if u.Flag && !o.flagged {
+			flagged++
+			o.flagged = true
+		}
+		olds[u.MessageID] = old{u.State, o.flagged}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending = pending + ?, sent = sent + ?, completed = completed + ?,
+		failed = failed + ?, skipped = skipped + ?, flagged = flagged + ? WHERE id = ?`,
+		delta[0], delta[1], delta[2], delta[3], delta[4], flagged, jobID); err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// SetStatus implements replay.Store.
+func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, reason string) (replay.Job, error) {
+	const op = "set job status"
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	now := s.nowMillis()
+	var started, finished any
+	if st == replay.StatusRunning {
+		started = now
+	}
+	if st.Finished() {
+		finished = now
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, paused_reason = ?, started_at = coalesce(started_at, ?),
+		finished_at = coalesce(?, finished_at) WHERE id = ?`, string(st), reason, started, finished, jobID)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return replay.Job{}, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if st.Finished() {
+		why := skipCancelled
+		if st != replay.StatusCancelled {
+			why = fmt.Sprintf(skipStopped, st)
+		}
+		// Unsent messages are still in their queues: skipped, and free to
+		// be selected again. A message whose copy was sent keeps its state
+		// (the engine says what is left to do in its error).
+		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = 'skipped', error = ?, updated_at = ?
+			WHERE job_id = ? AND item_state = 'pending'`, why, now, jobID); err != nil {
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET active = 0 WHERE job_id = ? AND active = 1`, jobID); err != nil {
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		if err := recountJob(ctx, tx, jobID); err != nil {
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
+	}
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// GoneMessages implements replay.Store.
+func (s *Store) GoneMessages(ctx context.Context, ids []int64) (map[int64]bool, error) {
+	gone := map[int64]bool{}
+	if len(ids) == 0 {
+		return gone, nil
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
+		AND gone_at IS NOT NULL`, idList(ids))
+	if err != nil {
+		return nil, fmt.Errorf("gone messages: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("gone messages: %w", err)
+		}
+		gone[id] = true
+	}
+	return gone, rows.Err()
+}
+
+// CopiesOf implements replay.Store.
+func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record, error) {
+	if len(messageIDs) == 0 {
+		return nil, nil
+	}
+	list, err := json.Marshal(messageIDs)
+	if err != nil {
+		return nil, fmt.Errorf("copies: %w", err)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m INDEXED BY messages_copies `+recordJoins+`
+		WHERE m.replay_count > 0 AND m.message_id IN (SELECT value FROM json_each(?)) ORDER BY m.id`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("copies: %w", err)
+	}
+	defer rows.Close()
+	var recs []dlq.Record
+	for rows.Next() {
+		r, err := scanRecord(rows, false)
+		if err != nil {
+			return nil, fmt.Errorf("copies: %w", err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}

@@ -1,0 +1,435 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/web/apijson"
+)
+
+// Jobs is the replay engine as the dashboard uses it. *replay.Engine
+// implements it.
+type Jobs interface {
+	Submit(ctx context.Context, req replay.Request) (replay.Plan, replay.Job, error)
+	Pause(ctx context.Context, id int64) (replay.Job, error)
+	Resume(ctx context.Context, id int64) (replay.Job, error)
+	Cancel(ctx context.Context, id int64) (replay.Job, error)
+	Job(ctx context.Context, id int64) (replay.Job, error)
+	ListJobs(ctx context.Context, limit int, cursor string) ([]replay.Job, string, error)
+	ListItems(ctx context.Context, jobID int64, state replay.ItemState, limit int, cursor string) ([]replay.Item, string, error)
+	History(ctx context.Context, messageID int64) ([]replay.Item, []dlq.Record, error)
+}
+
+// maxJobRequest bounds a POST /api/v1/jobs body: 100,000 ids fit.
+const maxJobRequest = 4 << 20
+
+// jobRequest is the body of POST /api/v1/jobs (api.md).
+type jobRequest struct {
+	Action             string                     `json:"action"`
+	IDs                []string                   `json:"ids"`
+	Filter             map[string]json.RawMessage `json:"filter"`
+	Destination        string                     `json:"destination"`
+	RatePerSecond      *float64                   `json:"rate_per_second"`
+	ScheduledEnqueueAt *string                    `json:"scheduled_enqueue_at"`
+	AcknowledgeFanOut  bool                       `json:"acknowledge_fan_out"`
+	AllowPoison        bool                       `json:"allow_poison"`
+	Reason             string                     `json:"reason"`
+	DryRun             bool                       `json:"dry_run"`
+}
+
+// decodeBody reads a JSON request body into v: one object, known keys only.
+func decodeBody(r *http.Request, v any, max int64) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return invalidArgument("body", "send the request as JSON (Content-Type: application/json), not %q", ct)
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, max+1))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return invalidArgument(field, "unknown field %q", field)
+		}
+		return invalidArgument("body", "the body is not the JSON object this endpoint takes: %v", err)
+	}
+	if dec.More() {
+		return invalidArgument("body", "the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// jsonFilterQuery turns a JSON filter object ({"entity": "orders", "property":
+// ["a=1"], "include_gone": true}) into the message list's query, so both
+// are read by the same code.
+func jsonFilterQuery(obj map[string]json.RawMessage) (*query, error) {
+	v := url.Values{}
+	for k, raw := range obj {
+		var s string
+		var b bool
+		var list []string
+		switch {
+		case json.Unmarshal(raw, &s) == nil:
+			if s != "" {
+				v.Add(k, s)
+			}
+		case json.Unmarshal(raw, &b) == nil:
+			v.Add(k, strconv.FormatBool(b))
+		case json.Unmarshal(raw, &list) == nil:
+			for _, s := range list {
+				v.Add(k, s)
+			}
+		case bytes.Equal(bytes.TrimSpace(raw), []byte("null")):
+		default:
+			return nil, invalidArgument("filter."+k, "filter.%s must be a string (or a list of strings for property)", k)
+		}
+	}
+	return &query{values: v, read: map[string]bool{}}, nil
+}
+
+// selection reads ids or a filter.
+func (jr *jobRequest) selection() (replay.Selection, json.RawMessage, error) {
+	var sel replay.Selection
+	if jr.Filter != nil && len(jr.IDs) > 0 {
+		return sel, nil, invalidArgument("ids", "give ids or a filter, not both")
+	}
+	for _, s := range jr.IDs {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			return sel, nil, invalidArgument("ids", "%q is not a message id", s)
+		}
+		sel.IDs = append(sel.IDs, id)
+	}
+	if jr.Filter == nil {
+		return sel, nil, nil
+	}
+	q, err := jsonFilterQuery(jr.Filter)
+	if err != nil {
+		return sel, nil, err
+	}
+	f, err := parseFilter(q)
+	if err != nil {
+		return sel, nil, err
+	}
+	if err := q.done(); err != nil {
+		return sel, nil, err
+	}
+	sel.Filter = &f
+	raw, _ := json.Marshal(jr.Filter)
+	return sel, raw, nil
+}
+
+func (jr *jobRequest) request() (replay.Request, error) {
+	sel, filterJSON, err := jr.selection()
+	if err != nil {
+		return replay.Request{}, err
+	}
+	req := replay.Request{Action: replay.Action(jr.Action), Selection: sel, FilterJSON: filterJSON,
+		Destination: strings.TrimSpace(jr.Destination), AcknowledgeFanOut: jr.AcknowledgeFanOut,
+		AllowPoison: jr.AllowPoison, Reason: jr.Reason, DryRun: jr.DryRun}
+	if jr.RatePerSecond != nil {
+		req.RatePerSecond = *jr.RatePerSecond
+	}
+	if jr.ScheduledEnqueueAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *jr.ScheduledEnqueueAt)
+		if err != nil {
+			return req, invalidArgument("scheduled_enqueue_at", "must be an RFC 3339 time such as 2026-11-22T10:42:07Z, not %q", *jr.ScheduledEnqueueAt)
+		}
+		req.ScheduledEnqueueAt = &t
+	}
+	return req, nil
+}
+
+// createJob answers POST /api/v1/jobs: a dry run (200) or a new job (201).
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return notFound("this dashboard runs no replay engine")
+	}
+	var jr jobRequest
+	if err := decodeBody(r, &jr, maxJobRequest); err != nil {
+		return err
+	}
+	req, err := jr.request()
+	if err != nil {
+		return err
+	}
+	return s.submit(w, r, req)
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Request) error {
+	plan, job, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		return jobError(err)
+	}
+	if req.DryRun {
+		writeJSON(w, r, http.StatusOK, apijson.NewDryRun(plan))
+		return nil
+	}
+	w.Header().Set("Location", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10))
+	writeJSON(w, r, http.StatusCreated, apijson.NewJob(job))
+	return nil
+}
+
+// jobError maps the engine's errors to the API's.
+func jobError(err error) error {
+	var (
+		inv      *replay.InvalidError
+		pre      *replay.PreconditionError
+		conflict *replay.ConflictError
+	)
+	switch {
+	case errors.As(err, &inv):
+		return invalidArgument(inv.Param, "%s", inv.Msg)
+	case errors.As(err, &pre):
+		return &apiError{status: http.StatusUnprocessableEntity, code: "failed_precondition", msg: pre.Msg}
+	case errors.As(err, &conflict):
+		return &apiError{status: http.StatusConflict, code: "conflict", msg: conflict.Error()}
+	case errors.Is(err, replay.ErrNotFound):
+		return notFound("%v", err)
+	case errors.Is(err, dlq.ErrUnreachable), errors.Is(err, dlq.ErrThrottled), errors.Is(err, dlq.ErrUnauthorized):
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
+	}
+	return err
+}
+
+// editRequest is the body of POST /api/v1/messages/{id}/replay: one
+// message, edited, replayed.
+type editRequest struct {
+	BodyBase64            *string         `json:"body_base64"`
+	Body                  *string         `json:"body"`
+	ApplicationProperties json.RawMessage `json:"application_properties"`
+	Destination           string          `json:"destination"`
+	ScheduledEnqueueAt    *string         `json:"scheduled_enqueue_at"`
+	AcknowledgeFanOut     bool            `json:"acknowledge_fan_out"`
+	AllowPoison           bool            `json:"allow_poison"`
+	Reason                string          `json:"reason"`
+	DryRun                bool            `json:"dry_run"`
+}
+
+// replayMessage answers POST /api/v1/messages/{id}/replay: edit and replay
+// one message (the catalog keeps the original bytes).
+func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return notFound("this dashboard runs no replay engine")
+	}
+	id, err := messageID(r)
+	if err != nil {
+		return err
+	}
+	var er editRequest
+	if err := decodeBody(r, &er, 8<<20); err != nil {
+		return err
+	}
+	edit, err := er.edit()
+	if err != nil {
+		return err
+	}
+	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination,
+		ScheduledEnqueueAt: er.ScheduledEnqueueAt, AcknowledgeFanOut: er.AcknowledgeFanOut, AllowPoison: er.AllowPoison,
+		Reason: er.Reason, DryRun: er.DryRun}
+	req, err := jr.request()
+	if err != nil {
+		return err
+	}
+	req.Selection.Edit = edit
+	return s.submit(w, r, req)
+}
+
+func (er *editRequest) edit() (*replay.Edit, error) {
+	var e replay.Edit
+	switch {
+	case er.BodyBase64 != nil && er.Body != nil:
+		return nil, invalidArgument("body", "give body (text) or body_base64, not both")
+	case er.BodyBase64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*er.BodyBase64)
+		if err != nil {
+			return nil, invalidArgument("body_base64", "not standard base64: %v", err)
+		}
+		e.Body = b
+	case er.Body != nil:
+		e.Body = []byte(*er.Body)
+	}
+	if len(er.ApplicationProperties) > 0 && !bytes.Equal(bytes.TrimSpace(er.ApplicationProperties), []byte("null")) {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(er.ApplicationProperties, &obj); err != nil {
+			return nil, invalidArgument("application_properties", "must be a JSON object")
+		}
+		for k, v := range obj {
+			if err := checkPropertyValue(v); err != nil {
+				return nil, invalidArgument("application_properties", "%s: %v", k, err)
+			}
+		}
+		e.ApplicationProperties = er.ApplicationProperties
+	}
+	if e.Body == nil && e.ApplicationProperties == nil {
+		return nil, nil // a plain replay of one message
+	}
+	return &e, nil
+}
+
+// checkPropertyValue accepts what a Service Bus property can hold in the
+// stable form: a string, number, boolean, null, or {"base64": "..."}.
+func checkPropertyValue(raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case string, float64, bool, nil:
+		return nil
+	case map[string]any:
+		if b, ok := x["base64"].(string); ok && len(x) == 1 {
+			if _, err := base64.StdEncoding.DecodeString(b); err != nil {
+				return fmt.Errorf("base64: %v", err)
+			}
+			return nil
+		}
+	}
+	return errors.New(`want a string, number, boolean, null or {"base64": "..."}`)
+}
+
+// jobID reads the {id} of a jobs path.
+func jobID(r *http.Request) (int64, error) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
+		return 0, notFound("there is no job with id %q", s)
+	}
+	return id, nil
+}
+
+// listJobs answers GET /api/v1/jobs.
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return notFound("this dashboard runs no replay engine")
+	}
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	limit, err := q.limit(50, 500)
+	if err != nil {
+		return err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	jobs, next, err := s.jobs.ListJobs(r.Context(), limit, cursor)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Jobs       []apijson.Job `json:"jobs"`
+		NextCursor *string       `json:"next_cursor"`
+	}{Jobs: []apijson.Job{}}
+	for _, j := range jobs {
+		out.Jobs = append(out.Jobs, apijson.NewJob(j))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// showJob answers GET /api/v1/jobs/{id}.
+func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return notFound("this dashboard runs no replay engine")
+	}
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.jobs.Job(r.Context(), id)
+	if err != nil {
+		return jobError(err)
+	}
+	writeJSON(w, r, http.StatusOK, apijson.NewJob(j))
+	return nil
+}
+
+// listJobMessages answers GET /api/v1/jobs/{id}/messages.
+func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return notFound("this dashboard runs no replay engine")
+	}
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	q, err := newQuery(r)
+	if err != nil {
+		return err
+	}
+	limit, err := q.limit(50, 500)
+	if err != nil {
+		return err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return err
+	}
+	st, err := q.one("state")
+	if err != nil {
+		return err
+	}
+	switch replay.ItemState(st) {
+	case "", replay.ItemPending, replay.ItemLocked, replay.ItemSent, replay.ItemCompleted, replay.ItemFailed, replay.ItemSkipped:
+	default:
+		return invalidArgument("state", "unknown state %q: want pending, locked, sent, completed, failed or skipped", st)
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	items, next, err := s.jobs.ListItems(r.Context(), id, replay.ItemState(st), limit, cursor)
+	if err != nil {
+		return jobError(err)
+	}
+	out := struct {
+		Messages   []apijson.JobItem `json:"messages"`
+		NextCursor *string           `json:"next_cursor"`
+	}{Messages: []apijson.JobItem{}}
+	for _, it := range items {
+		out.Messages = append(out.Messages, apijson.NewJobItem(it))
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// controlJob answers POST /api/v1/jobs/{id}/pause, /resume and /cancel.
+func (s *Server) controlJob(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.jobs == nil {
+			return notFound("this dashboard runs no replay engine")
+		}
+		id, err := jobID(r)
+		if err != nil {
+			return err
+		}
+		j, err := do(s.jobs, r.Context(), id)
+		if err != nil {
+			return jobError(err)
+		}
+		writeJSON(w, r, http.StatusOK, apijson.NewJob(j))
+		return nil
+	}
+}

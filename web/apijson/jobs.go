@@ -1,0 +1,137 @@
+package apijson
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/dlqdash/dlqdash/replay"
+)
+
+// Job is a replay or discard job (api.md).
+type Job struct {
+	ID                 string    `json:"id"`
+	Action             string    `json:"action"`
+	Status             string    `json:"status"`
+	CreatedAt          Time      `json:"created_at"`
+	CreatedBy          string    `json:"created_by"`
+	Destination        *string   `json:"destination"`
+	RatePerSecond      *float64  `json:"rate_per_second"`
+	ScheduledEnqueueAt *Time     `json:"scheduled_enqueue_at"`
+	Reason             *string   `json:"reason"`
+	AllowPoison        bool      `json:"allow_poison"`
+	AcknowledgeFanOut  bool      `json:"acknowledge_fan_out"`
+	Total              int       `json:"total"`
+	Counts             JobCounts `json:"counts"`
+	// Flagged counts messages possibly sent twice.
+	Flagged      int     `json:"flagged"`
+	PausedReason *string `json:"paused_reason"`
+	StartedAt    *Time   `json:"started_at"`
+	FinishedAt   *Time   `json:"finished_at"`
+}
+
+// JobCounts are a job's messages by state.
+type JobCounts struct {
+	Pending   int `json:"pending"`
+	Sent      int `json:"sent"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Skipped   int `json:"skipped"`
+}
+
+// NewJob is j as the API's job object.
+func NewJob(j replay.Job) Job {
+	out := Job{
+		ID: strconv.FormatInt(j.ID, 10), Action: string(j.Action), Status: string(j.Status),
+		CreatedAt: Time(j.CreatedAt), CreatedBy: j.CreatedBy, Destination: nonEmpty(j.Destination),
+		ScheduledEnqueueAt: TimeOrNull(j.ScheduledEnqueueAt), Reason: nonEmpty(j.Reason),
+		AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Total: j.Total,
+		Counts:  JobCounts{j.Counts.Pending, j.Counts.Sent, j.Counts.Completed, j.Counts.Failed, j.Counts.Skipped},
+		Flagged: j.Flagged, PausedReason: nonEmpty(j.PausedReason),
+		StartedAt: TimeOrNull(j.StartedAt), FinishedAt: TimeOrNull(j.FinishedAt),
+	}
+	if j.RatePerSecond > 0 {
+		r := j.RatePerSecond
+		out.RatePerSecond = &r
+	}
+	return out
+}
+
+// JobItem is one message of a job (GET /api/v1/jobs/{id}/messages).
+type JobItem struct {
+	Message       JobItemMessage `json:"message"`
+	State         string         `json:"state"`
+	CopyMessageID *string        `json:"copy_message_id"`
+	Error         *string        `json:"error"`
+	Flagged       bool           `json:"flagged"`
+	UpdatedAt     Time           `json:"updated_at"`
+	JobID         string         `json:"job_id"`
+}
+
+// JobItemMessage names the message of a job item.
+type JobItemMessage struct {
+	ID             string  `json:"id"`
+	Entity         string  `json:"entity"`
+	SubQueue       string  `json:"subqueue"`
+	SequenceNumber int64   `json:"sequence_number"`
+	MessageID      *string `json:"message_id"`
+}
+
+// NewJobItem is it as the API writes it.
+func NewJobItem(it replay.Item) JobItem {
+	return JobItem{
+		Message: JobItemMessage{ID: strconv.FormatInt(it.MessageID, 10), Entity: it.Entity, SubQueue: string(it.SubQueue),
+			SequenceNumber: it.SequenceNumber, MessageID: nonEmpty(it.OriginalMessageID)},
+		State: string(it.State), CopyMessageID: nonEmpty(it.CopyMessageID), Error: nonEmpty(it.Error),
+		Flagged: it.Flagged, UpdatedAt: Time(it.UpdatedAt), JobID: strconv.FormatInt(it.JobID, 10),
+	}
+}
+
+// DryRun is a dry run's answer.
+type DryRun struct {
+	DryRun   bool         `json:"dry_run"`
+	Total    int          `json:"total"`
+	Sample   []Message    `json:"sample"`
+	Warnings []string     `json:"warnings"`
+	Counts   DryRunCounts `json:"counts"`
+	Targets  []DryTarget  `json:"targets"`
+}
+
+// DryRunCounts break a dry run's total down.
+type DryRunCounts struct {
+	Gone      int `json:"gone"`
+	Scheduled int `json:"scheduled"`
+	Deferred  int `json:"deferred"`
+	Poison    int `json:"poison"`
+	InJobs    int `json:"in_active_jobs"`
+}
+
+// DryTarget is a destination of a dry run.
+type DryTarget struct {
+	Source                   string  `json:"source"`
+	Destination              string  `json:"destination"`
+	Kind                     string  `json:"kind"`
+	DuplicateDetection       bool    `json:"duplicate_detection"`
+	DuplicateDetectionWindow *string `json:"duplicate_detection_window"`
+	FanOut                   bool    `json:"fan_out"`
+}
+
+// NewDryRun is a plan as the API writes it.
+func NewDryRun(p replay.Plan) DryRun {
+	d := DryRun{DryRun: true, Total: p.Summary.Total, Sample: []Message{}, Warnings: p.Warnings, Targets: []DryTarget{},
+		Counts: DryRunCounts{p.Summary.Gone, p.Summary.Scheduled, p.Summary.Deferred, p.Summary.Poison, p.Summary.InJobs}}
+	if d.Warnings == nil {
+		d.Warnings = []string{}
+	}
+	for _, r := range p.Summary.Sample {
+		d.Sample = append(d.Sample, NewMessage(r, false))
+	}
+	for _, t := range p.Targets {
+		dt := DryTarget{Source: t.Source, Destination: t.Path, Kind: string(t.Kind), DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut}
+		if t.DuplicateDetection {
+			s := t.DuplicateDetectionWindow.Round(time.Second).String()
+			dt.DuplicateDetectionWindow = &s
+		}
+		d.Targets = append(d.Targets, dt)
+	}
+	return d
+}

@@ -74,8 +74,8 @@ func (r Retry) withDefaults() Retry {
 	return r
 }
 
-// Client is a dlq.Broker over the azservicebus SDK and its admin client. It
-// is safe for concurrent use.
+// Client is a dlq.Broker and a replay.Broker over the azservicebus SDK and
+// its admin client. It is safe for concurrent use.
 type Client struct {
 	ns        connString
 	adminBase string // where admin requests go, for messages
@@ -172,6 +172,11 @@ func (c *Client) Namespace() string { return c.ns.namespace() }
 // call more than once and concurrently with other methods, which then fail
 // with ErrClosed. It waits for peeks in progress to end, at most until ctx
 // is done.
+//
+// Receivers and senders opened by OpenReceiver and OpenSender belong to
+// their callers, who close them; Close does not track them. Once the
+// connection is closed their calls fail with ErrClosed, and closing them
+// afterwards is harmless.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {

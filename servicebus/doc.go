@@ -1,6 +1,7 @@
 // Package servicebus is dlqdash's adapter to Azure Service Bus: Client
-// implements dlq.Broker (Entities, Settings, Peek) over the azservicebus SDK
-// and its admin client. It is the only package of the product that imports
+// implements dlq.Broker (Entities, Settings, Peek) and replay.Broker
+// (Entity, OpenReceiver, OpenSender) over the azservicebus SDK and its
+// admin client. It is the only package of the product that imports
 // azservicebus or azservicebus/admin; the domain packages see only the
 // dlq types and sentinel errors. It must not grow catalog or replay logic:
 // it translates, nothing more.
@@ -48,6 +49,8 @@
 //	$management 503 (how the SDK surfaces
 //	com.microsoft:server-busy on peek, after its
 //	retries); AMQP com.microsoft:server-busy           dlq.ErrThrottled (RetryAfter 0)
+//	azservicebus.Error CodeLockLost;                   dlq.ErrLockLost
+//	AMQP com.microsoft:message-lock-lost
 //	azservicebus.Error CodeConnectionLost, CodeTimeout dlq.ErrUnreachable
 //	admin HTTP 408, 502, 504; com.microsoft:timeout    dlq.ErrUnreachable
 //	net errors (DNS, refused, reset, EOF), TLS         dlq.ErrUnreachable
@@ -57,9 +60,10 @@
 //	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
 //
 // The admin client's Get* methods return (nil, nil) for a missing entity;
-// the adapter does not use them (it lists), and a peek of a missing entity
-// fails in the SDK with CodeNotFound (from $cbs or the attach), which maps
-// to dlq.ErrEntityNotFound.
+// Entity, their only user (the listings need none), reports that as
+// dlq.ErrEntityNotFound. A peek or receive of a missing entity fails in
+// the SDK with CodeNotFound (from $cbs or the attach), which maps to
+// dlq.ErrEntityNotFound.
 //
 // # Peeking
 //
@@ -102,6 +106,32 @@
 //   - Times are UTC.
 //
 // A peeked message without a sequence number is skipped (and logged).
+//
+// # Replaying
+//
+// replay.go implements replay.Broker for the replay engine:
+//
+//   - Entity describes a queue, topic or subscription with the admin
+//     API's Get requests (a topic costs two: queue first, then topic).
+//   - OpenReceiver gives a peek-lock receiver on one subqueue. Receive
+//     asks for at most 5000 messages (the SDK's limit), bounds its wait
+//     with a timeout (no messages then is (nil, nil)) and, once a message
+//     arrived, collects for 100 ms so a batch fills on a latent link.
+//     Messages that arrive between calls are released by the SDK, so an
+//     idle receiver holds no locks. ReceiveDeferred fetches deferred
+//     messages by sequence number, leaving out numbers Service Bus does
+//     not find (it fails a whole request for one such number; the adapter
+//     halves the request until it isolates them). Complete maps a lost
+//     lock to dlq.ErrLockLost.
+//   - OpenSender gives a sender to a queue or topic. Send builds each copy
+//     from the original's raw AMQP message, so every body kind (data
+//     sections, amqp-value, amqp-sequence) is sent exactly as it came, and
+//     sends copies in batches as large as the broker allows, grouped so
+//     that a batch never mixes sessions, partition keys or schedules (see
+//     Send and buildCopy for what is copied and what is not).
+//
+// Receivers and senders are their callers' to close; Client.Close does not
+// close them, and after it their calls fail with ErrClosed.
 //
 // Package servicebustest holds the behavioural suite that checks all of
 // this against the emulator and, opt-in, a real namespace.

@@ -28,6 +28,7 @@ const (
 	condServerBusy     amqp.ErrCond = "com.microsoft:server-busy"
 	condTimeout        amqp.ErrCond = "com.microsoft:timeout"
 	condEntityDisabled amqp.ErrCond = "com.microsoft:entity-disabled"
+	condLockLost       amqp.ErrCond = "com.microsoft:message-lock-lost"
 )
 
 // rpcCoder is the SDK's (internal) $management error: an operation
@@ -45,7 +46,7 @@ type rpcCoder interface {
 // no Kind of its own.
 type Error struct {
 	Op   string // "peek orders/$DeadLetterQueue", "list queues"
-	Kind error  // dlq.ErrUnauthorized, dlq.ErrEntityNotFound, dlq.ErrUnreachable, ErrClosed, or nil
+	Kind error  // dlq.ErrUnauthorized, dlq.ErrEntityNotFound, dlq.ErrUnreachable, dlq.ErrLockLost, ErrClosed, or nil
 	Hint string // what to do about it
 	Err  error  // the SDK's error (or the context's)
 	msg  string
@@ -114,11 +115,12 @@ func (c *Client) wrapError(op, target string, err error) error {
 // https://host/").
 func classify(err error, target string) (kind error, hint string, retryAfter time.Duration) {
 	const (
-		authHint        = "check SharedAccessKeyName/SharedAccessKey (or the SharedAccessSignature and its expiry) and that the key has the Manage right (needed to list entities) and Listen (needed to peek)"
+		authHint        = "check SharedAccessKeyName/SharedAccessKey (or the SharedAccessSignature and its expiry) and that the key has the Manage right (needed to list entities), Listen (needed to peek and receive) and Send (needed to replay)"
 		notFoundHint    = "the queue, topic or subscription does not exist (any more)"
 		busyHint        = "the namespace is busy or throttling this client; retry later"
-		disabledHint    = "the entity is disabled; enable it (or set it to SendDisabled) to read it"
-		notAllowedHint  = "Service Bus does not allow this here; the main queue of a session-enabled entity cannot be peeked without a session"
+		disabledHint    = "the entity is disabled for this operation; set its status to Active (SendDisabled still allows reading it, ReceiveDisabled sending to it)"
+		notAllowedHint  = "Service Bus does not allow this here; the main queue of a session-enabled entity cannot be peeked or received without a session, and a message sent to one needs a session id"
+		lockLostHint    = "the message's lock expired (or its link closed) before it was settled; the message is available again in its queue"
 		gatewayHint     = "the admin endpoint's gateway did not get an answer from Service Bus"
 		closedHint      = ""
 		timeoutHint     = "Service Bus did not answer in time"
@@ -146,6 +148,8 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 			return dlq.ErrUnreachable, timeoutHint, 0
 		case azservicebus.CodeClosed:
 			return ErrClosed, closedHint, 0
+		case azservicebus.CodeLockLost:
+			return dlq.ErrLockLost, lockLostHint, 0
 		}
 	}
 
@@ -191,6 +195,8 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 			return dlq.ErrThrottled, busyHint, 0
 		case condTimeout:
 			return dlq.ErrUnreachable, timeoutHint, 0
+		case condLockLost:
+			return dlq.ErrLockLost, lockLostHint, 0
 		case condEntityDisabled:
 			return nil, disabledHint, 0
 		case amqp.ErrCondNotAllowed:

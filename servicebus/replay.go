@@ -1,0 +1,738 @@
+package servicebus
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+)
+
+var _ replay.Broker = (*Client)(nil)
+
+const (
+	// maxReceive is the most messages one Receive asks for: the SDK's
+	// defaultLinkRxBuffer (v1.11.0), above which ReceiveMessages refuses
+	// ("maxMessages cannot exceed 5000").
+	maxReceive = 5000
+
+	// timeAfterFirstMessage is how long Receive keeps collecting once the
+	// first message arrived (the SDK's default is 20 ms). The broker
+	// streams a batch after the credit it was granted, but on a latent
+	// link (another region, a busy namespace) 20 ms cuts most batches
+	// after the first few messages; 100 ms lets a batch fill at the cost of
+	// at most 100 ms per Receive that gets fewer messages than it asked for.
+	timeAfterFirstMessage = 100 * time.Millisecond
+
+	// deferredChunk is how many sequence numbers one receive-by-sequence-
+	// number request carries.
+	deferredChunk = 100
+
+	// replayCountProperty is the application property that counts a
+	// lineage's replays (api.md).
+	replayCountProperty = "dlqdash.replay_count"
+
+	annPartitionKey    = "x-opt-partition-key"
+	annViaPartitionKey = "x-opt-via-partition-key"
+	annScheduledTime   = "x-opt-scheduled-enqueue-time"
+)
+
+// Entity describes a queue, topic or subscription with the admin API's Get
+// requests. A path of the form <topic>/Subscriptions/<name> is a
+// subscription (one request); any other is asked as a queue first, then as
+// a topic (two requests for a topic): the admin API serves both at
+// /<name>, and the SDK's GetQueue reads a topic's description as a queue
+// with every property unset, which is how a topic is told from a queue.
+// A missing entity is dlq.ErrEntityNotFound (the Get methods report it as
+// a nil response, not an error).
+func (c *Client) Entity(ctx context.Context, path string) (replay.EntityInfo, error) {
+	op := "describe " + path
+	if c.isClosed() {
+		return replay.EntityInfo{}, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	topic, sub, isSub, err := parseEntityPath(path)
+	if err != nil {
+		return replay.EntityInfo{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var bad []string
+	defer func() {
+		if len(bad) > 0 {
+			c.log.Warn("entity settings with durations that do not parse were read as 0", "properties", bad)
+		}
+	}()
+
+	if isSub {
+		resp, err := c.admin.GetSubscription(ctx, topic, sub, nil)
+		if err != nil {
+			return replay.EntityInfo{}, c.mapAdminError(op, err)
+		}
+		if resp == nil {
+			return replay.EntityInfo{}, notFound(op, path)
+		}
+		p := resp.SubscriptionProperties
+		return replay.EntityInfo{
+			Path:              path,
+			Kind:              dlq.KindSubscription,
+			Topic:             topic,
+			LockDuration:      duration(&bad, path, "LockDuration", p.LockDuration),
+			DefaultTimeToLive: duration(&bad, path, "DefaultMessageTimeToLive", p.DefaultMessageTimeToLive),
+			RequiresSession:   deref(p.RequiresSession),
+			Status:            status(p.Status),
+		}, nil
+	}
+
+	q, err := c.admin.GetQueue(ctx, path, nil)
+	if err != nil {
+		return replay.EntityInfo{}, c.mapAdminError(op, err)
+	}
+	if q != nil && isQueue(q.QueueProperties) {
+		p := q.QueueProperties
+		return replay.EntityInfo{
+			Path:                     path,
+			Kind:                     dlq.KindQueue,
+			LockDuration:             duration(&bad, path, "LockDuration", p.LockDuration),
+			DuplicateDetection:       deref(p.RequiresDuplicateDetection),
+			DuplicateDetectionWindow: duration(&bad, path, "DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow),
+			DefaultTimeToLive:        duration(&bad, path, "DefaultMessageTimeToLive", p.DefaultMessageTimeToLive),
+			RequiresSession:          deref(p.RequiresSession),
+			Status:                   status(p.Status),
+		}, nil
+	}
+	t, err := c.admin.GetTopic(ctx, path, nil)
+	if err != nil {
+		return replay.EntityInfo{}, c.mapAdminError(op, err)
+	}
+	if t == nil || !isTopic(t.TopicProperties) {
+		return replay.EntityInfo{}, notFound(op, path)
+	}
+	p := t.TopicProperties
+	return replay.EntityInfo{
+		Path:                     path,
+		Kind:                     dlq.KindTopic,
+		DuplicateDetection:       deref(p.RequiresDuplicateDetection),
+		DuplicateDetectionWindow: duration(&bad, path, "DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow),
+		DefaultTimeToLive:        duration(&bad, path, "DefaultMessageTimeToLive", p.DefaultMessageTimeToLive),
+		Status:                   status(p.Status),
+	}, nil
+}
+
+// isQueue tells a queue's description from a topic's read as a queue's
+// (whose properties are all unset): Service Bus always describes a queue
+// with its lock duration and maximum delivery count.
+func isQueue(p admin.QueueProperties) bool {
+	return p.LockDuration != nil || p.MaxDeliveryCount != nil
+}
+
+// isTopic is isQueue for a topic: its description always has a status, a
+// size limit and a default time-to-live.
+func isTopic(p admin.TopicProperties) bool {
+	return p.Status != nil || p.MaxSizeInMegabytes != nil || p.DefaultMessageTimeToLive != nil
+}
+
+// notFound is the adapter's error for an entity the admin API does not
+// know.
+func notFound(op, path string) error {
+	const hint = "the queue, topic or subscription does not exist (any more)"
+	return &Error{Op: op, Kind: dlq.ErrEntityNotFound, Hint: hint, Err: fmt.Errorf("no entity %q", path),
+		msg: fmt.Sprintf("%s: %v: %s", op, dlq.ErrEntityNotFound, hint)}
+}
+
+// parseEntityPath splits a queue or topic name (which may contain '/') from
+// a subscription path <topic>/Subscriptions/<name>. It refuses empty
+// segments, sub-queue and other '$' segments, and a "Subscriptions"
+// segment anywhere but second to last (the admin API would read such a
+// path as a listing or a rule).
+func parseEntityPath(path string) (topic, sub string, isSub bool, err error) {
+	bad := fmt.Errorf("%q is not a queue or topic name or a <topic>/Subscriptions/<subscription> path", path)
+	if path == "" {
+		return "", "", false, bad
+	}
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if s == "" || strings.HasPrefix(s, "$") {
+			return "", "", false, bad
+		}
+		if i > 0 && strings.EqualFold(s, "Subscriptions") {
+			if i != len(segs)-2 {
+				return "", "", false, bad
+			}
+			return strings.Join(segs[:i], "/"), segs[i+1], true, nil
+		}
+	}
+	return "", "", false, nil
+}
+
+// OpenReceiver opens a peek-lock receiver on entity's subqueue q: a queue
+// name or a subscription path, with the SDK's SubQueueDeadLetter for the
+// dead-letter queue and SubQueueTransfer for the transfer dead-letter
+// queue. The SDK attaches its links on the first call that needs them, so a
+// missing entity is reported by the first Receive (dlq.ErrEntityNotFound).
+//
+// The receiver is its caller's: Client.Close does not close it (its calls
+// fail with ErrClosed afterwards); its Close does.
+func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
+	_ = ctx // the SDK does no I/O here
+	op := "open receiver on " + displayPath(entity, q)
+	if !q.Valid() {
+		return nil, fmt.Errorf("%s: unknown subqueue %q", op, q)
+	}
+	if c.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	topic, sub, isSub, err := parseEntityPath(entity)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var opts azservicebus.ReceiverOptions // peek-lock; main subqueue: no SubQueue
+	switch q {
+	case dlq.SubQueueDeadLetter:
+		opts.SubQueue = azservicebus.SubQueueDeadLetter
+	case dlq.SubQueueTransferDeadLetter:
+		opts.SubQueue = azservicebus.SubQueueTransfer
+	}
+	var r *azservicebus.Receiver
+	if isSub {
+		r, err = c.sb.NewReceiverForSubscription(topic, sub, &opts)
+	} else {
+		r, err = c.sb.NewReceiverForQueue(entity, &opts)
+	}
+	if err != nil {
+		return nil, c.mapError(op, err)
+	}
+	return &receiver{c: c, name: displayPath(entity, q), r: r}, nil
+}
+
+// receiver is a replay.Receiver over one SDK receiver. Like the SDK's, it
+// receives one batch at a time: concurrent Receive calls fail.
+type receiver struct {
+	c    *Client
+	name string // the subqueue's Service Bus path, for messages
+	r    *azservicebus.Receiver
+}
+
+// Receive asks for up to max messages (at most 5000, the SDK's limit) and
+// waits until the first arrives, wait passes (then it returns no messages
+// and no error) or ctx is done (then it returns ctx's error). Once one
+// message is there it collects more for up to 100 ms (see
+// timeAfterFirstMessage). wait <= 0 waits for ctx alone.
+//
+// The wait also bounds the SDK's attach and its retries on the first call,
+// so a wait shorter than those retries (about a second) reports an
+// unreachable namespace as an empty receive.
+func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]*replay.Received, error) {
+	op := "receive from " + r.name
+	if max <= 0 {
+		return nil, fmt.Errorf("%s: max must be positive, not %d", op, max)
+	}
+	max = min(max, maxReceive)
+	wctx := ctx
+	if wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
+	got, err := r.r.ReceiveMessages(wctx, max, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: timeAfterFirstMessage})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+		}
+		if wctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			return nil, nil
+		}
+		return nil, r.c.mapError(op, err)
+	}
+	return r.convert(got), nil
+}
+
+// ReceiveDeferred receives deferred messages by sequence number over
+// $management (receive-by-sequence-number), deduplicated, 100 numbers per
+// request. Service Bus fails a whole request when one of its numbers is
+// not a deferred message (or is locked by someone else) with status 404;
+// the adapter then halves the request until it finds the numbers at
+// fault, and leaves them out: k missing numbers cost about k·log2(100)
+// extra requests, at worst (none found) two per number. Because a deleted
+// entity answers 404 too,
+// the first such failure of a call is checked with a one-message peek,
+// which reports a missing entity as dlq.ErrEntityNotFound.
+func (r *receiver) ReceiveDeferred(ctx context.Context, seqs []int64) ([]*replay.Received, error) {
+	op := "receive deferred messages of " + r.name
+	seen := make(map[int64]bool, len(seqs))
+	uniq := make([]int64, 0, len(seqs))
+	for _, s := range seqs {
+		if !seen[s] {
+			seen[s] = true
+			uniq = append(uniq, s)
+		}
+	}
+	d := deferredFetch{r: r, op: op}
+	var got []*azservicebus.ReceivedMessage
+	for chunk := range slices.Chunk(uniq, deferredChunk) {
+		msgs, err := d.fetch(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, msgs...)
+	}
+	return r.convert(got), nil
+}
+
+type deferredFetch struct {
+	r       *receiver
+	op      string
+	checked bool // the entity was confirmed after a 404
+}
+
+func (d *deferredFetch) fetch(ctx context.Context, seqs []int64) ([]*azservicebus.ReceivedMessage, error) {
+	got, err := d.r.r.ReceiveDeferredMessages(ctx, seqs, nil)
+	if err == nil {
+		return got, nil
+	}
+	if !isNotFound(err) {
+		return nil, d.r.c.mapError(d.op, err)
+	}
+	if !d.checked {
+		from := seqs[0]
+		if _, perr := d.r.r.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}); perr != nil {
+			return nil, d.r.c.mapError(d.op, perr)
+		}
+		d.checked = true
+	}
+	if len(seqs) == 1 {
+		return nil, nil // not deferred, gone, or locked elsewhere
+	}
+	half := len(seqs) / 2
+	a, err := d.fetch(ctx, seqs[:half])
+	if err != nil {
+		return nil, err
+	}
+	b, err := d.fetch(ctx, seqs[half:])
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
+}
+
+// isNotFound: the SDK's CodeNotFound, or a $management 404 it left as it
+// was.
+func isNotFound(err error) bool {
+	var sbErr *azservicebus.Error
+	if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeNotFound {
+		return true
+	}
+	var rpcErr rpcCoder
+	return errors.As(err, &rpcErr) && rpcErr.RPCCode() == 404
+}
+
+// Complete completes m, which this receiver (or another on the same
+// entity) received. dlq.ErrLockLost when its lock expired first.
+func (r *receiver) Complete(ctx context.Context, m *replay.Received) error {
+	if m == nil {
+		return fmt.Errorf("complete on %s: no message", r.name)
+	}
+	op := fmt.Sprintf("complete message %d of %s", m.SequenceNumber, r.name)
+	rm, ok := m.Raw.(*azservicebus.ReceivedMessage)
+	if !ok || rm == nil {
+		return fmt.Errorf("%s: the message was not received by this adapter (Raw is %T)", op, m.Raw)
+	}
+	if err := r.r.CompleteMessage(ctx, rm, nil); err != nil {
+		return r.c.mapError(op, err)
+	}
+	return nil
+}
+
+// Close closes the receiver's links; messages it still holds locks on are
+// released by the broker as the link goes.
+func (r *receiver) Close(ctx context.Context) error {
+	if err := r.r.Close(ctx); err != nil {
+		return r.c.mapError("close receiver on "+r.name, err)
+	}
+	return nil
+}
+
+// convert turns received messages into the engine's. A message without a
+// sequence number (Service Bus always sends one) cannot be named, so it is
+// skipped and logged; its lock runs out.
+func (r *receiver) convert(got []*azservicebus.ReceivedMessage) []*replay.Received {
+	if len(got) == 0 {
+		return nil
+	}
+	out := make([]*replay.Received, 0, len(got))
+	for _, rm := range got {
+		if rm == nil || rm.SequenceNumber == nil {
+			r.c.log.Warn("received message without a sequence number skipped", "entity", r.name)
+			continue
+		}
+		out = append(out, receivedOf(rm))
+	}
+	return out
+}
+
+func receivedOf(rm *azservicebus.ReceivedMessage) *replay.Received {
+	m := &replay.Received{
+		SequenceNumber: *rm.SequenceNumber,
+		MessageID:      rm.MessageID,
+		ReplayCount:    replayCount(rm.ApplicationProperties[replayCountProperty]),
+		Raw:            rm,
+	}
+	if m.MessageID == "" && rm.RawAMQPMessage != nil && rm.RawAMQPMessage.Properties != nil && rm.RawAMQPMessage.Properties.MessageID != nil {
+		m.MessageID = dlq.IdentifierText(rm.RawAMQPMessage.Properties.MessageID)
+	}
+	if rm.LockedUntil != nil {
+		m.LockedUntil = *rm.LockedUntil
+	}
+	if rm.DeadLetterReason != nil {
+		m.DeadLetterReason = *rm.DeadLetterReason
+	}
+	if rm.TimeToLive != nil && *rm.TimeToLive > 0 {
+		m.TimeToLive = *rm.TimeToLive
+	}
+	return m
+}
+
+// replayCount reads dlqdash.replay_count: any integer type; 0 when absent,
+// not an integer, or negative.
+func replayCount(v any) int {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return int(min(max(rv.Int(), 0), math.MaxInt))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return int(min(rv.Uint(), math.MaxInt))
+	}
+	return 0
+}
+
+// OpenSender opens a sender to a queue or topic. The SDK attaches on the
+// first Send, so a missing entity is reported there.
+//
+// The sender is its caller's: Client.Close does not close it (its calls
+// fail with ErrClosed afterwards); its Close does.
+func (c *Client) OpenSender(ctx context.Context, path string) (replay.Sender, error) {
+	_ = ctx // the SDK does no I/O here
+	op := "open sender to " + path
+	if c.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	_, _, isSub, err := parseEntityPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if isSub {
+		return nil, fmt.Errorf("%s: a subscription cannot be sent to; send to its topic", op)
+	}
+	s, err := c.sb.NewSender(path, nil)
+	if err != nil {
+		return nil, c.mapError(op, err)
+	}
+	return &sender{c: c, path: path, s: s}, nil
+}
+
+// sender is a replay.Sender over one SDK sender.
+type sender struct {
+	c    *Client
+	path string
+	s    *azservicebus.Sender
+
+	batches atomic.Int64 // batches sent (round trips), for tests
+}
+
+// Send builds every copy (see buildCopy) and sends them in batches, each
+// as large as the broker allows (com.microsoft:max-message-batch-size,
+// 256 KiB on a standard namespace), one round trip each.
+//
+// Copies are grouped before batching: a batch carries copies of one
+// session id (or, without one, one partition key) and one scheduled time,
+// in their order within the group, groups in order of first appearance.
+// A partitioned entity refuses a batch whose messages belong to different
+// partitions, and the SDK gives a batch the first message's properties and
+// annotations as its own, so mixing would fail there or schedule a whole
+// batch by its first copy. On a namespace without partitioning this costs
+// a round trip per distinct session, partition key or schedule among the
+// copies; copies without any (the usual dead letters) go together.
+func (s *sender) Send(ctx context.Context, copies []replay.Copy) error {
+	op := "send to " + s.path
+	type group struct {
+		key  string
+		msgs []*azservicebus.AMQPAnnotatedMessage
+	}
+	var groups []*group
+	index := map[string]*group{}
+	for _, cp := range copies {
+		m, err := buildCopy(cp)
+		if err != nil {
+			return fmt.Errorf("%s: copy %q: %w", op, cp.MessageID, err)
+		}
+		key := batchKey(m, cp.ScheduledEnqueueAt)
+		g := index[key]
+		if g == nil {
+			g = &group{key: key}
+			index[key] = g
+			groups = append(groups, g)
+		}
+		g.msgs = append(g.msgs, m)
+	}
+	for _, g := range groups {
+		if err := s.sendAll(ctx, op, g.msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchKey groups copies that may share a batch: same session id (or
+// partition key) and same scheduled time.
+func batchKey(m *azservicebus.AMQPAnnotatedMessage, at *time.Time) string {
+	var b strings.Builder
+	switch pk, _ := m.MessageAnnotations[annPartitionKey].(string); {
+	case m.Properties != nil && m.Properties.GroupID != nil && *m.Properties.GroupID != "":
+		b.WriteString(*m.Properties.GroupID) // Service Bus partitions by session id first
+	case pk != "":
+		b.WriteString(pk)
+	}
+	b.WriteByte(0)
+	if at != nil {
+		b.WriteString(strconv.FormatInt(at.UnixNano(), 10))
+	}
+	return b.String()
+}
+
+// sendAll sends msgs in as few batches as fit.
+func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AMQPAnnotatedMessage) error {
+	var batch *azservicebus.MessageBatch
+	newBatch := func() error {
+		b, err := s.s.NewMessageBatch(ctx, nil)
+		if err != nil {
+			return s.c.mapError(op, err)
+		}
+		batch = b
+		return nil
+	}
+	flush := func() error {
+		if batch == nil || batch.NumMessages() == 0 {
+			return nil
+		}
+		s.batches.Add(1)
+		err := s.s.SendMessageBatch(ctx, batch, nil)
+		batch = nil
+		if err != nil {
+			return s.c.mapError(op, err)
+		}
+		return nil
+	}
+	for _, m := range msgs {
+		if batch == nil {
+			if err := newBatch(); err != nil {
+				return err
+			}
+		}
+		err := batch.AddAMQPAnnotatedMessage(m, nil)
+		if errors.Is(err, azservicebus.ErrMessageTooLarge) && batch.NumMessages() > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := newBatch(); err != nil {
+				return err
+			}
+			err = batch.AddAMQPAnnotatedMessage(m, nil)
+		}
+		if errors.Is(err, azservicebus.ErrMessageTooLarge) {
+			return fmt.Errorf("%s: copy %q is larger than the %s allows in one message (%w)", op, copyID(m), s.path, err)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: copy %q cannot be encoded: %w", op, copyID(m), err)
+		}
+	}
+	return flush()
+}
+
+func copyID(m *azservicebus.AMQPAnnotatedMessage) string {
+	if m.Properties == nil {
+		return ""
+	}
+	return dlq.IdentifierText(m.Properties.MessageID)
+}
+
+// Close closes the sender's link.
+func (s *sender) Close(ctx context.Context) error {
+	if err := s.s.Close(ctx); err != nil {
+		return s.c.mapError("close sender to "+s.path, err)
+	}
+	return nil
+}
+
+// buildCopy makes the AMQP message of a copy from the original's raw AMQP
+// message, so that the body is sent exactly as it came (one or more data
+// sections, an amqp-value or amqp-sequence sections), with:
+//
+//   - header: the time-to-live, durable and priority; not the delivery
+//     count (the copy is a new message) nor first-acquirer;
+//   - properties: message id = Copy.MessageID; correlation id (of any
+//     AMQP type), subject, content type, content encoding, reply-to,
+//     reply-to-group-id, to, group id (the session id) and group sequence
+//     as they were; not absolute-expiry-time and creation-time, which
+//     Service Bus stamps from the enqueue time and time-to-live: a dead
+//     letter's would often be past, and its time-to-live counts afresh
+//     from the copy's enqueue anyway; not user-id, which a broker may
+//     check against the sender's identity;
+//   - message annotations: only the sender's x-opt-partition-key and
+//     x-opt-via-partition-key; every other (the broker's sequence number,
+//     enqueued time, lock, dead-letter source, state, scheduled time, and
+//     anything else) is dropped; x-opt-scheduled-enqueue-time is set from
+//     Copy.ScheduledEnqueueAt when given;
+//   - application properties: the original's without the broker's
+//     DeadLetterReason and DeadLetterErrorDescription (or Edit's, which
+//     replace them), with Copy.Properties set on top;
+//   - no delivery annotations (the lock token), footer or delivery tag.
+//
+// Edit.Body, when set, replaces the body with one data section.
+func buildCopy(cp replay.Copy) (*azservicebus.AMQPAnnotatedMessage, error) {
+	if cp.MessageID == "" {
+		return nil, errors.New("no MessageID")
+	}
+	if cp.Of == nil {
+		return nil, errors.New("no original message")
+	}
+	rm, ok := cp.Of.Raw.(*azservicebus.ReceivedMessage)
+	if !ok || rm == nil || rm.RawAMQPMessage == nil {
+		return nil, fmt.Errorf("the original was not received by this adapter (Raw is %T)", cp.Of.Raw)
+	}
+	raw := rm.RawAMQPMessage
+	out := &azservicebus.AMQPAnnotatedMessage{
+		Body: azservicebus.AMQPAnnotatedMessageBody{
+			Data:     slices.Clone(raw.Body.Data),
+			Sequence: slices.Clone(raw.Body.Sequence),
+			Value:    raw.Body.Value,
+		},
+		Properties: &azservicebus.AMQPAnnotatedMessageProperties{MessageID: cp.MessageID},
+	}
+	if cp.Edit != nil && cp.Edit.Body != nil {
+		out.Body = azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{cp.Edit.Body}}
+	}
+	if h := raw.Header; h != nil && (h.TTL > 0 || h.Durable || h.Priority != 0) {
+		out.Header = &azservicebus.AMQPAnnotatedMessageHeader{TTL: h.TTL, Durable: h.Durable, Priority: h.Priority}
+	}
+	if p := raw.Properties; p != nil {
+		o := out.Properties
+		o.CorrelationID = p.CorrelationID
+		o.Subject = p.Subject
+		o.ContentType = p.ContentType
+		o.ContentEncoding = p.ContentEncoding
+		o.ReplyTo = p.ReplyTo
+		o.ReplyToGroupID = p.ReplyToGroupID
+		o.To = p.To
+		o.GroupID = p.GroupID
+		o.GroupSequence = p.GroupSequence
+	}
+
+	ann := map[any]any{}
+	for _, k := range []string{annPartitionKey, annViaPartitionKey} {
+		if v, ok := raw.MessageAnnotations[k]; ok && v != nil {
+			ann[k] = v
+		}
+	}
+	if cp.ScheduledEnqueueAt != nil {
+		ann[annScheduledTime] = cp.ScheduledEnqueueAt.UTC()
+	}
+	out.MessageAnnotations = ann
+
+	var props map[string]any
+	if cp.Edit != nil && cp.Edit.ApplicationProperties != nil && !isJSONNull(cp.Edit.ApplicationProperties) {
+		var err error
+		if props, err = decodeProperties(cp.Edit.ApplicationProperties); err != nil {
+			return nil, fmt.Errorf("edited application properties: %w", err)
+		}
+	} else {
+		props = make(map[string]any, len(raw.ApplicationProperties)+len(cp.Properties))
+		for k, v := range raw.ApplicationProperties {
+			if k != "DeadLetterReason" && k != "DeadLetterErrorDescription" {
+				props[k] = v
+			}
+		}
+	}
+	maps.Copy(props, cp.Properties)
+	if len(props) > 0 {
+		out.ApplicationProperties = props
+	}
+	return out, nil
+}
+
+func isJSONNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+// decodeProperties reads edited application properties in the stable
+// interface's JSON form: strings, integers (int64), other numbers
+// (float64), booleans, null, and {"base64": "..."} for binary. Arrays and
+// other objects have no application-property form and are refused, naming
+// the key. A JSON null instead of the object means no edit (the caller
+// checks).
+func decodeProperties(raw json.RawMessage) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("want a JSON object: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("want one JSON object, found more after it")
+	}
+	out := make(map[string]any, len(obj))
+	keys := slices.Sorted(maps.Keys(obj))
+	for _, k := range keys {
+		v, err := propertyValue(obj[k])
+		if err != nil {
+			return nil, fmt.Errorf("property %q: %w", k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func propertyValue(v any) (any, error) {
+	switch x := v.(type) {
+	case nil, string, bool:
+		return x, nil
+	case json.Number:
+		s := x.String()
+		if strings.ContainsAny(s, ".eE") {
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return nil, fmt.Errorf("number %s is out of range", s)
+			}
+			return f, nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("integer %s is out of the range of a 64-bit integer", s)
+		}
+		return n, nil
+	case map[string]any:
+		if b64, ok := x["base64"].(string); ok && len(x) == 1 {
+			b, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil {
+				return nil, fmt.Errorf("bad base64: %w", err)
+			}
+			return b, nil
+		}
+		return nil, errors.New(`an object is not a property value (binary is {"base64": "..."})`)
+	case []any:
+		return nil, errors.New("an array is not a property value")
+	}
+	return nil, fmt.Errorf("unsupported value %T", v)
+}

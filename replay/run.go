@@ -683,23 +683,39 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 		return len(poison), nil
 	}
 
-	if j.Action == ActionReplay {
-		var err error
-		if work, err = r.sendCopies(ctx, s, work); err != nil {
-			return len(poison), err
+	// Paced jobs go a bucketful at a time, so progress (and a pause or
+	// cancel) shows between them rather than after the whole batch.
+	size := len(work)
+	if r.limiter != nil {
+		size = r.limiter.Burst()
+	}
+	done := len(poison)
+	for chunk := range slices.Chunk(work, size) {
+		if done > len(poison) && r.stopped() {
+			break // the rest stay pending, untouched
 		}
-	} else {
-		ups := make([]Update, len(work))
-		for i, mt := range work {
-			ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
-			mt.it.State = ItemLocked
+		if j.Action == ActionReplay {
+			var err error
+			if chunk, err = r.sendCopies(ctx, s, chunk); err != nil {
+				return done, err
+			}
+		} else {
+			ups := make([]Update, len(chunk))
+			for i, mt := range chunk {
+				ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
+				mt.it.State = ItemLocked
+			}
+			if err := r.update(ctx, s, ups); err != nil {
+				return done, err
+			}
 		}
-		if err := r.update(ctx, s, ups); err != nil {
-			return len(poison), err
+		n, err := r.complete(ctx, s, chunk)
+		done += n
+		if err != nil {
+			return done, err
 		}
 	}
-	done, err := r.complete(ctx, s, work)
-	return len(poison) + done, err
+	return done, nil
 }
 
 // sendCopies sends the copies of the messages that are not sent yet (as

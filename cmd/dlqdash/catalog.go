@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/servicebus"
 	"github.com/dlqdash/dlqdash/store"
 )
@@ -24,9 +26,16 @@ func openBroker(ctx context.Context, connectionString, adminEndpoint string, log
 	return c, nil
 }
 
-// withCatalog makes the dashboard run an ingester over broker once its store
-// is open.
-func withCatalog(cfg Config, broker dlq.Broker, namespace string, logger *slog.Logger) func(*store.Store, *dashboard) error {
+// serviceBus is what the dashboard needs of the namespace: the catalog reads
+// it, the replay engine changes it. *servicebus.Client is both.
+type serviceBus interface {
+	dlq.Broker
+	replay.Broker
+}
+
+// withCatalog makes the dashboard run an ingester and a replay engine over
+// broker once its store is open.
+func withCatalog(cfg Config, broker serviceBus, namespace string, logger *slog.Logger) func(*store.Store, *dashboard) error {
 	return func(st *store.Store, d *dashboard) error {
 		retention := cfg.Retention
 		if retention == 0 {
@@ -43,6 +52,20 @@ func withCatalog(cfg Config, broker dlq.Broker, namespace string, logger *slog.L
 		})
 		d.status = ing
 		d.loops = append(d.loops, ing.Run)
+
+		engine, err := replay.New(replay.Config{
+			Store:     st,
+			Broker:    broker,
+			Audit:     audit.New(st),
+			Logger:    logger.With("component", "replay"),
+			OnChange:  d.onJob,
+			PoisonCap: cfg.PoisonCap,
+		})
+		if err != nil {
+			return err
+		}
+		d.jobs = engine
+		d.loops = append(d.loops, engine.Run)
 		return nil
 	}
 }

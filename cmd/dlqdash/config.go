@@ -34,6 +34,7 @@ const (
 	envAdminEndpoint    = "DLQDASH_ADMIN_ENDPOINT"
 	envRetention        = "DLQDASH_RETENTION"
 	envOrphanAfter      = "DLQDASH_ORPHAN_AFTER"
+	envPoisonCap        = "DLQDASH_POISON_CAP"
 )
 
 // Defaults. The emulator's match Microsoft's Service Bus emulator, so one
@@ -48,6 +49,7 @@ const (
 	defaultPoll         = "1s"
 	defaultRetention    = "30d"
 	defaultOrphanAfter  = "24h"
+	defaultPoisonCap    = "3"
 )
 
 // Config is everything a subcommand needs, parsed and checked.
@@ -66,6 +68,9 @@ type Config struct {
 	// OrphanAfter is how long a message may stay deferred before the
 	// inventory page flags it as a deferred orphan.
 	OrphanAfter time.Duration
+	// PoisonCap: a message lineage replayed this many times is not
+	// replayed again without allow_poison.
+	PoisonCap int
 
 	// serve
 	ConnectionString ConnectionString
@@ -223,6 +228,7 @@ func dashboardFlags(f *flagSet) {
 	f.str("poll", envPoll, defaultPoll, "how often entity counts are read (a Go duration: 500ms, 1s, 5s)")
 	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")
 	f.str("orphan-after", envOrphanAfter, defaultOrphanAfter, "how long a message may stay deferred before the inventory flags it as a deferred orphan (a Go duration: 24h, 90m)")
+	f.str("poison-cap", envPoisonCap, defaultPoisonCap, "how many times a message lineage may be replayed before replays skip it as poison (unless allow_poison)")
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
@@ -345,6 +351,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		if cfg.OrphanAfter, err = time.ParseDuration(v("orphan-after")); err != nil || cfg.OrphanAfter < time.Minute {
 			return Config{}, bad("invalid orphan-after %q from %s: want a duration of at least 1m, e.g. 24h", v("orphan-after"), f.source("orphan-after"))
+		}
+		if cfg.PoisonCap, err = strconv.Atoi(v("poison-cap")); err != nil || cfg.PoisonCap < 1 || cfg.PoisonCap > 1000 {
+			return Config{}, bad("invalid poison cap %q from %s: want a whole number from 1 to 1000", v("poison-cap"), f.source("poison-cap"))
 		}
 		if c.name == "serve" {
 			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {

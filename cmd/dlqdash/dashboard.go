@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/web"
 )
@@ -37,6 +38,10 @@ type dashboard struct {
 	status interface{ Status() dlq.Status }
 	// publish receives the catalog's change events; nil discards them.
 	publish func(dlq.Change)
+	// onJob receives the replay engine's job changes; nil discards them.
+	onJob func(replay.Job)
+	// jobs is the replay engine, set by onStore; nil when there is none.
+	jobs *replay.Engine
 }
 
 // serveDashboard is the lifecycle of demo and serve, top to bottom: open the
@@ -64,7 +69,11 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		}
 	}
 
-	srv := web.New(web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub})
+	cfgWeb := web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub}
+	if d.jobs != nil {
+		cfgWeb.Jobs = d.jobs
+	}
+	srv := web.New(cfgWeb)
 
 	// Listen before serving so that port 0 works and the address logged is
 	// the real one.

@@ -1,0 +1,92 @@
+// Package replay is the replay engine: jobs that resend dead-lettered (and
+// deferred) messages to their entity or another one, or discard them, at a
+// safe pace, surviving crashes without losing or duplicating a message, and
+// recording everything in the audit trail.
+//
+// # Jobs
+//
+// A job is created from a selection (catalog ids, or a filter frozen at
+// submission into exactly the messages it matched: package store copies the
+// matching rows into job_messages in the transaction that creates the job).
+// Each message then has its own state machine in SQLite:
+//
+//	pending → locked → sent → completed     replay
+//	pending → locked → completed            discard
+//	(any unfinished) → failed | skipped
+//
+// Each state is written before the broker call that follows it. locked
+// means "received under a lock, copy about to be sent"; sent means "copy
+// confirmed, only the original's removal is left". So after a crash a locked
+// message is sent again under the same MessageId (DerivedMessageID: the
+// original's id + "/dlqdash-<job>"), which a target with duplicate detection
+// drops as a repeat; to a target without it, the message is flagged
+// (Item.Flagged, an audit message_flagged entry) as possibly sent twice. A
+// sent message is never sent again. The original is completed only after
+// the copy is confirmed; a cancel sends nothing new, still removes the
+// originals of copies already sent, and leaves every unsent message in its
+// queue. A message is in at most one active job (a unique index), so two
+// jobs never race over it.
+//
+// Jobs left running by a process that died are adopted by the next Run.
+//
+// # Reaching a selected message
+//
+// Service Bus can fetch a message by sequence number only when it is
+// deferred; everything else is received from the head of the queue, in
+// sequence order, under a lock that lasts the entity's lock duration L (at
+// most 5 minutes). Deferred messages are received by sequence number, in
+// batches. For the rest, the engine scans with one peek-lock receiver per
+// (job, entity, subqueue), open for the whole of the job's work there:
+//
+//   - It receives batches (Config.Batch, 250) and acts at once on the
+//     selected messages among them: one send of their copies, then their
+//     completes (32 in flight), then one transaction for their states.
+//   - Unselected messages are neither abandoned nor completed: they stay
+//     locked, untouched (no delivery count added), and so the next receive
+//     returns the messages after them. Their locks lapse after L and they
+//     are back where they were, for everyone.
+//   - A message is acted on only while at least lockMargin (L/3, between 1 s
+//     and 20 s) of its lock is left; otherwise it waits for a later pass.
+//   - A pass ends when a sequence number comes back (a lock this pass took
+//     has lapsed: the head is available again) or the broker has nothing
+//     more to give. After a pass that read everything, a selected message
+//     not seen is gone (or locked by someone else; the engine first waits
+//     one lock duration after it started, so locks a crashed dlqdash held
+//     have lapsed) and is finished as failed, or as completed if its copy
+//     was already sent.
+//   - The SDK releases messages that arrive after a ReceiveMessages call
+//     returns (it does not hold them in a prefetch buffer), so a receiver
+//     that is not asking holds no lock, and the engine never closes a
+//     receiver with messages in flight.
+//
+// The cost: one pass reads the queue from its head as far as the selection
+// reaches, at the broker's receive rate R; its reach is about R × L messages
+// (measured in BENCHMARKS.md: the whole of a 100,000-message DLQ within a 30 s
+// lock on the emulator, also with 20 ms of latency per round trip). A pass
+// that runs out of lock time is normal: the next pass starts from the head
+// again, where the finished messages are gone. Only a pass that ends that
+// way having finished nothing (every remaining selected message lies
+// deeper than R × L) pauses the job, saying so and what to change (the
+// entity's lock duration). While a pass runs, the unselected messages it
+// read are locked for up to L: other receivers of that dead-letter queue
+// (there rarely are any) see them a little later.
+//
+// # Pacing and failure
+//
+// A job's max rate is a token bucket (golang.org/x/time/rate): copies are
+// sent only as tokens allow within their locks. Transient broker errors
+// (unreachable, server busy, throttled) are retried with exponential
+// backoff and jitter (github.com/cenkalti/backoff/v5), honouring a
+// throttled broker's Retry-After, for Config.GiveUpAfter (2 minutes); then
+// the job pauses with the reason, as it does at once when the destination
+// does not exist or the credentials are refused. Resume continues it.
+//
+// # Guards
+//
+// A lineage replayed PoisonCap times (3; the copy's dlqdash.replay_count) is
+// skipped as poison unless the job allows it. Replaying a subscription's
+// dead letters to its topic (the default destination) would deliver a copy
+// to every subscription of the topic: refused unless acknowledged. A dry
+// run (Submit with DryRun) says all of this, and what the destinations'
+// duplicate detection and time-to-live imply, without changing anything.
+package replay

@@ -1,0 +1,279 @@
+package replay_test
+
+// The engine end to end: the real Service Bus adapter and the real
+// azservicebus SDK against our emulator over loopback, a real store (the
+// catalog filled by the real ingester), and the real audit log.
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/servicebus"
+	"github.com/dlqdash/dlqdash/servicebus/emulator"
+	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
+	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
+	"github.com/dlqdash/dlqdash/store"
+)
+
+type env struct {
+	t      *testing.T
+	ns     *broker.Namespace
+	srv    *emulator.Server
+	sb     *azservicebus.Client
+	st     *store.Store
+	log    *audit.Log
+	client *servicebus.Client
+	engine *replay.Engine
+}
+
+type envOptions struct {
+	giveUp time.Duration
+	poison int
+	batch  int
+}
+
+func newEnv(t *testing.T, setup func(ns *broker.Namespace), o envOptions) *env {
+	t.Helper()
+	ns := broker.New(broker.Options{})
+	setup(ns)
+	srv := emulator.New(emulator.Options{Namespace: ns})
+	conn, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	adm := httptest.NewServer(atom.NewHandler(ns, atom.Options{}))
+	t.Cleanup(adm.Close)
+	sb, err := azservicebus.NewClientFromConnectionString(conn, &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "dlqdash.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	client, err := servicebus.Open(t.Context(), conn, servicebus.Options{AdminEndpoint: adm.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(context.Background()) })
+	e := &env{t: t, ns: ns, srv: srv, sb: sb, st: st, log: audit.New(st), client: client}
+
+	in := dlq.New(dlq.Config{Broker: client, Catalog: st, Namespace: "emulator", Poll: 20 * time.Millisecond,
+		MinFullInterval: 50 * time.Millisecond, MainInterval: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	e.engine = e.newEngine(o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { in.Run(ctx); done <- struct{}{} }()
+	go func() { e.engine.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	return e
+}
+
+func (e *env) newEngine(o envOptions) *replay.Engine {
+	eng, err := replay.New(replay.Config{Store: e.st, Broker: e.client, Audit: e.log, GiveUpAfter: o.giveUp,
+		PoisonCap: o.poison, Batch: o.batch})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return eng
+}
+
+// send sends messages to a queue or topic.
+func (e *env) send(to string, msgs ...*azservicebus.Message) {
+	e.t.Helper()
+	s, err := e.sb.NewSender(to, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for _, m := range msgs {
+		if err := s.SendMessage(e.t.Context(), m, nil); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// deadLetter receives n messages of a queue or subscription and
+// dead-letters them with reason.
+func (e *env) deadLetter(queue, sub string, n int, reason string) {
+	e.t.Helper()
+	var r *azservicebus.Receiver
+	var err error
+	if sub == "" {
+		r, err = e.sb.NewReceiverForQueue(queue, nil)
+	} else {
+		r, err = e.sb.NewReceiverForSubscription(queue, sub, nil)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	desc := "failed in a test"
+	for got := 0; got < n; {
+		ctx, cancel := context.WithTimeout(e.t.Context(), 10*time.Second)
+		ms, err := r.ReceiveMessages(ctx, n-got, nil)
+		cancel()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, m := range ms {
+			if err := r.DeadLetterMessage(e.t.Context(), m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		got += len(ms)
+	}
+}
+
+// sendAndDeadLetter puts n messages with ids prefix-0... into queue's DLQ.
+func (e *env) sendAndDeadLetter(queue, prefix string, n int, reason string) {
+	e.t.Helper()
+	msgs := make([]*azservicebus.Message, n)
+	for i := range msgs {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		msgs[i] = &azservicebus.Message{MessageID: &id, Body: []byte(fmt.Sprintf(`{"n":%d,"id":%q}`, i, id)),
+			ApplicationProperties: map[string]any{"i": int64(i)}}
+	}
+	e.send(queue, msgs...)
+	e.deadLetter(queue, "", n, reason)
+}
+
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cataloged waits until the catalog holds n present messages matching f and
+// returns their ids.
+func (e *env) cataloged(f dlq.Filter, n int) []int64 {
+	e.t.Helper()
+	var ids []int64
+	waitFor(e.t, fmt.Sprintf("%d cataloged messages matching %+v", n, f), 20*time.Second, func() bool {
+		ids = ids[:0]
+		err := e.st.ExportMessages(e.t.Context(), f, func(r dlq.Record) error {
+			ids = append(ids, r.ID)
+			return nil
+		})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return len(ids) == n
+	})
+	return slices.Clone(ids)
+}
+
+// finished waits for a job to reach a final (or paused) status.
+func (e *env) finished(id int64, within time.Duration) replay.Job {
+	e.t.Helper()
+	var j replay.Job
+	waitFor(e.t, fmt.Sprintf("job %d to finish", id), within, func() bool {
+		var err error
+		if j, err = e.st.Job(e.t.Context(), id); err != nil {
+			e.t.Fatal(err)
+		}
+		return j.Status.Finished() || j.Status == replay.StatusPaused
+	})
+	return j
+}
+
+func (e *env) submit(req replay.Request) (replay.Plan, replay.Job) {
+	e.t.Helper()
+	ctx := audit.WithActor(e.t.Context(), "tester")
+	plan, job, err := e.engine.Submit(ctx, req)
+	if err != nil {
+		e.t.Fatalf("submit: %v", err)
+	}
+	return plan, job
+}
+
+// receiveAll receives (and completes) every message now in a queue or
+// subscription's subqueue.
+func (e *env) receiveAll(queue, sub string, q azservicebus.SubQueue) []*azservicebus.ReceivedMessage {
+	e.t.Helper()
+	var r *azservicebus.Receiver
+	var err error
+	opts := &azservicebus.ReceiverOptions{SubQueue: q}
+	if sub == "" {
+		r, err = e.sb.NewReceiverForQueue(queue, opts)
+	} else {
+		r, err = e.sb.NewReceiverForSubscription(queue, sub, opts)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	var out []*azservicebus.ReceivedMessage
+	for {
+		ctx, cancel := context.WithTimeout(e.t.Context(), 500*time.Millisecond)
+		ms, err := r.ReceiveMessages(ctx, 100, nil)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			e.t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			return out
+		}
+		for _, m := range ms {
+			if err := r.CompleteMessage(e.t.Context(), m, nil); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		out = append(out, ms...)
+	}
+}
+
+// peekAll returns every message of a queue's subqueue without locking.
+func (e *env) peekAll(queue string, q azservicebus.SubQueue) []*azservicebus.ReceivedMessage {
+	e.t.Helper()
+	r, err := e.sb.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: q})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	var out []*azservicebus.ReceivedMessage
+	from := int64(0)
+	for {
+		ms, err := r.PeekMessages(e.t.Context(), 250, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			return out
+		}
+		out = append(out, ms...)
+		from = *ms[len(ms)-1].SequenceNumber + 1
+	}
+}
+
+func messageIDs(ms []*azservicebus.ReceivedMessage) []string {
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.MessageID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -207,7 +207,9 @@ func TestCrashDuringReplay(t *testing.T) {
 	t.Logf("killed dlqdash %d times during the jobs", kills)
 
 	type item struct {
-		Message       struct{ MessageID string `json:"message_id"` }
+		Message struct {
+			MessageID string `json:"message_id"`
+		}
 		State         string
 		CopyMessageID string `json:"copy_message_id"`
 		Flagged       bool

@@ -45,8 +45,7 @@
 //     locked, untouched (no delivery count added), and so the next receive
 //     returns the messages after them. Their locks lapse after L and they
 //     are back where they were, for everyone.
-//   - A message is acted on only while at least lockMargin (L/3, between 1 s
-//     and 20 s) of its lock is left; otherwise it waits for a later pass.
+//   - A message is acted on only while at least lockMargin (L/3, at most 20 s) of its lock is left; otherwise it waits for a later pass.
 //   - A pass ends when a sequence number comes back (a lock this pass took
 //     has lapsed: the head is available again) or the broker has nothing
 //     more to give. After a pass that read everything, a selected message

@@ -7,7 +7,9 @@ package replay_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -86,8 +88,12 @@ func newEnv(t *testing.T, setup func(ns *broker.Namespace), o envOptions) *env {
 }
 
 func (e *env) newEngine(o envOptions) *replay.Engine {
+	var logger *slog.Logger
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	eng, err := replay.New(replay.Config{Store: e.st, Broker: e.client, Audit: e.log, GiveUpAfter: o.giveUp,
-		PoisonCap: o.poison, Batch: o.batch})
+		PoisonCap: o.poison, Batch: o.batch, Logger: logger})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -253,9 +253,15 @@ func displayQueue(entity string, q dlq.SubQueue) string {
 	return entity
 }
 
-// transient reports whether err is worth retrying.
+// callTimeout bounds one broker call: the SDK can wait a long time on a
+// link whose connection died.
+const callTimeout = 30 * time.Second
+
+// transient reports whether err is worth retrying: the broker's own
+// transient errors, and a call that ran out of time (but not the run's
+// context ending).
 func transient(err error) bool {
-	return errors.Is(err, dlq.ErrUnreachable) || errors.Is(err, dlq.ErrThrottled)
+	return errors.Is(err, dlq.ErrUnreachable) || errors.Is(err, dlq.ErrThrottled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // retry runs op with exponential backoff and jitter while it fails with a
@@ -291,7 +297,11 @@ func (r *run) entity(ctx context.Context, path string) (EntityInfo, error) {
 	if info, ok := r.infos[path]; ok {
 		return info, nil
 	}
-	info, _, err := retry(ctx, r, "read "+path, func() (EntityInfo, error) { return r.e.cfg.Broker.Entity(ctx, path) })
+	info, _, err := retry(ctx, r, "read "+path, func() (EntityInfo, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return r.e.cfg.Broker.Entity(cctx, path)
+	})
 	if err != nil {
 		return info, err
 	}
@@ -340,7 +350,7 @@ func (r *run) closeSenders(ctx context.Context) {
 // lockMargin is how much lock time a message must have left to be acted on:
 // a send and a complete must fit in it, on a slow broker too.
 func lockMargin(lock time.Duration) time.Duration {
-	return min(max(lock/3, time.Second), 20*time.Second)
+	return min(max(lock/3, 100*time.Millisecond), 20*time.Second)
 }
 
 // work does the job's part on one entity's subqueue.
@@ -429,7 +439,9 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 			seqs[i] = it.SequenceNumber
 		}
 		got, _, err := retry(ctx, r, "receive deferred messages", func() ([]*Received, error) {
-			return s.recv.ReceiveDeferred(ctx, seqs)
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			return s.recv.ReceiveDeferred(cctx, seqs)
 		})
 		if err != nil {
 			return r.brokerHalt("receive deferred messages from "+displayQueue(s.key.entity, s.key.q), err)
@@ -472,7 +484,9 @@ func (r *run) scan(ctx context.Context, s *source) error {
 				return nil
 			}
 			msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
-				return s.recv.Receive(ctx, e.cfg.Batch, time.Second)
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				defer cancel()
+				return s.recv.Receive(cctx, e.cfg.Batch, time.Second)
 			})
 			if err != nil {
 				return r.brokerHalt("receive from "+displayQueue(s.key.entity, s.key.q), err)
@@ -512,6 +526,8 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			}
 			processed += n
 		}
+		e.log.Debug("replay: pass ended", "job", r.job.ID, "source", displayQueue(s.key.entity, s.key.q), "read", len(seen),
+			"acted", processed, "wrapped", wrapped, "pending", len(s.pending))
 		if len(s.pending) == 0 {
 			return nil
 		}
@@ -803,7 +819,9 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 		return ready, err
 	}
 	_, attempts, err := retry(ctx, r, "send to "+dest.Path, func() (struct{}, error) {
-		return struct{}{}, sender.Send(ctx, copies)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return struct{}{}, sender.Send(cctx, copies)
 	})
 	flag := (resent || attempts > 1) && !dest.DuplicateDetection
 	if err != nil {
@@ -860,7 +878,15 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = s.recv.Complete(ctx, mt.m)
+			// A settlement is worth nothing after the lock: never wait
+			// longer (the SDK can hang on a link whose connection died).
+			deadline := mt.m.LockedUntil.Add(time.Second)
+			if mt.m.LockedUntil.IsZero() {
+				deadline = time.Now().Add(callTimeout)
+			}
+			cctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			errs[i] = s.recv.Complete(cctx, mt.m)
 		}()
 	}
 	wg.Wait()

@@ -108,6 +108,28 @@ type cursorKey struct {
 type cursorState struct {
 	Cursor
 	pendingFull bool // counts did not reconcile: a full pass is due when allowed
+	// removed counts messages this process removed from the subqueue (see
+	// Removed) that the catalog still holds as present until a full pass.
+	removed int64
+}
+
+// expected is how many messages the broker should hold by the catalog.
+func (c *cursorState) expected() int64 { return max(c.Present-c.removed, 0) }
+
+// Removed tells the ingester that this process (the replay engine) removed
+// n messages from entity's subqueue q. Until a full pass marks them gone,
+// it expects n fewer there, so that messages arriving meanwhile (a replayed
+// copy dead-lettered again) still read as new instead of cancelling the
+// removal out in the count; and a full pass is due as soon as it is allowed.
+func (in *Ingester) Removed(entity string, q SubQueue, n int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	c := in.cursors[cursorKey{entity, q}]
+	if c == nil || n <= 0 {
+		return
+	}
+	c.removed += int64(n)
+	c.pendingFull = true
 }
 
 // New builds an Ingester; Run starts it.
@@ -410,15 +432,15 @@ func (in *Ingester) dlqPlan(c *cursorState, count int64, now time.Time) passKind
 		return passFull
 	case (c.pendingFull || in.sweepDue(c, now)) && in.fullAllowed(c, now):
 		return passFull
-	case count > c.Present:
+	case count > c.expected():
 		// More on the broker than cataloged: new arrivals, at the tail or
 		// (late dead letters) above the floor.
 		return passTail
-	case count < c.Present && in.fullAllowed(c, now):
+	case count < c.expected() && in.fullAllowed(c, now):
 		// Fewer on the broker than cataloged: something left, and only a
 		// full pass can tell what.
 		return passFull
-	case count < c.Present:
+	case count < c.expected():
 		c.pendingFull = true
 	}
 	return passNone
@@ -571,7 +593,7 @@ func (in *Ingester) passDLQ(ctx context.Context, e Entity, c *cursorState, plan 
 		}
 		// More than the count is fine: arrivals after the count was read.
 		in.mu.Lock()
-		reconciled := c.Present >= count
+		reconciled := c.expected() >= count
 		in.mu.Unlock()
 		if reconciled {
 			return in.passDone(ctx, c, count, false, start)
@@ -595,7 +617,7 @@ func (in *Ingester) passDLQ(ctx context.Context, e Entity, c *cursorState, plan 
 	}
 	in.mu.Lock()
 	c.Floor = max(c.Floor, floor)
-	if !full && c.Present < count {
+	if !full && c.expected() < count {
 		// Still missing something after reading from the floor: only a
 		// full pass can settle it (a partitioned entity, whose peek is not
 		// strictly ordered, is one way to get here).
@@ -614,6 +636,7 @@ func (in *Ingester) passDone(ctx context.Context, c *cursorState, count int64, f
 		c.LastFullAt = &end
 		c.FullDuration = end.Sub(start)
 		c.pendingFull = false
+		c.removed = 0 // the pass marked them gone
 	}
 	c.LastError = ""
 	cur := c.Cursor

@@ -29,14 +29,15 @@ import (
 )
 
 type env struct {
-	t      *testing.T
-	ns     *broker.Namespace
-	srv    *emulator.Server
-	sb     *azservicebus.Client
-	st     *store.Store
-	log    *audit.Log
-	client *servicebus.Client
-	engine *replay.Engine
+	t        *testing.T
+	ns       *broker.Namespace
+	srv      *emulator.Server
+	sb       *azservicebus.Client
+	st       *store.Store
+	log      *audit.Log
+	client   *servicebus.Client
+	engine   *replay.Engine
+	ingester *dlq.Ingester
 }
 
 type envOptions struct {
@@ -78,6 +79,7 @@ func newEnv(t *testing.T, setup func(ns *broker.Namespace), o envOptions) *env {
 
 	in := dlq.New(dlq.Config{Broker: client, Catalog: st, Namespace: "emulator", Poll: 20 * time.Millisecond,
 		MinFullInterval: 50 * time.Millisecond, MainInterval: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	e.ingester = in
 	e.engine = e.newEngine(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
@@ -93,7 +95,7 @@ func (e *env) newEngine(o envOptions) *replay.Engine {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	eng, err := replay.New(replay.Config{Store: e.st, Broker: e.client, Audit: e.log, GiveUpAfter: o.giveUp,
-		PoisonCap: o.poison, Batch: o.batch, Logger: logger})
+		PoisonCap: o.poison, Batch: o.batch, Logger: logger, OnRemoved: e.ingester.Removed})
 	if err != nil {
 		e.t.Fatal(err)
 	}

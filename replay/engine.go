@@ -26,6 +26,10 @@ type Config struct {
 	// OnChange is called (from the engine's goroutines; it must not block)
 	// whenever a job's status or counters change, for the live dashboard.
 	OnChange func(Job)
+	// OnRemoved is called when the engine has removed n messages from an
+	// entity's subqueue, so the catalog's reader can expect them gone
+	// (dlq.Ingester.Removed). Nil ignores it.
+	OnRemoved func(entity string, q dlq.SubQueue, n int)
 	// PoisonCap: a lineage replayed this many times is not replayed again
 	// without AllowPoison. 0 means DefaultPoisonCap.
 	PoisonCap int
@@ -183,8 +187,8 @@ func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is %s: only a queued or running job can be paused", id, j.Status)}
 	}
 	reason := "paused by " + audit.ActorFrom(ctx)
-	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason); err != nil {
-		return j, err
+	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, StatusQueued, StatusRunning); err != nil {
+		return j, precondition(err)
 	}
 	e.signal(id, stopPause)
 	e.audit(ctx, audit.Record{Action: audit.ActionJobPaused, Params: jobParams(j, reason)})
@@ -201,8 +205,8 @@ func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
 	if j.Status != StatusPaused {
 		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is %s: only a paused job can be resumed", id, j.Status)}
 	}
-	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusQueued, ""); err != nil {
-		return j, err
+	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", StatusPaused); err != nil {
+		return j, precondition(err)
 	}
 	e.audit(ctx, audit.Record{Action: audit.ActionJobResumed, Params: jobParams(j, "")})
 	e.changed(j)
@@ -222,14 +226,23 @@ func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
 		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is already %s", id, j.Status)}
 	}
 	reason := "cancelled by " + audit.ActorFrom(ctx)
-	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason); err != nil {
-		return j, err
+	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, StatusQueued, StatusRunning, StatusPaused); err != nil {
+		return j, precondition(err)
 	}
 	e.signal(id, stopCancel)
 	e.audit(ctx, audit.Record{Action: audit.ActionJobCancelled, Params: jobParams(j, reason)})
 	e.changed(j)
 	e.poke()
 	return j, nil
+}
+
+// precondition turns a lost race over a job's status into the API's 422.
+func precondition(err error) error {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return &PreconditionError{Msg: se.Error()}
+	}
+	return err
 }
 
 func (e *Engine) signal(id int64, why stopReason) {

@@ -157,3 +157,15 @@ func (e *InvalidError) InvalidParameter() string { return e.Param }
 type PreconditionError struct{ Msg string }
 
 func (e *PreconditionError) Error() string { return e.Msg }
+
+// StatusError: a job was not in a status a change applies to (a pause of a
+// finished job, or a race between a person and the engine).
+type StatusError struct {
+	ID     int64
+	Status Status
+	To     Status
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("job %d is %s: it cannot become %s", e.ID, e.Status, e.To)
+}

@@ -123,9 +123,14 @@ func (r *run) execute(parent context.Context) {
 	if j.Status == StatusCancelling {
 		r.cancelling = true
 	} else {
+		// Only a job that is still queued or running starts: a person
+		// may have paused or cancelled it since the engine listed it.
 		var err error
-		if j, err = e.cfg.Store.SetStatus(ctx, j.ID, StatusRunning, ""); err != nil {
-			e.log.Error("replay: cannot start job", "job", j.ID, "err", err)
+		if j, err = e.cfg.Store.SetStatus(ctx, j.ID, StatusRunning, "", StatusQueued, StatusRunning); err != nil {
+			var se *StatusError
+			if !errors.As(err, &se) {
+				e.log.Error("replay: cannot start job", "job", j.ID, "err", err)
+			}
 			return
 		}
 		r.job = j
@@ -193,7 +198,7 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 		// the originals of copies already sent and sends nothing.
 		return
 	case stop != nil && why != stopCancel && !r.cancelling:
-		j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, stop.reason)
+		j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, stop.reason, StatusRunning)
 		if err != nil {
 			e.log.Error("replay: cannot pause job", "job", id, "err", err)
 			return
@@ -221,7 +226,7 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 		if err != nil {
 			e.log.Error("replay: cancelling job", "job", id, "err", err)
 		}
-		j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelled, r.job.PausedReason)
+		j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelled, r.job.PausedReason, StatusCancelling)
 		if err != nil {
 			e.log.Error("replay: cannot cancel job", "job", id, "err", err)
 			return
@@ -229,7 +234,13 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 		e.changed(j)
 		return
 	}
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCompleted, "")
+	// Completed only if nobody paused or cancelled it meanwhile (then the
+	// next run finds nothing left to do, or cancels).
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCompleted, "", StatusRunning)
+	var se *StatusError
+	if errors.As(err, &se) {
+		return
+	}
 	if err != nil {
 		e.log.Error("replay: cannot complete job", "job", id, "err", err)
 		return
@@ -906,6 +917,9 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 	}
 	if err := r.update(ctx, s, ups); err != nil {
 		return 0, err
+	}
+	if len(ups) > 0 && r.e.cfg.OnRemoved != nil {
+		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
 	}
 	if len(ids) > 0 {
 		action, params := audit.ActionReplay, map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": displayQueue(s.key.entity, s.key.q)}

@@ -32,10 +32,12 @@ type Store interface {
 	// counters, and returns the job as it is afterwards. A finished item
 	// leaves the active set at once.
 	UpdateItems(ctx context.Context, jobID int64, ups []Update) (Job, error)
-	// SetStatus changes the job's status (and paused reason); a final
-	// status finishes it (finished_at, and its unfinished items leave the
+	// SetStatus changes the job's status (and paused reason) if its
+	// status is one of from, in one transaction; otherwise it changes
+	// nothing and returns the job with a *StatusError. A final status
+	// finishes the job (finished_at, and its unfinished items leave the
 	// active set, so they can be selected again).
-	SetStatus(ctx context.Context, jobID int64, s Status, reason string) (Job, error)
+	SetStatus(ctx context.Context, jobID int64, s Status, reason string, from ...Status) (Job, error)
 	// UnfinishedJobs returns the jobs the engine must run: queued,
 	// running or cancelling, oldest first.
 	UnfinishedJobs(ctx context.Context) ([]Job, error)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -521,13 +522,25 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 }
 
 // SetStatus implements replay.Store.
-func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, reason string) (replay.Job, error) {
+func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, reason string, from ...replay.Status) (replay.Job, error) {
 	const op = "set job status"
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
+	if len(from) > 0 {
+		j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+		}
+		if err != nil {
+			return j, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		if !slices.Contains(from, j.Status) {
+			return j, &replay.StatusError{ID: jobID, Status: j.Status, To: st}
+		}
+	}
 	now := s.nowMillis()
 	var started, finished any
 	if st == replay.StatusRunning {

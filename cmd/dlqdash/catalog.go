@@ -59,6 +59,7 @@ func withCatalog(cfg Config, broker serviceBus, namespace string, logger *slog.L
 			Audit:     audit.New(st),
 			Logger:    logger.With("component", "replay"),
 			OnChange:  d.onJob,
+			OnRemoved: ing.Removed,
 			PoisonCap: cfg.PoisonCap,
 		})
 		if err != nil {

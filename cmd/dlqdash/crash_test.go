@@ -65,12 +65,19 @@ func (c *child) kill() {
 
 func (c *child) api(t *testing.T, method, path string, body any, out any) int {
 	t.Helper()
+	return callAPI(t, c.addr, method, path, body, out)
+}
+
+// callAPI sends a JSON request to the dashboard at addr and decodes the
+// answer into out (when not nil); it returns the status code.
+func callAPI(t *testing.T, addr, method, path string, body any, out any) int {
+	t.Helper()
 	var r io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, "http://"+c.addr+path, r)
+	req, _ := http.NewRequest(method, "http://"+addr+path, r)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -79,9 +86,10 @@ func (c *child) api(t *testing.T, method, path string, body any, out any) int {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
 	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s = %d: %v: %s", method, path, resp.StatusCode, err, b)
 		}
 	}
 	return resp.StatusCode

@@ -17,6 +17,9 @@ import (
 //	FragmentID("message-rows", "")   the tbody of a message list (new rows prepended)
 //	FragmentID("message", id)        one message's row in a list (replaced, or marked gone)
 //	FragmentID("groups", "")         the groups table body on the failure groups page (replaced)
+//	FragmentID("job-progress", id)   a job page's status, counters, progress bar and controls (replaced)
+//	FragmentID("job-rows", "")       the tbody of the jobs page (new jobs prepended)
+//	FragmentID("job", id)            one job's row on the jobs page (replaced)
 func FragmentID(kind, key string) string {
 	if key == "" {
 		return kind

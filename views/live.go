@@ -39,3 +39,29 @@ func (g Groups) live() string {
 func (d MessageDetail) live() string {
 	return "page=message&id=" + strconv.FormatInt(d.Item.ID, 10)
 }
+
+// live subscribes the jobs page to job changes: rows are replaced, and the
+// first page gets jobs newer than its newest (after) prepended.
+func (l JobList) live() string {
+	if !l.Live {
+		return ""
+	}
+	v := url.Values{"page": {"jobs"}}
+	if l.FirstURL == "" {
+		var newest int64
+		for _, j := range l.Jobs {
+			newest = max(newest, j.ID)
+		}
+		v.Set("first", "1")
+		v.Set("after", strconv.FormatInt(newest, 10))
+	}
+	return v.Encode()
+}
+
+// live subscribes a job's page to that job's changes.
+func (d JobDetail) live() string {
+	if !d.Live {
+		return ""
+	}
+	return "page=job&id=" + d.Job.idText()
+}

@@ -25,6 +25,32 @@ const (
 	maxAuditLimit     = 500
 )
 
+// parseAuditFilter reads the audit trail's filters, the API's and the audit
+// page's: actor, action (checked against the vocabulary), since and until.
+func parseAuditFilter(q *query) (audit.Filter, error) {
+	var f audit.Filter
+	var err error
+	if f.Actor, err = q.one("actor"); err != nil {
+		return f, err
+	}
+	if f.Action, err = q.one("action"); err != nil {
+		return f, err
+	}
+	if f.Action != "" && !audit.KnownAction(f.Action) {
+		return f, invalidArgument("action", "unknown action %q: want one of %s", f.Action, strings.Join(audit.Actions(), ", "))
+	}
+	if f.Since, err = q.time("since"); err != nil {
+		return f, err
+	}
+	if f.Until, err = q.time("until"); err != nil {
+		return f, err
+	}
+	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
+		return f, invalidArgument("until", "until must be after since")
+	}
+	return f, nil
+}
+
 // listAudit answers GET /api/v1/audit: a page of the audit trail, newest
 // first, filtered by actor, action and time (at in [since, until)).
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
@@ -35,24 +61,9 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var f audit.Filter
-	if f.Actor, err = q.one("actor"); err != nil {
+	f, err := parseAuditFilter(q)
+	if err != nil {
 		return err
-	}
-	if f.Action, err = q.one("action"); err != nil {
-		return err
-	}
-	if f.Action != "" && !audit.KnownAction(f.Action) {
-		return invalidArgument("action", "unknown action %q: want one of %s", f.Action, strings.Join(audit.Actions(), ", "))
-	}
-	if f.Since, err = q.time("since"); err != nil {
-		return err
-	}
-	if f.Until, err = q.time("until"); err != nil {
-		return err
-	}
-	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
-		return invalidArgument("until", "until must be after since")
 	}
 	limit, err := q.limit(defaultAuditLimit, maxAuditLimit)
 	if err != nil {

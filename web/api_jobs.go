@@ -364,6 +364,19 @@ func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// parseItemState reads the state filter of a job's messages ("" for all).
+func parseItemState(q *query) (replay.ItemState, error) {
+	st, err := q.one("state")
+	if err != nil {
+		return "", err
+	}
+	switch s := replay.ItemState(st); s {
+	case "", replay.ItemPending, replay.ItemLocked, replay.ItemSent, replay.ItemCompleted, replay.ItemFailed, replay.ItemSkipped:
+		return s, nil
+	}
+	return "", invalidArgument("state", "unknown state %q: want pending, locked, sent, completed, failed or skipped", st)
+}
+
 // listJobMessages answers GET /api/v1/jobs/{id}/messages.
 func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
@@ -385,19 +398,14 @@ func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := q.one("state")
+	st, err := parseItemState(q)
 	if err != nil {
 		return err
-	}
-	switch replay.ItemState(st) {
-	case "", replay.ItemPending, replay.ItemLocked, replay.ItemSent, replay.ItemCompleted, replay.ItemFailed, replay.ItemSkipped:
-	default:
-		return invalidArgument("state", "unknown state %q: want pending, locked, sent, completed, failed or skipped", st)
 	}
 	if err := q.done(); err != nil {
 		return err
 	}
-	items, next, err := s.jobs.ListItems(r.Context(), id, replay.ItemState(st), limit, cursor)
+	items, next, err := s.jobs.ListItems(r.Context(), id, st, limit, cursor)
 	if err != nil {
 		return jobError(err)
 	}

@@ -14,5 +14,14 @@
 // through Publish, which never blocks, and pushes server-rendered fragments
 // to the pages' websockets (GET /live; the wire format is documented in
 // hub.go). A connection that cannot keep up is closed rather than waited
-// for; its page reconnects and refetches itself (static/live.js).
+// for; its page reconnects and refetches itself (static/live.js). The
+// replay engine's job changes arrive through PublishJob (hub_jobs.go),
+// which never blocks either and coalesces per job.
+//
+// Replays without script (replays.go, jobs.go): a selection POSTs to
+// /replays, which renders the engine's dry run and the job's options; that
+// form POSTs to /jobs, which submits and redirects (303) to the job's page,
+// or re-renders with what the engine refused and the API's status. Job
+// controls are POSTs that redirect back. Without an engine (Config.Jobs
+// nil) these pages answer 404 and the selection's buttons are disabled.
 package web

@@ -22,10 +22,12 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // errors become pages and the one place they are logged.
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := views.WithFeatures(r.Context(), views.Features{Jobs: s.jobs != nil, Audit: s.audit != nil})
 		if s.hub != nil {
 			// Before the handler reads anything: see Hub.Seq.
-			r = r.WithContext(views.WithLiveSeq(r.Context(), s.hub.Seq()))
+			ctx = views.WithLiveSeq(ctx, s.hub.Seq())
 		}
+		r = r.WithContext(ctx)
 		if err := h(w, r); err != nil {
 			s.serveError(w, r, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )
 
@@ -34,7 +35,7 @@ import (
 //	    something was missed or changed shape: refetch the page
 //
 // Ids come from views.FragmentID; the script ignores ids the page does not
-// have. A close frame means "reconnect later": 1001 on shutdown, 1013 when
+// have. Replay jobs' fragments are described in hub_jobs.go. A close frame means "reconnect later": 1001 on shutdown, 1013 when
 // the connection was dropped for reading too slowly. After any reconnect the
 // script refetches the page, so what it shows is never older than the last
 // reconnect. The first connection sends seq, the hub's change count when the
@@ -94,6 +95,15 @@ type Hub struct {
 	mu      sync.Mutex
 	clients map[*liveClient]struct{}
 	closed  bool
+
+	// Job changes (PublishJob): the latest state of each job changed since
+	// the last flush, and a signal that there is one.
+	jobMu     sync.Mutex
+	jobs      map[int64]replay.Job
+	jobSignal chan struct{}
+	// finishedJobs are the jobs the hub has seen finish (Run's goroutine
+	// only): a stale running state published late is not sent after it.
+	finishedJobs map[int64]bool
 }
 
 // NewHub builds a hub; Run starts it.
@@ -122,6 +132,10 @@ func NewHub(cfg HubConfig) *Hub {
 		log:     cfg.Logger,
 		in:      make(chan dlq.Change, cfg.Queue),
 		clients: map[*liveClient]struct{}{},
+
+		jobs:         map[int64]replay.Job{},
+		jobSignal:    make(chan struct{}, 1),
+		finishedJobs: map[int64]bool{},
 	}
 }
 
@@ -266,6 +280,7 @@ var resyncFrame = encodeOp(liveOp{Op: "resync"})
 type batch struct {
 	any      bool
 	resync   bool
+	jobs     bool            // PublishJob was called
 	status   *dlq.Status     // the latest freshness
 	counts   map[string]bool // entities whose counts row changed
 	entities bool            // entities were added or deleted
@@ -366,6 +381,13 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			b.add(c)
 			rearm(now)
+		case <-h.jobSignal:
+			now := time.Now()
+			if !b.any {
+				batchAt = now.Add(h.cfg.Window)
+			}
+			b.any, b.jobs = true, true
+			rearm(now)
 		case <-timer.C:
 			now := time.Now()
 			if b.any && !now.Before(batchAt) {
@@ -400,6 +422,19 @@ func (h *Hub) Run(ctx context.Context) error {
 
 // flush sends what b changed to the pages that show it.
 func (h *Hub) flush(ctx context.Context, b *batch, chart, groups *throttle) {
+	if b.jobs {
+		// Taken even when every page resyncs, so that they are not sent
+		// again with the next window's changes.
+		jobs := h.takeJobs()
+		if !b.resync {
+			h.sendJobs(ctx, jobs)
+		}
+		for _, j := range jobs {
+			if b.resync && j.Status.Finished() {
+				h.finishedJobs[j.ID] = true // the resync shows it finished
+			}
+		}
+	}
 	if b.resync {
 		// Every page refetches everything: nothing throttled is left due.
 		chart.due, groups.due = false, false

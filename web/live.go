@@ -23,7 +23,7 @@ const (
 	pingPeriod = pongWait * 9 / 10 // pings well within pongWait
 	readLimit  = 4 << 10           // frames from the browser are discarded; larger ones end the connection
 	liveBuffer = 4 << 10           // the connection's read and write buffers
-	livePages  = "overview, messages, groups, message, inventory"
+	livePages  = "overview, messages, groups, message, inventory, jobs, job"
 )
 
 // subscription is what one connection receives: its page, and for a
@@ -33,16 +33,19 @@ type subscription struct {
 	page        string
 	filter      dlq.Filter
 	first       bool
-	id          int64 // page=message
+	id          int64 // page=message, page=job
+	after       int64 // page=jobs&first=1: the newest job the page shows
 	includeGone bool  // page=groups
 	seq         int64 // the hub's Seq when the page was requested; -1 if not given
 	key         string
 }
 
 // parseSubscription reads the /live query: page=overview|messages|groups|
-// message|inventory; for messages the list's filter parameters (as the
-// message list page reads them) and first=1 on the first page; for message
-// its id; for groups include_gone. Unknown parameters are refused.
+// message|inventory|jobs|job; for messages the list's filter parameters (as
+// the message list page reads them) and first=1 on the first page; for
+// message and job its id; for groups include_gone; for jobs first=1 and
+// after=<the newest job id shown> on the first page. Unknown parameters are
+// refused.
 func parseSubscription(r *http.Request) (subscription, error) {
 	q, err := newFormQuery(r)
 	if err != nil {
@@ -72,13 +75,26 @@ func parseSubscription(r *http.Request) (subscription, error) {
 		if sub.first, err = q.boolean("first"); err != nil {
 			return sub, err
 		}
-	case "message":
+	case "message", "job":
 		v, err := q.one("id")
 		if err != nil {
 			return sub, err
 		}
 		if sub.id, err = strconv.ParseInt(v, 10, 64); err != nil || sub.id <= 0 {
-			return sub, invalidArgument("id", "id must be a message id, not %q", v)
+			return sub, invalidArgument("id", "id must be a %s id, not %q", sub.page, v)
+		}
+	case "jobs":
+		if sub.first, err = q.boolean("first"); err != nil {
+			return sub, err
+		}
+		v, err := q.one("after")
+		if err != nil {
+			return sub, err
+		}
+		if v != "" {
+			if sub.after, err = strconv.ParseInt(v, 10, 64); err != nil || sub.after < 0 {
+				return sub, invalidArgument("after", "after must be a job id, not %q", v)
+			}
 		}
 	case "groups":
 		if sub.includeGone, err = q.boolean("include_gone"); err != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )
 
@@ -43,7 +45,7 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return fmt.Errorf("list messages page: %w", err)
 	}
-	l := views.MessageList{Filter: formValues(r.URL.Query())}
+	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil}
 	for _, e := range ents {
 		if e.DeletedAt == nil {
 			l.Entities = append(l.Entities, e.Path)
@@ -144,19 +146,22 @@ func filterQuery(v url.Values) url.Values {
 // formValues are the filter form's values as the URL has them. Times in
 // the API's RFC 3339 form are shown as a datetime-local input wants them.
 func formValues(v url.Values) views.MessageFilter {
-	localTime := func(s string) string {
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t.UTC().Format("2006-01-02T15:04:05")
-		}
-		return s
-	}
 	return views.MessageFilter{
 		Entity: v.Get("entity"), SubQueue: v.Get("subqueue"), State: v.Get("state"),
 		Reason: v.Get("reason"), Group: v.Get("group"), Query: v.Get("q"),
-		Since: localTime(v.Get("since")), Until: localTime(v.Get("until")),
+		Since: datetimeLocal(v.Get("since")), Until: datetimeLocal(v.Get("until")),
 		Properties:  slices.DeleteFunc(slices.Clone(v["property"]), func(s string) bool { return s == "" }),
 		IncludeGone: v.Get("include_gone") == "true" || v.Get("include_gone") == "1",
 	}
+}
+
+// datetimeLocal is a time in the API's RFC 3339 form as a datetime-local
+// input shows it (UTC); anything else is returned as it is.
+func datetimeLocal(s string) string {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC().Format("2006-01-02T15:04:05")
+	}
+	return s
 }
 
 // fieldError is err as a form error naming its field, if it is about an
@@ -211,7 +216,49 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("show message page %d: %w", id, err)
 	}
-	return s.render(w, r, views.MessagePage(messageDetail(rec)))
+	d := messageDetail(rec)
+	if s.jobs != nil {
+		d.Replay = true
+		if d.Replays, err = s.replayHistory(r.Context(), id); err != nil {
+			return fmt.Errorf("show message page %d: %w", id, err)
+		}
+	}
+	return s.render(w, r, views.MessagePage(d))
+}
+
+// replayHistory is what the jobs did to a message, newest job first, and
+// what became of each copy: the catalog's messages whose MessageId is the
+// copy's (a copy that was dead-lettered again shows up there).
+func (s *Server) replayHistory(ctx context.Context, id int64) ([]views.ReplayHistory, error) {
+	items, copies, err := s.jobs.History(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	byMessageID := map[string][]views.MessageItem{}
+	for _, c := range copies {
+		byMessageID[c.MessageID] = append(byMessageID[c.MessageID], messageItem(c))
+	}
+	actions := map[int64]string{}
+	out := make([]views.ReplayHistory, 0, len(items))
+	for _, it := range items {
+		action, ok := actions[it.JobID]
+		if !ok {
+			// A message is in few jobs: one read each.
+			j, err := s.jobs.Job(ctx, it.JobID)
+			if err != nil && !errors.Is(err, replay.ErrNotFound) {
+				return nil, fmt.Errorf("job %d: %w", it.JobID, err)
+			}
+			action = string(j.Action) // "" for a job that is gone
+			actions[it.JobID] = action
+		}
+		h := views.ReplayHistory{JobID: it.JobID, Action: action, State: string(it.State), CopyMessageID: text(it.CopyMessageID),
+			Error: text(it.Error), Flagged: it.Flagged}
+		if it.CopyMessageID != "" {
+			h.Copies = byMessageID[it.CopyMessageID]
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 func messageDetail(r dlq.Record) views.MessageDetail {

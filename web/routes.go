@@ -16,6 +16,14 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /messages", s.handle(s.listMessagesPage))
 	mux.Handle("GET /messages/{id}", s.handle(s.showMessagePage))
 	mux.Handle("GET /inventory", s.handle(s.showInventory))
+	mux.Handle("POST /replays", s.handle(s.confirmReplay))
+	mux.Handle("POST /jobs", s.handle(s.startReplay))
+	mux.Handle("GET /jobs", s.handle(s.listJobsPage))
+	mux.Handle("GET /jobs/{id}", s.handle(s.showJobPage))
+	mux.Handle("POST /jobs/{id}/pause", s.handle(s.controlJobPage(Jobs.Pause)))
+	mux.Handle("POST /jobs/{id}/resume", s.handle(s.controlJobPage(Jobs.Resume)))
+	mux.Handle("POST /jobs/{id}/cancel", s.handle(s.controlJobPage(Jobs.Cancel)))
+	mux.Handle("GET /audit", s.handle(s.listAuditPage))
 
 	// The JSON API (api.md). Errors are JSON too, unknown paths included.
 	mux.Handle("GET /api/v1/status", s.api(s.showStatus))

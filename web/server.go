@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -63,7 +64,9 @@ type Config struct {
 	OrphanAfter time.Duration
 	// Audit is the audit trail GET /api/v1/audit lists; nil answers 404.
 	Audit AuditSource
-	// Jobs is the replay engine; nil answers the job endpoints with 404.
+	// Jobs is the replay engine; nil (or a nil pointer) answers the job
+	// endpoints and pages with 404, and the message list's replay buttons
+	// stay disabled.
 	Jobs Jobs
 	// Hub sends live updates to GET /live; nil means no live updates (the
 	// endpoint answers 404). The caller runs it; New registers its Close to
@@ -101,8 +104,12 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub}
 	s.orphanAfter = cfg.OrphanAfter
-	s.audit = cfg.Audit
-	s.jobs = cfg.Jobs
+	if !isNil(cfg.Audit) {
+		s.audit = cfg.Audit
+	}
+	if !isNil(cfg.Jobs) {
+		s.jobs = cfg.Jobs
+	}
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
 	}
@@ -117,6 +124,16 @@ func New(cfg Config) *Server {
 		s.http.RegisterOnShutdown(s.hub.Close)
 	}
 	return s
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface (a
+// *replay.Engine that was never built, say): either means "not running".
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Handler is the complete handler with all middleware, for tests and embedding.

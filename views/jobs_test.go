@@ -1,0 +1,47 @@
+package views
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The job fragments carry their live ids and show every text as text.
+func TestJobFragments(t *testing.T) {
+	xss := `<script>alert(1)</script>`
+	j := Job{ID: 42, Action: "replay", Status: "paused", CreatedAt: time.Date(2026, 11, 22, 10, 42, 7, 0, time.UTC), CreatedBy: xss,
+		Destination: xss, Reason: xss, PausedReason: xss, Total: 10, Pending: 4, Completed: 5, Failed: 1, CanResume: true, CanCancel: true}
+	var b strings.Builder
+	if err := JobRow(j).Render(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	row := b.String()
+	b.Reset()
+	if err := JobProgress(j).Render(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	progress := b.String()
+	for _, tt := range []struct {
+		name, html string
+		want       []string
+	}{
+		{"row", row, []string{`<tr id="job-42"`, `data-status="paused"`, `<progress max="10" value="6"`, "by &lt;script&gt;"}},
+		{"progress", progress, []string{`<section id="job-progress-42"`, `data-testid="job-resume"`, `data-testid="job-cancel"`,
+			`action="/jobs/42/resume"`, "Paused: &lt;script&gt;", `data-testid="job-progress-text">6 of 10 done (60%)<`}},
+	} {
+		for _, w := range tt.want {
+			if !strings.Contains(tt.html, w) {
+				t.Errorf("%s lacks %q:\n%s", tt.name, w, tt.html)
+			}
+		}
+		if strings.Contains(tt.html, "<script>") {
+			t.Errorf("%s: markup not escaped", tt.name)
+		}
+	}
+	if strings.Contains(progress, `data-testid="job-pause"`) {
+		t.Error("a paused job offers Pause")
+	}
+	if FragmentID("job", "42") == FragmentID("job-progress", "42") || FragmentID("job-rows", "") != "job-rows" {
+		t.Error("job fragment ids collide or changed")
+	}
+}

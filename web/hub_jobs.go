@@ -1,0 +1,94 @@
+package web
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// Replay progress on open pages. The engine reports every change of a job
+// (replay.Config.OnChange) to PublishJob; the hub keeps the latest state of
+// each job until its coalescing window closes, then sends, with no store
+// read (the job carries everything the fragments show):
+//
+//   - to the job's page (page=job&id=N): a replace of
+//     FragmentID("job-progress", N); when the job has just finished, a
+//     resync instead, so that its per-message table is current too;
+//   - to the jobs page (page=jobs): a replace of the job's row,
+//     FragmentID("job", N); and on a first page (first=1) whose newest job
+//     is older (after < N), a prepend of the row to FragmentID("job-rows",
+//     ""), which the page skips if it has the row already.
+
+// PublishJob hands a job's new state to the hub. Like Publish it never
+// blocks: it records the state (the latest per job wins) and signals Run.
+func (h *Hub) PublishJob(j replay.Job) {
+	h.seq.Add(1)
+	h.jobMu.Lock()
+	if old, ok := h.jobs[j.ID]; !ok || !(old.Status.Finished() && !j.Status.Finished()) {
+		// A finished state is final: a running one reported by another
+		// goroutine just after it is stale.
+		h.jobs[j.ID] = j
+	}
+	h.jobMu.Unlock()
+	select {
+	case h.jobSignal <- struct{}{}:
+	default: // a signal is pending: Run takes this state with it
+	}
+}
+
+// takeJobs returns the jobs changed since the last call, by id.
+func (h *Hub) takeJobs() []replay.Job {
+	h.jobMu.Lock()
+	defer h.jobMu.Unlock()
+	if len(h.jobs) == 0 {
+		return nil
+	}
+	jobs := slices.SortedFunc(maps.Values(h.jobs), func(a, b replay.Job) int { return cmp.Compare(a.ID, b.ID) })
+	clear(h.jobs)
+	return jobs
+}
+
+// sendJobs sends the job fragments of the changed jobs (see above). It
+// runs on Run's goroutine.
+func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
+	lists := onPage("jobs")
+	haveLists := len(h.subscriptions(lists)) > 0
+	for _, j := range jobs {
+		justFinished := false
+		switch {
+		case h.finishedJobs[j.ID] && !j.Status.Finished():
+			continue // stale: the job finished already
+		case j.Status.Finished() && !h.finishedJobs[j.ID]:
+			h.finishedJobs[j.ID] = true
+			justFinished = true
+		}
+		v := jobView(j)
+		id := strconv.FormatInt(j.ID, 10)
+		page := func(s subscription) bool { return s.page == "job" && s.id == j.ID }
+		switch {
+		case justFinished:
+			h.sendTo(page, resyncFrame)
+		case len(h.subscriptions(page)) > 0:
+			if f, ok := h.replace(ctx, views.FragmentID("job-progress", id), views.JobProgress(v)); ok {
+				h.sendTo(page, f)
+			}
+		}
+		if !haveLists {
+			continue
+		}
+		row, err := h.render(ctx, views.JobRow(v))
+		if err != nil {
+			h.log.Warn("live: cannot render a job row", "job_id", j.ID, "error", err.Error())
+			h.sendTo(lists, resyncFrame)
+			continue
+		}
+		h.sendTo(lists, encodeOp(liveOp{Op: "replace", ID: views.FragmentID("job", id), HTML: row}))
+		h.sendTo(func(s subscription) bool { return s.page == "jobs" && s.first && j.ID > s.after },
+			encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("job-rows", ""), HTML: row}))
+	}
+}

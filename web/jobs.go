@@ -1,0 +1,174 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// Page sizes of the jobs page and of a job's messages.
+const (
+	jobsPageSize     = 50
+	jobItemsPageSize = 100
+)
+
+// jobView is a job as the pages (and the hub's fragments) show it.
+func jobView(j replay.Job) views.Job {
+	v := views.Job{
+		ID: j.ID, Action: string(j.Action), Status: string(j.Status), CreatedAt: j.CreatedAt, CreatedBy: text(j.CreatedBy),
+		Destination: text(j.Destination), RatePerSecond: j.RatePerSecond, ScheduledEnqueueAt: j.ScheduledEnqueueAt,
+		Reason: text(j.Reason), AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Filter: text(string(j.Filter)),
+		Total: j.Total, Pending: j.Counts.Pending, Sent: j.Counts.Sent, Completed: j.Counts.Completed,
+		Failed: j.Counts.Failed, Skipped: j.Counts.Skipped, Flagged: j.Flagged, PausedReason: text(j.PausedReason),
+		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Finished: j.Status.Finished(),
+	}
+	// The engine's own rules for Pause, Resume and Cancel (replay/engine.go):
+	// a button is shown only where it would be accepted.
+	v.CanPause = j.Status == replay.StatusQueued || j.Status == replay.StatusRunning
+	v.CanResume = j.Status == replay.StatusPaused
+	v.CanCancel = !j.Status.Finished() && j.Status != replay.StatusCancelling
+	return v
+}
+
+func jobItemView(it replay.Item) views.JobItem {
+	return views.JobItem{MessageID: it.MessageID, Entity: text(it.Entity), SubQueue: string(it.SubQueue),
+		SequenceNumber: it.SequenceNumber, OriginalMessageID: text(it.OriginalMessageID), State: string(it.State),
+		CopyMessageID: text(it.CopyMessageID), Error: text(it.Error), Flagged: it.Flagged, UpdatedAt: it.UpdatedAt}
+}
+
+// listJobsPage renders GET /jobs: the jobs, newest first, a page at a time.
+func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return ErrNotFound
+	}
+	q, err := newFormQuery(r)
+	if err != nil {
+		return err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	jobs, next, err := s.jobs.ListJobs(r.Context(), jobsPageSize, cursor)
+	if err != nil {
+		return pageJobError(err, "list jobs page")
+	}
+	l := views.JobList{Live: s.hub != nil}
+	for _, j := range jobs {
+		l.Jobs = append(l.Jobs, jobView(j))
+	}
+	if next != "" {
+		l.NextURL = "/jobs?" + url.Values{"cursor": {next}}.Encode()
+	}
+	if cursor != "" {
+		l.FirstURL = "/jobs"
+	}
+	return s.render(w, r, views.JobsPage(l))
+}
+
+// pageJobError maps the engine's errors for a page: no such job is the 404
+// page, a bad input the 400 page; anything else is wrapped for the log.
+func pageJobError(err error, op string) error {
+	if errors.Is(err, replay.ErrNotFound) {
+		return ErrNotFound
+	}
+	if isFieldError(err) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// showJobPage renders GET /jobs/{id}: the job's progress, its request and
+// its messages (state filters them, cursor pages).
+func (s *Server) showJobPage(w http.ResponseWriter, r *http.Request) error {
+	return s.jobPage(w, r, http.StatusOK, nil)
+}
+
+// jobPage renders a job's page with status, and alert (a refused control)
+// at the top.
+func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, alert *views.FieldError) error {
+	if s.jobs == nil {
+		return ErrNotFound
+	}
+	id, err := jobID(r)
+	if err != nil {
+		return ErrNotFound
+	}
+	q, err := newFormQuery(r)
+	if err != nil {
+		return err
+	}
+	state, err := parseItemState(q)
+	if err != nil {
+		return err
+	}
+	cursor, err := q.one("cursor")
+	if err != nil {
+		return err
+	}
+	if err := q.done(); err != nil {
+		return err
+	}
+	j, err := s.jobs.Job(r.Context(), id)
+	if err != nil {
+		return pageJobError(err, "show job page")
+	}
+	items, next, err := s.jobs.ListItems(r.Context(), id, state, jobItemsPageSize, cursor)
+	if err != nil {
+		return pageJobError(err, "show job page")
+	}
+	d := views.JobDetail{Job: jobView(j), State: string(state), Alert: alert, Live: s.hub != nil}
+	for _, it := range items {
+		d.Items = append(d.Items, jobItemView(it))
+	}
+	base := views.JobURL(id)
+	if next != "" {
+		v := url.Values{"cursor": {next}}
+		if state != "" {
+			v.Set("state", string(state))
+		}
+		d.NextURL = base + "?" + v.Encode()
+	}
+	if cursor != "" {
+		d.FirstURL = base
+		if state != "" {
+			d.FirstURL += "?" + url.Values{"state": {string(state)}}.Encode()
+		}
+	}
+	return s.write(w, r, status, views.JobPage(d))
+}
+
+// controlJobPage answers POST /jobs/{id}/pause, /resume and /cancel from
+// the job page's buttons: it redirects back to the job (303), or shows the
+// job page with the refusal (a job that finished meanwhile, say).
+func (s *Server) controlJobPage(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.jobs == nil {
+			return ErrNotFound
+		}
+		id, err := jobID(r)
+		if err != nil {
+			return ErrNotFound
+		}
+		if _, err := do(s.jobs, r.Context(), id); err != nil {
+			if errors.Is(err, replay.ErrNotFound) {
+				return ErrNotFound
+			}
+			status, field, msg, ok := requestError(err)
+			if !ok {
+				return fmt.Errorf("control job %d: %w", id, err)
+			}
+			return s.jobPage(w, r, status, &views.FieldError{Field: field, Message: msg})
+		}
+		http.Redirect(w, r, views.JobURL(id), http.StatusSeeOther)
+		return nil
+	}
+}

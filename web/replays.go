@@ -1,0 +1,336 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// The replay flow of the pages, without script: the message list's
+// selection form (or a message's page) POSTs to /replays, which answers
+// with a dry run and the job's options; that form POSTs to /jobs, which
+// creates the job and redirects to its page, or re-renders the form with
+// what was refused. Both read the same form, so "Check again" (the form's
+// second button, to /replays) previews exactly what "Start" would submit.
+
+// maxReplayForm bounds a replay form's body: 100,000 ids fit.
+const maxReplayForm = maxJobRequest
+
+// dryRunReason stands in for a discard's reason in a dry run only: the
+// engine wants a reason for every discard request, and the person types it
+// on the page the dry run is for. A dry run changes and records nothing.
+const dryRunReason = "dry run"
+
+// readReplayForm reads a replay form: the selection (ids, or all_matching
+// with the filter as filter.<name> fields, read by the message list's own
+// parser) and the options. The view is the form as typed, returned even
+// when the request is refused, so that the page re-renders it.
+func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, replay.Request, error) {
+	var form views.ReplayForm
+	var req replay.Request
+	r.Body = http.MaxBytesReader(w, r.Body, maxReplayForm)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return form, req, invalidArgument("id", "the selection is too large: select up to %d messages by id, or select all messages matching a filter", replay.MaxIDs)
+		}
+		return form, req, invalidArgument("form", "the form could not be read: %v", err)
+	}
+	// The form's fields as queries, so that they are read with the
+	// message list's rules: blank fields are absent, times are UTC
+	// datetime-local values, unknown names are refused.
+	opts := &query{values: url.Values{}, read: map[string]bool{}, form: true}
+	filter := &query{values: url.Values{}, read: map[string]bool{}, form: true}
+	for name, vs := range r.PostForm {
+		vs = slices.DeleteFunc(slices.Clone(vs), func(v string) bool { return strings.TrimSpace(v) == "" })
+		if len(vs) == 0 {
+			continue
+		}
+		if f, ok := strings.CutPrefix(name, "filter."); ok {
+			filter.values[f] = vs
+		} else {
+			opts.values[name] = vs
+		}
+	}
+	// The view first, from the raw values: it is what re-renders.
+	form.Action = opts.values.Get("action")
+	form.AllMatching = truthy(opts.values.Get("all_matching"))
+	if !form.AllMatching {
+		form.IDs = opts.values["id"]
+	}
+	for _, name := range filterParams {
+		for _, v := range filter.values[name] {
+			form.Filter = append(form.Filter, views.Param{Name: name, Value: v})
+		}
+	}
+	form.Destination = opts.values.Get("destination")
+	form.Rate = opts.values.Get("rate_per_second")
+	form.Scheduled = datetimeLocal(opts.values.Get("scheduled_enqueue_at"))
+	form.AcknowledgeFanOut = truthy(opts.values.Get("acknowledge_fan_out"))
+	form.AllowPoison = truthy(opts.values.Get("allow_poison"))
+	form.Reason = r.PostForm.Get("reason")
+
+	action, err := opts.one("action")
+	if err != nil {
+		return form, req, err
+	}
+	req.Action = replay.Action(action)
+	all, err := opts.boolean("all_matching")
+	if err != nil {
+		return form, req, err
+	}
+	ids := opts.all("id")
+	if all {
+		f, err := parseFilter(filter)
+		if err == nil {
+			err = filter.done()
+		}
+		if err != nil {
+			return form, req, filterFieldError(err)
+		}
+		req.Selection.Filter = &f
+		req.FilterJSON = filterJSON(f)
+	} else {
+		sel := make([]int64, 0, len(ids))
+		for _, s := range ids {
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || id <= 0 {
+				return form, req, invalidArgument("id", "%q is not a message id", s)
+			}
+			sel = append(sel, id)
+		}
+		if req.Selection.IDs = sel; len(sel) == 0 {
+			return form, req, invalidArgument("id", "no messages are selected: tick the messages to act on, or “Select all … matching this filter”")
+		}
+	}
+	if req.Destination, err = opts.one("destination"); err != nil {
+		return form, req, err
+	}
+	req.Destination = strings.TrimSpace(req.Destination)
+	if v, err := opts.one("rate_per_second"); err != nil {
+		return form, req, err
+	} else if v != "" {
+		rate, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(rate) || math.IsInf(rate, 0) {
+			return form, req, invalidArgument("rate_per_second", "the rate must be a number of messages per second, not %q", v)
+		}
+		req.RatePerSecond = rate
+	}
+	if req.ScheduledEnqueueAt, err = opts.time("scheduled_enqueue_at"); err != nil {
+		return form, req, err
+	}
+	if req.AcknowledgeFanOut, err = opts.boolean("acknowledge_fan_out"); err != nil {
+		return form, req, err
+	}
+	if req.AllowPoison, err = opts.boolean("allow_poison"); err != nil {
+		return form, req, err
+	}
+	if req.Reason, err = opts.one("reason"); err != nil {
+		return form, req, err
+	}
+	return form, req, opts.done()
+}
+
+// truthy is a checkbox's value as query.boolean reads it.
+func truthy(v string) bool { return v == "true" || v == "1" }
+
+// filterFieldError names a filter field as the form does (filter.<name>).
+func filterFieldError(err error) error {
+	var ae *apiError
+	if errors.As(err, &ae) && ae.param != "" {
+		out := *ae
+		out.param = "filter." + ae.param
+		return &out
+	}
+	return err
+}
+
+// filterJSON is a frozen filter as the API's filter object (the keys of
+// GET /api/v1/messages), kept with the job: times in RFC 3339, UTC.
+func filterJSON(f dlq.Filter) json.RawMessage {
+	m := map[string]any{}
+	set := func(k, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	set("entity", f.Entity)
+	set("subqueue", string(f.SubQueue))
+	set("state", string(f.State))
+	set("reason", f.Reason)
+	set("group", f.Group)
+	set("q", f.Query)
+	if len(f.Properties) > 0 {
+		ps := make([]string, len(f.Properties))
+		for i, p := range f.Properties {
+			ps[i] = p.Key + "=" + p.Value
+		}
+		m["property"] = ps
+	}
+	if f.Since != nil {
+		m["since"] = f.Since.UTC().Format(dlq.TimeFormat)
+	}
+	if f.Until != nil {
+		m["until"] = f.Until.UTC().Format(dlq.TimeFormat)
+	}
+	if f.IncludeGone {
+		m["include_gone"] = true
+	}
+	b, _ := json.Marshal(m) // strings, a list and a bool: cannot fail
+	return b
+}
+
+// dryRun is req as a dry run.
+func dryRun(req replay.Request) replay.Request {
+	req.DryRun = true
+	if req.Action == replay.ActionDiscard && strings.TrimSpace(req.Reason) == "" {
+		req.Reason = dryRunReason
+	}
+	return req
+}
+
+// backURL returns to the message list the selection came from.
+func backURL(form views.ReplayForm) string {
+	if !form.AllMatching || len(form.Filter) == 0 {
+		return "/messages"
+	}
+	v := url.Values{}
+	for _, p := range form.Filter {
+		v.Add(p.Name, p.Value)
+	}
+	return "/messages?" + v.Encode()
+}
+
+// confirmReplay answers POST /replays: the dry run of the selection with
+// the options given, and the form that starts the job.
+func (s *Server) confirmReplay(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return ErrNotFound
+	}
+	form, req, err := readReplayForm(w, r)
+	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
+	if err != nil {
+		return s.refuseReplay(w, r, c, selectionOf(req), err, replay.Plan{}, false)
+	}
+	plan, _, err := s.jobs.Submit(r.Context(), dryRun(req))
+	if err != nil {
+		return s.refuseReplay(w, r, c, req, err, plan, true)
+	}
+	c.Plan = planView(plan, false)
+	return s.render(w, r, views.ReplayConfirmPage(c))
+}
+
+// startReplay answers POST /jobs: it submits the confirmed form and
+// redirects to the new job's page.
+func (s *Server) startReplay(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return ErrNotFound
+	}
+	form, req, err := readReplayForm(w, r)
+	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
+	if err != nil {
+		return s.refuseReplay(w, r, c, selectionOf(req), err, replay.Plan{}, false)
+	}
+	plan, job, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		return s.refuseReplay(w, r, c, req, err, plan, true)
+	}
+	http.Redirect(w, r, views.JobURL(job.ID), http.StatusSeeOther)
+	return nil
+}
+
+// refuseReplay re-renders the confirm page with what was refused, shown
+// first, and the status the API would answer (400, 404, 409, 422, 503).
+// The plan shown is the one the refusal came with; failing that, a dry run
+// of the same request (when its options could be read); failing that, of
+// the selection alone. Errors that are not the request's fault become the
+// 500 page.
+func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.ReplayConfirm, req replay.Request, err error,
+	plan replay.Plan, optionsRead bool) error {
+	status, field, msg, ok := requestError(err)
+	if !ok {
+		return err
+	}
+	c.Error = &views.FieldError{Field: field, Message: msg}
+	hasSelection := len(req.Selection.IDs) > 0 || req.Selection.Filter != nil
+	switch {
+	case plan.Summary.Total > 0:
+		c.Plan = planView(plan, false)
+	case !hasSelection || status == http.StatusServiceUnavailable:
+		// Nothing to summarise, or the broker would refuse the dry run too.
+	default:
+		if optionsRead {
+			if p, _, err := s.jobs.Submit(r.Context(), dryRun(req)); err == nil {
+				c.Plan = planView(p, false)
+				break
+			}
+		}
+		if p, _, err := s.jobs.Submit(r.Context(), dryRun(selectionOf(req))); err == nil || p.Summary.Total > 0 {
+			c.Plan = planView(p, true)
+		}
+	}
+	return s.write(w, r, status, views.ReplayConfirmPage(c))
+}
+
+// selectionOf is req without its options: the action and the selection.
+func selectionOf(req replay.Request) replay.Request {
+	return replay.Request{Action: req.Action, Selection: req.Selection, FilterJSON: req.FilterJSON}
+}
+
+// requestError is err as the page shows a refusal: the status the API
+// answers with (jobError's mapping), the parameter it names, and words a
+// person can act on. ok is false for errors that are not about the
+// request (a 500).
+func requestError(err error) (status int, field, msg string, ok bool) {
+	var (
+		ae *apiError
+		ip invalidParamError
+	)
+	mapped := jobError(err)
+	switch {
+	case errors.As(mapped, &ae):
+		return ae.status, ae.param, ae.msg, true
+	case errors.As(mapped, &ip):
+		return http.StatusBadRequest, ip.InvalidParameter(), mapped.Error(), true
+	}
+	return 0, "", "", false
+}
+
+// planView is a plan as the confirm page shows it; selectionOnly drops
+// the targets and warnings (they were not checked with the options given).
+func planView(p replay.Plan, selectionOnly bool) *views.ReplayPlan {
+	sum := p.Summary
+	v := &views.ReplayPlan{Total: sum.Total, Gone: sum.Gone, Scheduled: sum.Scheduled, Deferred: sum.Deferred,
+		Poison: sum.Poison, InJobs: sum.InJobs, SelectionOnly: selectionOnly}
+	for _, src := range sum.Sources {
+		v.Sources = append(v.Sources, views.ReplaySource{Entity: text(src.Entity), SubQueue: string(src.SubQueue), Count: src.Count})
+	}
+	for _, rec := range sum.Sample[:min(len(sum.Sample), replay.SampleSize)] {
+		v.Sample = append(v.Sample, messageItem(rec))
+	}
+	if selectionOnly {
+		return v
+	}
+	for _, w := range p.Warnings {
+		v.Warnings = append(v.Warnings, text(w))
+	}
+	for _, t := range p.Targets {
+		tv := views.ReplayTarget{Source: text(t.Source), Destination: text(t.Path), Kind: string(t.Kind),
+			DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut}
+		if t.DuplicateDetection {
+			tv.DuplicateDetectionWindow = t.DuplicateDetectionWindow.Round(time.Second).String()
+		}
+		v.Targets = append(v.Targets, tv)
+	}
+	return v
+}

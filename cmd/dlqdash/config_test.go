@@ -27,7 +27,7 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
 			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text",
-				Poll: time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour}
+				Poll: time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour, PoisonCap: 3}
 			if c != want {
 				t.Errorf("got %+v, want %+v", c, want)
 			}

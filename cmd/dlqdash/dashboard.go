@@ -62,6 +62,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// a loop, and the server closes its websockets when HTTP shuts down.
 	hub := web.NewHub(web.HubConfig{Catalog: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace})
 	d.publish = hub.Publish
+	d.onJob = hub.PublishJob
 	d.loops = append(d.loops, hub.Run)
 	if d.onStore != nil {
 		if err := d.onStore(st, &d); err != nil {

@@ -61,6 +61,12 @@ type Receiver interface {
 	// Complete removes a received message. dlq.ErrLockLost when its lock
 	// expired first.
 	Complete(ctx context.Context, m *Received) error
+	// Release closes the receiver and then unlocks the held messages at
+	// once (the broker adds one to their delivery counts). Close after it
+	// does nothing.
+	Release(ctx context.Context, held []*Received) error
+	// Close closes the receiver; messages it holds stay locked until their
+	// locks expire.
 	Close(ctx context.Context) error
 }
 

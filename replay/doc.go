@@ -41,10 +41,13 @@
 //   - It receives batches (Config.Batch, 250) and acts at once on the
 //     selected messages among them: one send of their copies, then their
 //     completes (32 in flight), then one transaction for their states.
-//   - Unselected messages are neither abandoned nor completed: they stay
-//     locked, untouched (no delivery count added), and so the next receive
-//     returns the messages after them. Their locks lapse after L and they
-//     are back where they were, for everyone.
+//   - Unselected messages are neither abandoned nor completed while the
+//     scan runs: they stay locked, and so the next receive returns the
+//     messages after them. When the work on the queue ends (everything
+//     found, or a pause, a cancel, a shutdown), the messages still held are
+//     abandoned, so that they are visible again at once (to the next job
+//     too) rather than after their locks lapse; Service Bus counts that as a
+//     delivery, so their delivery count goes up by one.
 //   - A message is acted on only while at least lockMargin (L/3, at most 20 s) of its lock is left; otherwise it waits for a later pass.
 //   - A pass ends when a sequence number comes back (a lock this pass took
 //     has lapsed: the head is available again) or the broker has nothing
@@ -67,8 +70,9 @@
 // way having finished nothing (every remaining selected message lies
 // deeper than R × L) pauses the job, saying so and what to change (the
 // entity's lock duration). While a pass runs, the unselected messages it
-// read are locked for up to L: other receivers of that dead-letter queue
-// (there rarely are any) see them a little later.
+// read are locked: other receivers of that dead-letter queue (there rarely
+// are any) see them a little later. A process that dies cannot give its
+// locks back: they lapse after L.
 //
 // # Pacing and failure
 //

@@ -388,3 +388,31 @@ func TestConflictAndCancel(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A job gives back what it held: the next job on the same queue does not
+// wait for the first one's locks to lapse (a minute here).
+func TestNextJobDoesNotWaitForLocks(t *testing.T) {
+	e := newEnv(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateQueue("orders", broker.QueueProperties{LockDuration: time.Minute}); err != nil {
+			panic(err)
+		}
+	}, envOptions{})
+	e.sendAndDeadLetter("orders", "n", 6, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, 6)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids[:2]}})
+	if j := e.finished(job.ID, 20*time.Second); j.Counts.Completed != 2 {
+		t.Fatalf("job = %+v", j)
+	}
+	start := time.Now()
+	_, job = e.submit(replay.Request{Action: replay.ActionDiscard, Selection: replay.Selection{IDs: ids[2:]}, Reason: "x"})
+	if j := e.finished(job.ID, 20*time.Second); j.Counts.Completed != 4 {
+		t.Fatalf("job = %+v", j)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the second job took %s: it waited for the first one's locks", d)
+	}
+	left := e.peekAll("orders", azservicebus.SubQueueDeadLetter)
+	if len(left) != 0 {
+		t.Errorf("%d left", len(left))
+	}
+}

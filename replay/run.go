@@ -393,7 +393,8 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	if lock <= 0 {
 		lock = time.Minute
 	}
-	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{}}
+	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{}, held: map[int64]*Received{}}
+	defer r.release(ctx, s)
 	var deferred []*Item
 	for _, it := range items {
 		if it.BrokerState == dlq.StateDeferred {
@@ -432,6 +433,33 @@ type source struct {
 	lock, margin time.Duration
 	// pending are the job's unfinished active messages, by sequence number.
 	pending map[int64]*Item
+	// held are messages the scan received and did not act on (not
+	// selected, or left for a later pass), by sequence number.
+	held map[int64]*Received
+	// warm: the receiver has received once (its link is open).
+	warm bool
+}
+
+// release gives back the messages the work on a source still holds locked,
+// when it ends: without it they would stay invisible to everyone (the next
+// job on the same queue too) for the rest of their lock duration. Service Bus
+// counts an abandon as a delivery, so their delivery count goes up by one.
+func (r *run) release(ctx context.Context, s *source) {
+	now := r.e.now()
+	var held []*Received
+	for _, m := range s.held {
+		if m.LockedUntil.After(now) {
+			held = append(held, m)
+		}
+	}
+	if len(held) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := s.recv.Release(ctx, held)
+	r.e.log.Debug("replay: released held messages", "job", r.job.ID, "source", displayQueue(s.key.entity, s.key.q),
+		"held", len(held), "err", err)
 }
 
 type match struct {
@@ -494,10 +522,16 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			if r.stopped() {
 				return nil
 			}
+			// The first receive also opens the link (and may connect):
+			// give it longer before "nothing came" means nothing is there.
+			wait := time.Second
+			if !s.warm {
+				wait, s.warm = 5*time.Second, true
+			}
 			msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
 				cctx, cancel := context.WithTimeout(ctx, callTimeout)
 				defer cancel()
-				return s.recv.Receive(cctx, e.cfg.Batch, time.Second)
+				return s.recv.Receive(cctx, e.cfg.Batch, wait)
 			})
 			if err != nil {
 				return r.brokerHalt("receive from "+displayQueue(s.key.entity, s.key.q), err)
@@ -515,6 +549,7 @@ func (r *run) scan(ctx context.Context, s *source) error {
 				if m.LockedUntil.After(heldUntil) {
 					heldUntil = m.LockedUntil
 				}
+				s.held[m.SequenceNumber] = m
 				it := s.pending[m.SequenceNumber]
 				if it == nil {
 					continue // not selected: left locked, untouched, until its lock expires
@@ -914,6 +949,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		}
 		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemCompleted})
 		ids = append(ids, strconv.FormatInt(mt.it.MessageID, 10))
+		delete(s.held, mt.m.SequenceNumber)
 	}
 	if err := r.update(ctx, s, ups); err != nil {
 		return 0, err

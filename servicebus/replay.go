@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -206,16 +207,17 @@ func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue
 	case dlq.SubQueueTransferDeadLetter:
 		opts.SubQueue = azservicebus.SubQueueTransfer
 	}
-	var r *azservicebus.Receiver
-	if isSub {
-		r, err = c.sb.NewReceiverForSubscription(topic, sub, &opts)
-	} else {
-		r, err = c.sb.NewReceiverForQueue(entity, &opts)
+	open := func() (*azservicebus.Receiver, error) {
+		if isSub {
+			return c.sb.NewReceiverForSubscription(topic, sub, &opts)
+		}
+		return c.sb.NewReceiverForQueue(entity, &opts)
 	}
+	r, err := open()
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	return &receiver{c: c, name: displayPath(entity, q), r: r}, nil
+	return &receiver{c: c, name: displayPath(entity, q), r: r, open: open}, nil
 }
 
 // receiver is a replay.Receiver over one SDK receiver. Like the SDK's, it
@@ -224,6 +226,9 @@ type receiver struct {
 	c    *Client
 	name string // the subqueue's Service Bus path, for messages
 	r    *azservicebus.Receiver
+	// open makes another SDK receiver on the same subqueue (Release
+	// settles through one that never receives).
+	open func() (*azservicebus.Receiver, error)
 }
 
 // Receive asks for up to max messages (at most 5000, the SDK's limit) and
@@ -356,8 +361,50 @@ func (r *receiver) Complete(ctx context.Context, m *replay.Received) error {
 	return nil
 }
 
-// Close closes the receiver's links; messages it still holds locks on are
-// released by the broker as the link goes.
+// Release closes the receiver, then gives held back to the queue at once,
+// unlocked (Service Bus adds one to their delivery counts).
+//
+// The order matters. After a ReceiveMessages call the SDK keeps the link's
+// unused credit open and releases whatever arrives meanwhile; a message
+// abandoned while that link is open comes straight back to it, and is
+// locked again when the link closes with it in flight. So the link goes
+// first, and the abandons go over the $management link of a second
+// receiver that never asks for a message (the SDK settles a message known
+// only by its lock token there).
+func (r *receiver) Release(ctx context.Context, held []*replay.Received) error {
+	_ = r.r.Close(ctx)
+	if len(held) == 0 {
+		return nil
+	}
+	op := "give messages back to " + r.name
+	settler, err := r.open()
+	if err != nil {
+		return r.c.mapError(op, err)
+	}
+	defer settler.Close(context.WithoutCancel(ctx))
+	errs := make([]error, len(held))
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i, m := range held {
+		rm, ok := m.Raw.(*azservicebus.ReceivedMessage)
+		if !ok || rm == nil {
+			errs[i] = fmt.Errorf("%s: message %d was not received by this adapter", op, m.SequenceNumber)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := settler.AbandonMessage(ctx, &azservicebus.ReceivedMessage{LockToken: rm.LockToken}, nil); err != nil {
+				errs[i] = r.c.mapError(fmt.Sprintf("%s (message %d)", op, m.SequenceNumber), err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close closes the receiver's links. Messages it still holds locks on stay
+// locked until their locks expire, as on Azure (Release gives them back).
 func (r *receiver) Close(ctx context.Context) error {
 	if err := r.r.Close(ctx); err != nil {
 		return r.c.mapError("close receiver on "+r.name, err)

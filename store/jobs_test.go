@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+)
+
+func TestJobsFreezeSkipConflictAndCount(t *testing.T) {
+	fx := newFixture(t, 300)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders", IncludeGone: true}
+	want := fx.want(f)
+
+	sum, err := fx.s.SummariseSelection(ctx, replay.Selection{Filter: &f}, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone, sched, poison int
+	for _, r := range fx.recs {
+		if r.Entity != "orders" {
+			continue
+		}
+		if r.GoneAt != nil {
+			gone++
+		}
+		if r.State == dlq.StateScheduled {
+			sched++
+		}
+		if r.ReplayCount >= 1 {
+			poison++
+		}
+	}
+	if sum.Total != len(want) || sum.Gone != gone || sum.Scheduled != sched || sum.Poison != poison || len(sum.Sample) != 5 {
+		t.Fatalf("summary %+v, want total %d gone %d scheduled %d poison %d", sum, len(want), gone, sched, poison)
+	}
+
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Total != len(want) || j.Status != replay.StatusQueued {
+		t.Fatalf("job %+v, want %d messages", j, len(want))
+	}
+	// Gone, scheduled and poison messages are skipped at once, with why.
+	items, _, err := fx.s.ListItems(ctx, j.ID, replay.ItemSkipped, 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != j.Counts.Skipped || j.Counts.Pending+j.Counts.Skipped != j.Total || j.Counts.Skipped == 0 {
+		t.Fatalf("%d skipped items, counts %+v", len(items), j.Counts)
+	}
+	for _, it := range items {
+		if it.Error == "" {
+			t.Errorf("skipped item %d without a reason", it.MessageID)
+		}
+	}
+	pending, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A message in an active job is in no other.
+	_, err = fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{pending[0].MessageID}}, 1)
+	var conflict *replay.ConflictError
+	if !errors.As(err, &conflict) || conflict.Count != 1 || conflict.Jobs[0] != j.ID {
+		t.Fatalf("overlapping job: %v", err)
+	}
+
+	// Counters follow the states; a finished message never moves again.
+	a, b := pending[0].MessageID, pending[1].MessageID
+	if j, err = fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: a, State: replay.ItemLocked, CopyMessageID: "c-a"},
+		{MessageID: b, State: replay.ItemLocked, CopyMessageID: "c-b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: a, State: replay.ItemSent, Flag: true},
+		{MessageID: b, State: replay.ItemFailed, Error: "refused"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: a, State: replay.ItemCompleted},
+		{MessageID: b, State: replay.ItemCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	if j.Counts.Completed != 1 || j.Counts.Failed != 1 || j.Counts.Sent != 0 || j.Flagged != 1 ||
+		j.Counts.Pending != len(pending)-2 {
+		t.Fatalf("counts after updates: %+v flagged %d", j.Counts, j.Flagged)
+	}
+	hist, err := fx.s.MessageHistory(ctx, a)
+	if err != nil || len(hist) != 1 || hist[0].CopyMessageID != "c-a" || !hist[0].Flagged || hist[0].State != replay.ItemCompleted {
+		t.Fatalf("history %+v %v", hist, err)
+	}
+	// A finished message can join a new job at once.
+	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{b}}, 1); err != nil {
+		t.Fatalf("a failed message could not be selected again: %v", err)
+	}
+
+	// Status changes are guarded; a cancel skips what was never sent and
+	// frees it.
+	if _, err := fx.s.SetStatus(ctx, j.ID, replay.StatusQueued, "", replay.StatusPaused); !errors.As(err, new(*replay.StatusError)) {
+		t.Fatalf("resuming a queued job: %v", err)
+	}
+	if j, err = fx.s.SetStatus(ctx, j.ID, replay.StatusCancelled, "stop", replay.StatusQueued); err != nil {
+		t.Fatal(err)
+	}
+	if j.FinishedAt == nil || j.Counts.Pending != 0 || j.Counts.Skipped+j.Counts.Completed+j.Counts.Failed != j.Total {
+		t.Fatalf("cancelled job %+v", j)
+	}
+	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{pending[2].MessageID}}, 1); err != nil {
+		t.Fatalf("a cancelled job's message could not be selected again: %v", err)
+	}
+
+	// Pages of jobs, newest first.
+	jobs, next, err := fx.s.ListJobs(ctx, 2, "")
+	if err != nil || len(jobs) != 2 || next == "" || jobs[0].ID < jobs[1].ID {
+		t.Fatalf("jobs page %v %q %v", jobs, next, err)
+	}
+	rest, next2, err := fx.s.ListJobs(ctx, 2, next)
+	if err != nil || len(rest) != 1 || next2 != "" {
+		t.Fatalf("second jobs page %v %q %v", rest, next2, err)
+	}
+	if _, _, err := fx.s.ListJobs(ctx, 2, "garbage"); err == nil {
+		t.Error("a bad cursor was accepted")
+	}
+	// An empty selection is refused.
+	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay}, replay.Selection{Filter: &dlq.Filter{Entity: "nope"}}, 1); !errors.As(err, new(*replay.PreconditionError)) {
+		t.Errorf("an empty selection: %v", err)
+	}
+}

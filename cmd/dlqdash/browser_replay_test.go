@@ -20,16 +20,7 @@ func TestBrowserReplay(t *testing.T) {
 	exe := chromiumPath(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	emuOut, emuErr := &syncBuffer{}, &syncBuffer{}
-	emuDone := make(chan int, 1)
-	go func() {
-		emuDone <- run(ctx, []string{"emulator", "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"},
-			env(), emuOut, emuErr)
-	}()
-	defer func() { cancel(); <-emuDone }()
-	waitFor(t, "the emulator's connection string", func() bool { return strings.Contains(emuOut.String(), "\n") })
-	conn := strings.TrimSpace(emuOut.String())
-	adminAddr := logAddr(emuErr.String(), "emulator admin listening")
+	conn, adminAddr := startTestEmulator(t, "")
 
 	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
 	if err != nil {

@@ -21,15 +21,7 @@ import (
 func TestServeCatalogsTheEmulator(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	emuOut, emuErr := &syncBuffer{}, &syncBuffer{}
-	emuDone := make(chan int, 1)
-	go func() {
-		emuDone <- run(ctx, []string{"emulator", "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"},
-			env(), emuOut, emuErr)
-	}()
-	waitFor(t, "the emulator's connection string", func() bool { return strings.Contains(emuOut.String(), "\n") })
-	conn := strings.TrimSpace(emuOut.String())
-	adminAddr := logAddr(emuErr.String(), "emulator admin listening")
+	conn, adminAddr := startTestEmulator(t, "")
 
 	// Dead letters before serve starts, through the real SDK.
 	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
@@ -181,9 +173,6 @@ func TestServeCatalogsTheEmulator(t *testing.T) {
 	if lines != 6 {
 		t.Errorf("export wrote %d lines, want 6", lines)
 	}
-
-	cancel()
-	<-emuDone
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -28,16 +28,7 @@ func newLiveRig(tb testing.TB) *liveRig {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	emuOut, emuErr := &syncBuffer{}, &syncBuffer{}
-	emuDone := make(chan int, 1)
-	go func() {
-		emuDone <- run(ctx, []string{"emulator", "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"},
-			env(), emuOut, emuErr)
-	}()
-	tb.Cleanup(func() { cancel(); <-emuDone })
-	waitFor(tb, "the emulator's connection string", func() bool { return strings.Contains(emuOut.String(), "\n") })
-	conn := strings.TrimSpace(emuOut.String())
-	adminAddr := logAddr(emuErr.String(), "emulator admin listening")
+	conn, adminAddr := startTestEmulator(tb, "")
 
 	db := filepath.Join(tb.TempDir(), "catalog.db")
 	s := start(tb, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--poll", "1s", "--admin-endpoint", "http://" + adminAddr},

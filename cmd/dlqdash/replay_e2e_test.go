@@ -22,17 +22,8 @@ func TestReplayAPI(t *testing.T) {
 		"Logging":{"Type":"Console"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	emuOut, emuErr := &syncBuffer{}, &syncBuffer{}
-	emuDone := make(chan int, 1)
-	go func() {
-		emuDone <- run(ctx, []string{"emulator", "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--config", cfg, "--log-format", "json"},
-			env(), emuOut, emuErr)
-	}()
-	defer func() { cancel(); <-emuDone }()
-	waitFor(t, "the emulator's connection string", func() bool { return strings.Contains(emuOut.String(), "\n") })
-	conn := strings.TrimSpace(emuOut.String())
-	adminAddr := logAddr(emuErr.String(), "emulator admin listening")
+	ctx := t.Context()
+	conn, adminAddr := startTestEmulator(t, cfg)
 	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
 	if err != nil {
 		t.Fatal(err)

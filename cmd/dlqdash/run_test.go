@@ -293,3 +293,22 @@ func TestRunFailsClearlyWhenPortIsTaken(t *testing.T) {
 		t.Errorf("last stderr line = %q, want the listen error", l)
 	}
 }
+
+// startTestEmulator runs `dlqdash emulator` in this process on free loopback
+// ports, with the entities of configFile (a Config.json path; "" for the
+// built-in sample), until the test ends. It returns the connection string
+// and the admin API's address.
+func startTestEmulator(tb testing.TB, configFile string) (conn, adminAddr string) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	args := []string{"emulator", "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--log-format", "json"}
+	if configFile != "" {
+		args = append(args, "--config", configFile)
+	}
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, env(), out, errOut) }()
+	tb.Cleanup(func() { cancel(); <-done })
+	waitFor(tb, "the emulator's connection string", func() bool { return strings.Contains(out.String(), "\n") })
+	return strings.TrimSpace(out.String()), logAddr(errOut.String(), "emulator admin listening")
+}

@@ -169,6 +169,25 @@ func (q *query) time(name string) (*time.Time, error) {
 	return &t, nil
 }
 
+// page reads a keyset page's limit (def when absent, at most max) and
+// cursor.
+func (q *query) page(def, max int) (int, string, error) {
+	limit, err := q.limit(def, max)
+	if err != nil {
+		return 0, "", err
+	}
+	cursor, err := q.one("cursor")
+	return limit, cursor, err
+}
+
+// nextCursor is the next_cursor of a page: null after the last.
+func nextCursor(next string) *string {
+	if next == "" {
+		return nil
+	}
+	return &next
+}
+
 // limit reads a page size: def when absent, at most max.
 func (q *query) limit(def, max int) (int, error) {
 	v, err := q.one("limit")

@@ -65,11 +65,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := q.limit(defaultAuditLimit, maxAuditLimit)
-	if err != nil {
-		return err
-	}
-	cursor, err := q.one("cursor")
+	limit, cursor, err := q.page(defaultAuditLimit, maxAuditLimit)
 	if err != nil {
 		return err
 	}
@@ -87,9 +83,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	for _, e := range es {
 		out.Entries = append(out.Entries, apijson.NewAuditEntry(e))
 	}
-	if next != "" {
-		out.NextCursor = &next
-	}
+	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
 }

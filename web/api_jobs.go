@@ -318,11 +318,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := q.limit(50, 500)
-	if err != nil {
-		return err
-	}
-	cursor, err := q.one("cursor")
+	limit, cursor, err := q.page(50, 500)
 	if err != nil {
 		return err
 	}
@@ -340,9 +336,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	for _, j := range jobs {
 		out.Jobs = append(out.Jobs, apijson.NewJob(j))
 	}
-	if next != "" {
-		out.NextCursor = &next
-	}
+	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
@@ -390,11 +384,7 @@ func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := q.limit(50, 500)
-	if err != nil {
-		return err
-	}
-	cursor, err := q.one("cursor")
+	limit, cursor, err := q.page(50, 500)
 	if err != nil {
 		return err
 	}
@@ -416,9 +406,7 @@ func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 	for _, it := range items {
 		out.Messages = append(out.Messages, apijson.NewJobItem(it))
 	}
-	if next != "" {
-		out.NextCursor = &next
-	}
+	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
 }

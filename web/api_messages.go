@@ -89,11 +89,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := q.limit(defaultMessageLimit, maxMessageLimit)
-	if err != nil {
-		return err
-	}
-	cursor, err := q.one("cursor")
+	limit, cursor, err := q.page(defaultMessageLimit, maxMessageLimit)
 	if err != nil {
 		return err
 	}
@@ -111,9 +107,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	for _, rec := range recs {
 		out.Messages = append(out.Messages, apijson.NewMessage(rec, false))
 	}
-	if next != "" {
-		out.NextCursor = &next
-	}
+	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
 }

@@ -340,7 +340,17 @@ func TestResolveDeferred(t *testing.T) {
 	ids := e.cataloged(dlq.Filter{Entity: "orders", State: dlq.StateDeferred}, 2)
 
 	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids[:1]}, Destination: "archive"})
-	_, job2 := e.submit(replay.Request{Action: replay.ActionDiscard, Selection: replay.Selection{IDs: ids[1:]}, Reason: "obsolete"})
+	// The second by its sequence number, as the application that deferred
+	// it knows it.
+	rec, err := e.st.GetMessage(t.Context(), ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, job2 := e.submit(replay.Request{Action: replay.ActionDiscard, Reason: "obsolete",
+		Selection: replay.Selection{Entity: "orders", SequenceNumbers: []int64{rec.SequenceNumber}}})
+	if job2.Total != 1 {
+		t.Fatalf("selected by sequence number: %+v", job2)
+	}
 	for _, id := range []int64{job.ID, job2.ID} {
 		if j := e.finished(id, 20*time.Second); j.Status != replay.StatusCompleted || j.Counts.Completed != 1 {
 			t.Fatalf("job = %+v", j)

@@ -52,12 +52,34 @@ type Store interface {
 	CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record, error)
 }
 
-// Selection is what a job acts on: catalog ids, or a filter frozen when the
-// job is created. Edit applies to a selection of one id.
+// Selection is what a job acts on: catalog ids, a filter frozen when the
+// job is created, or sequence numbers of one entity's subqueue (how a
+// deferred message is known to the application that deferred it). Edit
+// applies to a selection of one id.
 type Selection struct {
 	IDs    []int64
 	Filter *dlq.Filter
-	Edit   *Edit
+	// Entity, SubQueue (main when empty) and SequenceNumbers name present
+	// messages by sequence number.
+	Entity          string
+	SubQueue        dlq.SubQueue
+	SequenceNumbers []int64
+	Edit            *Edit
+}
+
+// kinds counts how many ways s selects (exactly one is valid).
+func (s Selection) kinds() int {
+	n := 0
+	if len(s.IDs) > 0 {
+		n++
+	}
+	if s.Filter != nil {
+		n++
+	}
+	if s.Entity != "" || len(s.SequenceNumbers) > 0 {
+		n++
+	}
+	return n
 }
 
 // SelectionSummary is what a selection matches now.

@@ -66,11 +66,15 @@ func (req *Request) validate(now time.Time) error {
 	}
 	sel := req.Selection
 	switch {
-	case sel.Filter != nil && len(sel.IDs) > 0:
-		return &InvalidError{Param: "ids", Msg: "give ids or a filter, not both"}
-	case sel.Filter == nil && len(sel.IDs) == 0:
-		return &InvalidError{Param: "ids", Msg: "select messages: give ids, or a filter"}
-	case len(sel.IDs) > MaxIDs:
+	case sel.kinds() > 1:
+		return &InvalidError{Param: "ids", Msg: "give ids, a filter, or an entity's sequence_numbers: one of them"}
+	case sel.kinds() == 0:
+		return &InvalidError{Param: "ids", Msg: "select messages: give ids, a filter, or an entity and its sequence_numbers"}
+	case (sel.Entity == "") != (len(sel.SequenceNumbers) == 0):
+		return &InvalidError{Param: "sequence_numbers", Msg: "sequence numbers need their entity, and an entity its sequence_numbers"}
+	case sel.SubQueue != "" && !sel.SubQueue.Valid():
+		return &InvalidError{Param: "subqueue", Msg: fmt.Sprintf("unknown subqueue %q: want main, dead_letter or transfer_dead_letter", sel.SubQueue)}
+	case len(sel.IDs) > MaxIDs || len(sel.SequenceNumbers) > MaxIDs:
 		return &InvalidError{Param: "ids", Msg: fmt.Sprintf("at most %d ids; select larger sets with a filter", MaxIDs)}
 	case sel.Edit != nil && len(sel.IDs) != 1:
 		return &InvalidError{Param: "ids", Msg: "an edit applies to exactly one message"}

@@ -43,6 +43,18 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 		return where, args, false, nil
 	case len(sel.IDs) > 0:
 		return []string{"m.id IN (SELECT value FROM json_each(?))"}, []any{idList(sel.IDs)}, false, nil
+	case sel.Entity != "":
+		q := sel.SubQueue
+		if q == "" {
+			q = dlq.SubQueueMain
+		}
+		code, err := subQueueCode(q)
+		if err != nil {
+			return nil, nil, false, &InvalidArgumentError{Param: "subqueue", Msg: err.Error()}
+		}
+		return []string{"m.entity_id = (SELECT id FROM entities WHERE path = ?)", "m.subqueue = ?",
+				"m.sequence_number IN (SELECT value FROM json_each(?))", "m.gone_at IS NULL"},
+			[]any{sel.Entity, code, idList(sel.SequenceNumbers)}, false, nil
 	}
 	return nil, nil, true, nil
 }

@@ -47,6 +47,11 @@ type jobRequest struct {
 	AllowPoison        bool                       `json:"allow_poison"`
 	Reason             string                     `json:"reason"`
 	DryRun             bool                       `json:"dry_run"`
+	// Entity, Subqueue and SequenceNumbers select present messages by
+	// sequence number (deferred messages, as the application knows them).
+	Entity          string  `json:"entity"`
+	Subqueue        string  `json:"subqueue"`
+	SequenceNumbers []int64 `json:"sequence_numbers"`
 }
 
 // decodeBody reads a JSON request body into v: one object, known keys only.
@@ -111,6 +116,7 @@ func (jr *jobRequest) selection() (replay.Selection, json.RawMessage, error) {
 		}
 		sel.IDs = append(sel.IDs, id)
 	}
+	sel.Entity, sel.SubQueue, sel.SequenceNumbers = strings.TrimSpace(jr.Entity), dlq.SubQueue(jr.Subqueue), jr.SequenceNumbers
 	if jr.Filter == nil {
 		return sel, nil, nil
 	}

@@ -965,6 +965,12 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		} else if dest, err := r.destination(ctx, s.key.entity); err == nil {
 			params["destination"] = dest.Path
 		}
+		if s.key.q == dlq.SubQueueMain {
+			// Messages of the main entity in a job are deferred ones
+			// (scheduled ones are skipped when the job is created).
+			params["action"] = string(r.job.Action)
+			action = audit.ActionDeferredResolved
+		}
 		r.e.audit(ctx, audit.Record{Actor: r.job.CreatedBy, Action: action, MessageIDs: ids, Params: params})
 	}
 	if fatal != nil && len(ups) == 0 {

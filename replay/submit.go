@@ -87,7 +87,8 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "reason", Msg: "at most 1000 characters"}
 	}
 	if req.Action == ActionDiscard {
-		if req.Reason == "" {
+		// A dry run may come before the reason is typed.
+		if req.Reason == "" && !req.DryRun {
 			return &InvalidError{Param: "reason", Msg: "a discard needs a reason: it removes the messages for good"}
 		}
 		if req.Destination != "" || req.ScheduledEnqueueAt != nil || sel.Edit != nil {

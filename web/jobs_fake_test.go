@@ -64,7 +64,7 @@ func (f *fakeJobs) Submit(ctx context.Context, req replay.Request) (replay.Plan,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submits = append(f.submits, req)
-	if req.Action == replay.ActionDiscard && strings.TrimSpace(req.Reason) == "" {
+	if req.Action == replay.ActionDiscard && strings.TrimSpace(req.Reason) == "" && !req.DryRun { // as the engine
 		return replay.Plan{}, replay.Job{}, &replay.InvalidError{Param: "reason", Msg: "a discard needs a reason: it removes the messages for good"}
 	}
 	p := f.planOf(req)

@@ -26,11 +26,6 @@ import (
 // maxReplayForm bounds a replay form's body: 100,000 ids fit.
 const maxReplayForm = maxJobRequest
 
-// dryRunReason stands in for a discard's reason in a dry run only: the
-// engine wants a reason for every discard request, and the person types it
-// on the page the dry run is for. A dry run changes and records nothing.
-const dryRunReason = "dry run"
-
 // readReplayForm reads a replay form: the selection (ids, or all_matching
 // with the filter as filter.<name> fields, read by the message list's own
 // parser) and the options. The view is the form as typed, returned even
@@ -192,10 +187,7 @@ func filterJSON(f dlq.Filter) json.RawMessage {
 
 // dryRun is req as a dry run.
 func dryRun(req replay.Request) replay.Request {
-	req.DryRun = true
-	if req.Action == replay.ActionDiscard && strings.TrimSpace(req.Reason) == "" {
-		req.Reason = dryRunReason
-	}
+	req.DryRun = true // a discard's reason may still be untyped: the engine allows that in a dry run
 	return req
 }
 

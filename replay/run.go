@@ -372,13 +372,14 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	if lock <= 0 {
 		lock = time.Minute
 	}
-	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{}}
+	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{}, seqOf: map[int64]int64{}}
 	var deferred []*Item
 	for _, it := range items {
 		if it.BrokerState == dlq.StateDeferred {
 			deferred = append(deferred, it)
 		} else {
 			s.pending[it.SequenceNumber] = it
+			s.seqOf[it.MessageID] = it.SequenceNumber
 		}
 	}
 	if err := r.resolveDeferred(ctx, s, deferred); err != nil {
@@ -409,8 +410,22 @@ type source struct {
 	key          sourceKey
 	recv         Receiver
 	lock, margin time.Duration
-	// pending are the job's unfinished active messages, by sequence number.
+	// pending are the job's unfinished active messages, by sequence number;
+	// seqOf maps their catalog ids to their sequence numbers.
 	pending map[int64]*Item
+	seqOf   map[int64]int64
+}
+
+// finished drops a finished item from the pending set.
+func (s *source) finished(messageID int64) {
+	seq, ok := s.seqOf[messageID]
+	if !ok {
+		return
+	}
+	delete(s.seqOf, messageID)
+	if it := s.pending[seq]; it != nil && it.MessageID == messageID {
+		delete(s.pending, seq)
+	}
 }
 
 type match struct {
@@ -608,12 +623,7 @@ func (r *run) update(ctx context.Context, s *source, ups []Update) error {
 	flagged := []string{}
 	for _, u := range ups {
 		if s != nil && u.State.Finished() {
-			for seq, it := range s.pending {
-				if it.MessageID == u.MessageID {
-					delete(s.pending, seq)
-					break
-				}
-			}
+			s.finished(u.MessageID)
 		}
 		if u.State == ItemFailed || u.State == ItemSkipped {
 			byState[u.State] = append(byState[u.State], strconv.FormatInt(u.MessageID, 10))

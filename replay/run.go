@@ -478,6 +478,19 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 func (r *run) scan(ctx context.Context, s *source) error {
 	e := r.e
 	start := e.now()
+	type batch struct {
+		msgs []*Received
+		err  error
+	}
+	// ahead is the next batch, being received while this one is acted on
+	// (one attempt: a failure is retried by the loop, not in the
+	// background).
+	var ahead chan batch
+	defer func() {
+		if ahead != nil {
+			<-ahead // the receiver is closed next: never with a receive in flight
+		}
+	}()
 	for len(s.pending) > 0 && !r.stopped() {
 		seen := map[int64]bool{}
 		processed, wrapped := 0, false
@@ -486,9 +499,17 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			if r.stopped() {
 				return nil
 			}
-			msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
-				return s.recv.Receive(ctx, e.cfg.Batch, time.Second)
-			})
+			var b batch
+			fetched := ahead != nil
+			if fetched {
+				b, ahead = <-ahead, nil
+			}
+			if !fetched || b.err != nil {
+				b.msgs, _, b.err = retry(ctx, r, "receive", func() ([]*Received, error) {
+					return s.recv.Receive(ctx, e.cfg.Batch, time.Second)
+				})
+			}
+			msgs, err := b.msgs, b.err
 			if err != nil {
 				return r.brokerHalt("receive from "+displayQueue(s.key.entity, s.key.q), err)
 			}
@@ -520,6 +541,20 @@ func (r *run) scan(ctx context.Context, s *source) error {
 					"(the entity was recreated?): the original is gone"); err != nil {
 					return err
 				}
+			}
+			// An unpaced job receives the next batch while it acts on this
+			// one, which hides the receive's round trip: on a distant
+			// namespace a pass reaches that much deeper within one lock
+			// duration. A paced job does not: it may wait for its rate
+			// as long as the locks allow, while the next batch's locks
+			// would run down.
+			if r.limiter == nil && !wrapped && len(s.pending) > len(matched) {
+				ch := make(chan batch, 1)
+				ahead = ch
+				go func() {
+					msgs, err := s.recv.Receive(ctx, e.cfg.Batch, time.Second)
+					ch <- batch{msgs, err}
+				}()
 			}
 			n, err := r.process(ctx, s, matched)
 			if err != nil {

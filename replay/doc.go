@@ -41,6 +41,10 @@
 //   - It receives batches (Config.Batch, 250) and acts at once on the
 //     selected messages among them: one send of their copies, then their
 //     completes (32 in flight), then one transaction for their states.
+//     An unpaced job receives the next batch meanwhile, so a batch costs
+//     the longer of a receive and the acting, not their sum; a paced job
+//     does not (the next batch's locks would run down while it waits for
+//     its rate).
 //   - Unselected messages are neither abandoned nor completed: they stay
 //     locked, untouched (no delivery count added), and so the next receive
 //     returns the messages after them. Their locks lapse after L and they
@@ -61,15 +65,21 @@
 //
 // The cost: one pass reads the queue from its head as far as the selection
 // reaches, at the broker's receive rate R; its reach is about R × L messages
-// (measured in BENCHMARKS.md: the whole of a 100,000-message DLQ within a 30 s
-// lock on the emulator, also with 20 ms of latency per round trip). A pass
-// that runs out of lock time is normal: the next pass starts from the head
-// again, where the finished messages are gone. Only a pass that ends that
-// way having finished nothing (every remaining selected message lies
-// deeper than R × L) pauses the job, saying so and what to change (the
-// entity's lock duration). While a pass runs, the unselected messages it
-// read are locked for up to L: other receivers of that dead-letter queue
-// (there rarely are any) see them a little later.
+// (measured in BENCHMARKS.md, every 10th message selected: the whole of a
+// 100,000-message DLQ in one pass within a 30 s lock on the emulator, also
+// with 20 ms of latency on every frame, where R is about 5,000 messages a
+// second). A pass that runs out of lock time is normal: the next pass starts
+// from the head again, where the finished messages are gone. But it reads the
+// unselected messages there again as their locks lapse, and reaches new ones
+// only with what is left of each batch, so a selection much deeper than R × L
+// costs many passes: the same DLQ and latency with a 10 s lock took 97–129 s
+// and 720,000–935,000 deliveries instead of 21 s and 100,000, each pass
+// finishing fewer than the one before. Only a pass that ends that way having
+// finished nothing (every remaining selected message lies deeper than R × L)
+// pauses the job, saying so and what to change (the entity's lock duration).
+// While a pass runs, the unselected messages it read are locked for up to L:
+// other receivers of that dead-letter queue (there rarely are any) see them a
+// little later.
 //
 // # Pacing and failure
 //

@@ -1,7 +1,6 @@
 package dlq_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -9,53 +8,25 @@ import (
 	"testing"
 	"time"
 
-	goamqp "github.com/Azure/go-amqp"
-
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/servicebus"
 	"github.com/dlqdash/dlqdash/servicebus/emulator"
 	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
 	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
+	"github.com/dlqdash/dlqdash/servicebus/emulator/emutest"
 	"github.com/dlqdash/dlqdash/store"
 )
 
-// seedDLQ fills queue's dead-letter queue with n messages of size bytes,
-// dead-lettered in an interleaved order (evens, then odds) so that the DLQ
-// fills out of order as in production. It drives the broker directly: the
-// benchmark measures the catalog, not the seeding.
+// seedDLQ creates queue and fills its dead-letter queue with n messages
+// of size bytes, dead-lettered out of order (emutest.FillDLQ).
 func seedDLQ(tb testing.TB, ns *broker.Namespace, queue string, n, size int) {
 	tb.Helper()
 	if _, err := ns.CreateQueue(queue, broker.QueueProperties{LockDuration: 5 * time.Minute}); err != nil {
 		tb.Fatal(err)
 	}
-	c, err := ns.NewConsumer(context.Background(), queue, broker.ConsumerOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	body := bytes.Repeat([]byte("a"), size)
-	copy(body, `{"order":"`)
-	tokens := make([]goamqp.UUID, 0, n)
-	for i := range n {
-		id := fmt.Sprintf("msg-%d", i)
-		m := &goamqp.Message{Data: [][]byte{body}, Properties: &goamqp.MessageProperties{MessageID: id},
-			ApplicationProperties: map[string]any{"tenant": fmt.Sprintf("t%d", i%50), "attempt": int64(i % 7)}}
-		if err := ns.Send(queue, m); err != nil {
-			tb.Fatal(err)
-		}
-		d, ok := c.Next()
-		if !ok {
-			tb.Fatal("the consumer has no message right after a send")
-		}
-		tokens = append(tokens, d.LockToken)
-	}
-	for _, start := range []int{0, 1} {
-		for i := start; i < n; i += 2 {
-			if err := ns.DeadLetter(tokens[i], "SqlTimeout", fmt.Sprintf("Timeout after %d ms", 30000+i%100), nil); err != nil {
-				tb.Fatal(err)
-			}
-		}
-	}
-	c.Close()
+	emutest.FillDLQ(tb, ns, queue, n, size, func(i int) map[string]any {
+		return map[string]any{"tenant": fmt.Sprintf("t%d", i%50), "attempt": int64(i % 7)}
+	})
 }
 
 // BenchmarkCatalog100k measures cataloging a 100,000-message DLQ of 1 KiB

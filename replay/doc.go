@@ -40,7 +40,12 @@
 //
 //   - It receives batches (Config.Batch, 250) and acts at once on the
 //     selected messages among them: one send of their copies, then their
-//     completes (32 in flight), then one transaction for their states.
+//     completes (32 in flight), writing their states before each step (three
+//     transactions and one audit entry a batch).
+//     An unpaced job receives the next batch meanwhile, so a batch costs
+//     the longer of a receive and the acting, not their sum; a paced job
+//     does not (the next batch's locks would run down while it waits for
+//     its rate).
 //   - Unselected messages are neither abandoned nor completed while the
 //     scan runs: they stay locked, and so the next receive returns the
 //     messages after them. When the work on the queue ends (everything
@@ -48,7 +53,8 @@
 //     abandoned, so that they are visible again at once (to the next job
 //     too) rather than after their locks lapse; Service Bus counts that as a
 //     delivery, so their delivery count goes up by one.
-//   - A message is acted on only while at least lockMargin (L/3, at most 20 s) of its lock is left; otherwise it waits for a later pass.
+//   - A message is acted on only while at least lockMargin (L/3, at most
+//     20 s) of its lock is left; otherwise it waits for a later pass.
 //   - A pass ends when a sequence number comes back (a lock this pass took
 //     has lapsed: the head is available again) or the broker has nothing
 //     more to give. After a pass that read everything, a selected message
@@ -63,16 +69,22 @@
 //
 // The cost: one pass reads the queue from its head as far as the selection
 // reaches, at the broker's receive rate R; its reach is about R × L messages
-// (measured in BENCHMARKS.md: the whole of a 100,000-message DLQ within a 30 s
-// lock on the emulator, also with 20 ms of latency per round trip). A pass
-// that runs out of lock time is normal: the next pass starts from the head
-// again, where the finished messages are gone. Only a pass that ends that
-// way having finished nothing (every remaining selected message lies
-// deeper than R × L) pauses the job, saying so and what to change (the
-// entity's lock duration). While a pass runs, the unselected messages it
-// read are locked: other receivers of that dead-letter queue (there rarely
-// are any) see them a little later. A process that dies cannot give its
-// locks back: they lapse after L.
+// (measured in BENCHMARKS.md, every 10th message selected: the whole of a
+// 100,000-message DLQ in one pass within a 30 s lock on the emulator, also
+// with 20 ms of latency on every frame, where R is about 5,000 messages a
+// second). A pass that runs out of lock time is normal: the next pass starts
+// from the head again, where the finished messages are gone. But it reads the
+// unselected messages there again as their locks lapse, and reaches new ones
+// only with what is left of each batch, so a selection much deeper than R × L
+// costs many passes: the same DLQ and latency with a 10 s lock took 97–129 s
+// and 720,000–935,000 deliveries instead of 21 s and 100,000, each pass
+// finishing fewer than the one before. Only a pass that ends that way having
+// finished nothing (every remaining selected message lies deeper than R × L)
+// pauses the job, saying so and what to change (the entity's lock duration).
+// While a pass runs, the unselected messages it read are locked: other
+// receivers of that dead-letter queue (there rarely are any) see them a
+// little later. A process that dies cannot give its locks back: they lapse
+// after L.
 //
 // # Pacing and failure
 //

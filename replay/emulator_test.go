@@ -29,7 +29,7 @@ import (
 )
 
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	ns       *broker.Namespace
 	srv      *emulator.Server
 	sb       *azservicebus.Client
@@ -44,9 +44,12 @@ type envOptions struct {
 	giveUp time.Duration
 	poison int
 	batch  int
+	// ingest, when set, configures the ingester instead of the tests'
+	// fast polling (Broker and Catalog are filled in).
+	ingest *dlq.Config
 }
 
-func newEnv(t *testing.T, setup func(ns *broker.Namespace), o envOptions) *env {
+func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
 	t.Helper()
 	ns := broker.New(broker.Options{})
 	setup(ns)
@@ -77,8 +80,13 @@ func newEnv(t *testing.T, setup func(ns *broker.Namespace), o envOptions) *env {
 	t.Cleanup(func() { client.Close(context.Background()) })
 	e := &env{t: t, ns: ns, srv: srv, sb: sb, st: st, log: audit.New(st), client: client}
 
-	in := dlq.New(dlq.Config{Broker: client, Catalog: st, Namespace: "emulator", Poll: 20 * time.Millisecond,
-		MinFullInterval: 50 * time.Millisecond, MainInterval: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	icfg := dlq.Config{Namespace: "emulator", Poll: 20 * time.Millisecond,
+		MinFullInterval: 50 * time.Millisecond, MainInterval: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	if o.ingest != nil {
+		icfg = *o.ingest
+	}
+	icfg.Broker, icfg.Catalog = client, st
+	in := dlq.New(icfg)
 	e.ingester = in
 	e.engine = e.newEngine(o)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,7 +170,7 @@ func (e *env) sendAndDeadLetter(queue, prefix string, n int, reason string) {
 	e.deadLetter(queue, "", n, reason)
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

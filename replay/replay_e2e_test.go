@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -424,5 +425,44 @@ func TestNextJobDoesNotWaitForLocks(t *testing.T) {
 	left := e.peekAll("orders", azservicebus.SubQueueDeadLetter)
 	if len(left) != 0 {
 		t.Errorf("%d left", len(left))
+	}
+}
+
+// A scan over many small batches: an unpaced job receives each next batch
+// while it acts on the current one; every selected message is replayed
+// once and the others stay where they were.
+func TestReplayScanInSmallBatches(t *testing.T) {
+	e := newEnv(t, queues("orders"), envOptions{batch: 7})
+	e.sendAndDeadLetter("orders", "ord", 60, "SqlTimeout")
+	ids := e.cataloged(dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}, 60)
+	var chosen []int64
+	for i, id := range ids {
+		if i%3 == 1 {
+			chosen = append(chosen, id)
+		}
+	}
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: chosen}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 20 || j.Flagged != 0 {
+		t.Fatalf("job = %+v", j)
+	}
+	copies := e.receiveAll("orders", "", 0)
+	left := e.peekAll("orders", azservicebus.SubQueueDeadLetter)
+	if len(copies) != 20 || len(left) != 40 {
+		t.Fatalf("%d copies in orders and %d left in the DLQ, want 20 and 40", len(copies), len(left))
+	}
+	var orig []string
+	for _, c := range copies {
+		o, _ := c.ApplicationProperties[replay.PropOriginalMessageID].(string)
+		var n int
+		if _, err := fmt.Sscanf(o, "ord-%d", &n); err != nil || n%3 != 1 {
+			t.Errorf("a copy of %q, which was not selected", o)
+		}
+		orig = append(orig, o)
+	}
+	all := append(orig, messageIDs(left)...)
+	slices.Sort(all)
+	if len(slices.Compact(all)) != 60 {
+		t.Errorf("copies and the DLQ together hold %d distinct originals, want 60", len(slices.Compact(all)))
 	}
 }

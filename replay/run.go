@@ -393,7 +393,8 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	if lock <= 0 {
 		lock = time.Minute
 	}
-	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{}, held: map[int64]*Received{}}
+	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{},
+		seqOf: map[int64]int64{}, held: map[int64]*Received{}}
 	defer r.release(ctx, s)
 	var deferred []*Item
 	for _, it := range items {
@@ -401,6 +402,7 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 			deferred = append(deferred, it)
 		} else {
 			s.pending[it.SequenceNumber] = it
+			s.seqOf[it.MessageID] = it.SequenceNumber
 		}
 	}
 	if err := r.resolveDeferred(ctx, s, deferred); err != nil {
@@ -431,8 +433,10 @@ type source struct {
 	key          sourceKey
 	recv         Receiver
 	lock, margin time.Duration
-	// pending are the job's unfinished active messages, by sequence number.
+	// pending are the job's unfinished active messages, by sequence number;
+	// seqOf maps their catalog ids to their sequence numbers.
 	pending map[int64]*Item
+	seqOf   map[int64]int64
 	// held are messages the scan received and did not act on (not
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
@@ -460,6 +464,18 @@ func (r *run) release(ctx context.Context, s *source) {
 	err := s.recv.Release(ctx, held)
 	r.e.log.Debug("replay: released held messages", "job", r.job.ID, "source", displayQueue(s.key.entity, s.key.q),
 		"held", len(held), "err", err)
+}
+
+// finished drops a finished item from the pending set.
+func (s *source) finished(messageID int64) {
+	seq, ok := s.seqOf[messageID]
+	if !ok {
+		return
+	}
+	delete(s.seqOf, messageID)
+	if it := s.pending[seq]; it != nil && it.MessageID == messageID {
+		delete(s.pending, seq)
+	}
 }
 
 type match struct {
@@ -514,6 +530,23 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 func (r *run) scan(ctx context.Context, s *source) error {
 	e := r.e
 	start := e.now()
+	type batch struct {
+		msgs []*Received
+		err  error
+	}
+	// ahead is the next batch, being received while this one is acted on
+	// (one attempt: a failure is retried by the loop, not in the
+	// background).
+	var ahead chan batch
+	defer func() {
+		if ahead != nil {
+			// The receiver is closed next: never with a receive in flight;
+			// what it brought is held, and given back with the rest.
+			for _, m := range (<-ahead).msgs {
+				s.held[m.SequenceNumber] = m
+			}
+		}
+	}()
 	for len(s.pending) > 0 && !r.stopped() {
 		seen := map[int64]bool{}
 		processed, wrapped := 0, false
@@ -522,17 +555,26 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			if r.stopped() {
 				return nil
 			}
-			// The first receive also opens the link (and may connect):
-			// give it longer before "nothing came" means nothing is there.
-			wait := time.Second
-			if !s.warm {
-				wait, s.warm = 5*time.Second, true
+			var b batch
+			fetched := ahead != nil
+			if fetched {
+				b, ahead = <-ahead, nil
 			}
-			msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
-				cctx, cancel := context.WithTimeout(ctx, callTimeout)
-				defer cancel()
-				return s.recv.Receive(cctx, e.cfg.Batch, wait)
-			})
+			if !fetched || b.err != nil {
+				// The first receive also opens the link (and may
+				// connect): give it longer before "nothing came" means
+				// nothing is there.
+				wait := time.Second
+				if !s.warm {
+					wait, s.warm = 5*time.Second, true
+				}
+				b.msgs, _, b.err = retry(ctx, r, "receive", func() ([]*Received, error) {
+					cctx, cancel := context.WithTimeout(ctx, callTimeout)
+					defer cancel()
+					return s.recv.Receive(cctx, e.cfg.Batch, wait)
+				})
+			}
+			msgs, err := b.msgs, b.err
 			if err != nil {
 				return r.brokerHalt("receive from "+displayQueue(s.key.entity, s.key.q), err)
 			}
@@ -565,6 +607,22 @@ func (r *run) scan(ctx context.Context, s *source) error {
 					"(the entity was recreated?): the original is gone"); err != nil {
 					return err
 				}
+			}
+			// An unpaced job receives the next batch while it acts on this
+			// one, which hides the receive's round trip: on a distant
+			// namespace a pass reaches that much deeper within one lock
+			// duration. A paced job does not: it may wait for its rate
+			// as long as the locks allow, while the next batch's locks
+			// would run down.
+			if r.limiter == nil && !wrapped && len(s.pending) > len(matched) {
+				ch := make(chan batch, 1)
+				ahead = ch
+				go func() {
+					cctx, cancel := context.WithTimeout(ctx, callTimeout)
+					defer cancel()
+					msgs, err := s.recv.Receive(cctx, e.cfg.Batch, time.Second)
+					ch <- batch{msgs, err}
+				}()
 			}
 			n, err := r.process(ctx, s, matched)
 			if err != nil {
@@ -670,12 +728,7 @@ func (r *run) update(ctx context.Context, s *source, ups []Update) error {
 	flagged := []string{}
 	for _, u := range ups {
 		if s != nil && u.State.Finished() {
-			for seq, it := range s.pending {
-				if it.MessageID == u.MessageID {
-					delete(s.pending, seq)
-					break
-				}
-			}
+			s.finished(u.MessageID)
 		}
 		if u.State == ItemFailed || u.State == ItemSkipped {
 			byState[u.State] = append(byState[u.State], strconv.FormatInt(u.MessageID, 10))

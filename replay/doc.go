@@ -50,7 +50,8 @@
 //     scan runs: they stay locked, and so the next receive returns the
 //     messages after them. When the work on the queue ends (everything
 //     found, or a pause, a cancel, a shutdown), the messages still held are
-//     abandoned, so that they are visible again at once (to the next job
+//     abandoned (up to 1,000, those locked longest: each is a broker
+//     operation), so that they are visible again at once (to the next job
 //     too) rather than after their locks lapse; Service Bus counts that as a
 //     delivery, so their delivery count goes up by one.
 //   - A message is acted on only while at least lockMargin (L/3, at most

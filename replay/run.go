@@ -448,6 +448,10 @@ type source struct {
 // when it ends: without it they would stay invisible to everyone (the next
 // job on the same queue too) for the rest of their lock duration. Service Bus
 // counts an abandon as a delivery, so their delivery count goes up by one.
+//
+// At most maxRelease are given back (those locked longest): each is a
+// broker operation, and after a long scan most of the locks lapse soon
+// anyway; the rest lapse on their own.
 func (r *run) release(ctx context.Context, s *source) {
 	now := r.e.now()
 	var held []*Received
@@ -458,6 +462,10 @@ func (r *run) release(ctx context.Context, s *source) {
 	}
 	if len(held) == 0 {
 		return
+	}
+	if len(held) > maxRelease {
+		slices.SortFunc(held, func(a, b *Received) int { return b.LockedUntil.Compare(a.LockedUntil) })
+		held = held[:maxRelease]
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -960,6 +968,9 @@ func (r *run) sendOneByOne(ctx context.Context, s *source, sender Sender, toSend
 	}
 	return ready, r.update(ctx, s, ups)
 }
+
+// maxRelease bounds the messages given back when the work on a queue ends.
+const maxRelease = 1000
 
 // completeParallel is how many completes are in flight at once.
 const completeParallel = 32

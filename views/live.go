@@ -63,5 +63,9 @@ func (d JobDetail) live() string {
 	if !d.Live {
 		return ""
 	}
+	if d.State == "" && d.FirstURL == "" {
+		// The first page of every message: its table is kept current.
+		return "page=job&id=" + d.Job.idText() + "&first=1"
+	}
 	return "page=job&id=" + d.Job.idText()
 }

@@ -67,7 +67,10 @@ const (
 // above.
 type HubConfig struct {
 	Catalog Catalog
-	Logger  *slog.Logger
+	// JobItems lists a job's messages, for the live table of a job's page;
+	// nil leaves that table to refresh when the job finishes.
+	JobItems JobItemLister
+	Logger   *slog.Logger
 	// Mode and Namespace word the freshness panel, as on the overview.
 	Mode, Namespace string
 
@@ -104,6 +107,9 @@ type Hub struct {
 	// finishedJobs are the jobs the hub has seen finish (Run's goroutine
 	// only): a stale running state published late is not sent after it.
 	finishedJobs map[int64]bool
+	// itemsSentAt throttles the job pages' message tables (Run's goroutine
+	// only).
+	itemsSentAt map[int64]time.Time
 }
 
 // NewHub builds a hub; Run starts it.
@@ -136,6 +142,7 @@ func NewHub(cfg HubConfig) *Hub {
 		jobs:         map[int64]replay.Job{},
 		jobSignal:    make(chan struct{}, 1),
 		finishedJobs: map[int64]bool{},
+		itemsSentAt:  map[int64]time.Time{},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
@@ -19,10 +20,22 @@ import (
 //   - to the job's page (page=job&id=N): a replace of
 //     FragmentID("job-progress", N); when the job has just finished, a
 //     resync instead, so that its per-message table is current too;
+//   - to the first, unfiltered page of a job's messages (page=job&id=N&first=1),
+//     while the job runs and at most once a second (itemsEvery): a replace
+//     of the table body FragmentID("job-items", N), read from JobItems;
 //   - to the jobs page (page=jobs): a replace of the job's row,
 //     FragmentID("job", N); and on a first page (first=1) whose newest job
 //     is older (after < N), a prepend of the row to FragmentID("job-rows",
 //     ""), which the page skips if it has the row already.
+
+// itemsEvery throttles the live message table of a job's page: each update
+// is a read of its first page.
+const itemsEvery = time.Second
+
+// JobItemLister lists a job's messages. *store.Store implements it.
+type JobItemLister interface {
+	ListItems(ctx context.Context, jobID int64, state replay.ItemState, limit int, cursor string) ([]replay.Item, string, error)
+}
 
 // PublishJob hands a job's new state to the hub. Like Publish it never
 // blocks: it records the state (the latest per job wins) and signals Run.
@@ -77,6 +90,7 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 			if f, ok := h.replace(ctx, views.FragmentID("job-progress", id), views.JobProgress(v)); ok {
 				h.sendTo(page, f)
 			}
+			h.sendJobItems(ctx, j.ID)
 		}
 		if !haveLists {
 			continue
@@ -90,5 +104,32 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 		h.sendTo(lists, encodeOp(liveOp{Op: "replace", ID: views.FragmentID("job", id), HTML: row}))
 		h.sendTo(func(s subscription) bool { return s.page == "jobs" && s.first && j.ID > s.after },
 			encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("job-rows", ""), HTML: row}))
+	}
+}
+
+// sendJobItems replaces the message table of the job's first, unfiltered
+// pages, at most once every itemsEvery.
+func (h *Hub) sendJobItems(ctx context.Context, jobID int64) {
+	first := func(s subscription) bool { return s.page == "job" && s.id == jobID && s.first }
+	if h.cfg.JobItems == nil || len(h.subscriptions(first)) == 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(h.itemsSentAt[jobID]) < itemsEvery {
+		return
+	}
+	h.itemsSentAt[jobID] = now
+	items, _, err := h.cfg.JobItems.ListItems(ctx, jobID, "", jobItemsPageSize, "")
+	if err != nil {
+		h.failed(ctx, "a job's messages", err, first)
+		return
+	}
+	rows := make([]views.JobItem, len(items))
+	for i, it := range items {
+		rows[i] = jobItemView(it)
+	}
+	id := strconv.FormatInt(jobID, 10)
+	if f, ok := h.replace(ctx, views.FragmentID("job-items", id), views.JobItemRows(id, rows)); ok {
+		h.sendTo(first, f)
 	}
 }

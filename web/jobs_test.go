@@ -488,7 +488,8 @@ func TestLiveJobPagesSubscribe(t *testing.T) {
 	for _, tt := range []struct{ target, want string }{
 		{"/jobs", "after=12&first=1&page=jobs"},
 		{"/jobs?cursor=j12", "page=jobs"},
-		{"/jobs/3", "page=job&id=3"},
+		{"/jobs/3", "page=job&id=3&first=1"},
+		{"/jobs/3?state=failed", "page=job&id=3"},
 	} {
 		res, err := http.Get(fx.srv.URL + tt.target)
 		if err != nil {
@@ -516,6 +517,45 @@ func TestLiveJobPagesSubscribe(t *testing.T) {
 		_, resp, _ := websocket.DefaultDialer.DialContext(t.Context(), wsURL(fx.srv, q), nil)
 		if resp == nil || resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%q: %v, want 400", q, resp)
+		}
+	}
+}
+
+// A running job's first page of messages is kept current: its table body
+// is replaced, at most once a second, by what the engine has recorded.
+func TestLiveJobItems(t *testing.T) {
+	fj := newFakeJobs(nil)
+	fx := newLiveFixture(t, HubConfig{JobItems: fj})
+	j := runningJob(7)
+	fj.mu.Lock()
+	fj.jobs[7] = j
+	fj.items[7] = []replay.Item{{JobID: 7, MessageID: 41, Entity: "orders", SequenceNumber: 5, OriginalMessageID: "o-5",
+		State: replay.ItemCompleted, CopyMessageID: "o-5/dlqdash-7"},
+		{JobID: 7, MessageID: 42, Entity: "orders", SequenceNumber: 6, OriginalMessageID: "o-6",
+			State: replay.ItemFailed, Error: `<script>alert(1)</script> refused`}}
+	fj.mu.Unlock()
+	first := fx.dial(t, "page=job&id=7&first=1")
+	filtered := fx.dial(t, "page=job&id=7")
+
+	fx.hub.PublishJob(j)
+	if op := next(t, first); op.ID != views.FragmentID("job-progress", "7") {
+		t.Fatalf("first op %+v", op)
+	}
+	op := next(t, first)
+	if op.Op != "replace" || op.ID != views.FragmentID("job-items", "7") || !strings.Contains(op.HTML, `<tbody id="job-items-7"`) ||
+		strings.Count(op.HTML, `data-testid="job-item"`) != 2 || !strings.Contains(op.HTML, `data-state="failed"`) ||
+		strings.Contains(op.HTML, "<script>") {
+		t.Fatalf("the message table: %+v", op)
+	}
+	// A filtered page keeps its own table; a second change within the
+	// second updates the progress only.
+	fx.hub.PublishJob(j)
+	fx.hub.Publish(freshness(true, ""))
+	for _, c := range []*websocket.Conn{first, filtered} {
+		for op := next(t, c); op.ID != "freshness"; op = next(t, c) {
+			if op.ID == views.FragmentID("job-items", "7") {
+				t.Errorf("an extra table update: %+v", op)
+			}
 		}
 	}
 }

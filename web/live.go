@@ -83,6 +83,13 @@ func parseSubscription(r *http.Request) (subscription, error) {
 		if sub.id, err = strconv.ParseInt(v, 10, 64); err != nil || sub.id <= 0 {
 			return sub, invalidArgument("id", "id must be a %s id, not %q", sub.page, v)
 		}
+		if sub.page == "job" {
+			// first=1: the page shows the first, unfiltered page of the
+			// job's messages, which is kept current.
+			if sub.first, err = q.boolean("first"); err != nil {
+				return sub, err
+			}
+		}
 	case "jobs":
 		if sub.first, err = q.boolean("first"); err != nil {
 			return sub, err

@@ -60,7 +60,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	}()
 	// The hub exists before the ingester that publishes to it; it runs as
 	// a loop, and the server closes its websockets when HTTP shuts down.
-	hub := web.NewHub(web.HubConfig{Catalog: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace})
+	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace})
 	d.publish = hub.Publish
 	d.onJob = hub.PublishJob
 	d.loops = append(d.loops, hub.Run)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
@@ -219,6 +221,7 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 	d := messageDetail(rec)
 	if s.jobs != nil {
 		d.Replay = true
+		d.EditBody, d.EditBinary, d.EditProperties = editForm(rec)
 		if d.Replays, err = s.replayHistory(r.Context(), id); err != nil {
 			return fmt.Errorf("show message page %d: %w", id, err)
 		}
@@ -330,4 +333,87 @@ func propertyFields(raw json.RawMessage) ([]views.Field, string) {
 	}
 	slices.SortFunc(out, func(a, b views.Field) int { return strings.Compare(a.Name, b.Name) })
 	return out, ""
+}
+
+// maxEditBody is the largest body the edit form offers as text.
+const maxEditBody = 256 << 10
+
+// editForm is what the message page's edit form starts from: the body as
+// text (when it is valid UTF-8 and not huge) and the properties indented.
+func editForm(r dlq.Record) (body string, binary bool, props string) {
+	if len(r.Body) > maxEditBody || !utf8.Valid(r.Body) || bytes.IndexByte(r.Body, 0) >= 0 {
+		binary = true
+	} else {
+		body = string(r.Body)
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, r.ApplicationProperties, "", "  ") == nil {
+		props = buf.String()
+	} else {
+		props = "{}"
+	}
+	return body, binary, props
+}
+
+// editReplayPage answers POST /messages/{id}/edit: the message page's
+// edit form, replayed as one job (POST /api/v1/messages/{id}/replay is
+// the same for scripts). It goes to the job's page, or shows what was
+// refused.
+func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
+	if s.jobs == nil {
+		return ErrNotFound
+	}
+	id, err := messageID(r)
+	if err != nil {
+		return ErrNotFound
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<20)
+	if err := r.ParseForm(); err != nil {
+		return s.refused(w, r, invalidArgument("form", "the form could not be read: %v", err))
+	}
+	er := editRequest{Destination: r.PostForm.Get("destination")}
+	if vs, ok := r.PostForm["body"]; ok && len(vs) == 1 {
+		er.Body = &vs[0]
+	}
+	if p := strings.TrimSpace(r.PostForm.Get("application_properties")); p != "" {
+		er.ApplicationProperties = json.RawMessage(p)
+	}
+	edit, err := er.edit()
+	if err != nil {
+		return s.refused(w, r, err)
+	}
+	if edit == nil {
+		edit = &replay.Edit{} // replayed as it is, but recorded as an edit
+	}
+	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination}
+	req, err := jr.request()
+	if err != nil {
+		return s.refused(w, r, err)
+	}
+	req.Selection.Edit = edit
+	_, job, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		return s.refused(w, r, jobError(err))
+	}
+	http.Redirect(w, r, "/jobs/"+strconv.FormatInt(job.ID, 10), http.StatusSeeOther)
+	return nil
+}
+
+// refused shows why a form was refused, with the API's status; anything
+// else is a server error.
+func (s *Server) refused(w http.ResponseWriter, r *http.Request, err error) error {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		var ip invalidParamError
+		if !errors.As(err, &ip) {
+			return err
+		}
+		ae = &apiError{status: http.StatusBadRequest, msg: err.Error()}
+	}
+	msg := ae.msg
+	if ae.param != "" && !strings.HasPrefix(msg, ae.param) {
+		msg = ae.param + ": " + msg
+	}
+	s.renderStatus(w, r, ae.status, views.ErrorPage(views.ErrorView{Status: ae.status, Title: "Not replayed", Message: msg}))
+	return nil
 }

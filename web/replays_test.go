@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -429,4 +430,39 @@ func TestMessagesPageReplayButtons(t *testing.T) {
 	if strings.Contains(body, "Replay arrives with the replay engine") {
 		t.Error("the note is still there")
 	}
+}
+
+// The message page's edit form: the body as text and the properties as
+// JSON go to the engine as an edit of that one message, then to its job.
+func TestEditAndReplayForm(t *testing.T) {
+	fx := newJobsFixture(t)
+	var textID int64
+	for _, r := range fx.recs {
+		if len(r.Body) > 0 && utf8.Valid(r.Body) && !strings.ContainsRune(string(r.Body), 0) {
+			textID = r.ID
+			break
+		}
+	}
+	body := fx.page(t, "/messages/"+idStr(textID), 200)
+	if !strings.Contains(body, `data-testid="edit-body"`) || !strings.Contains(body, `data-testid="edit-properties"`) {
+		t.Fatal("the message page has no edit form")
+	}
+	res, _ := fx.post(t, "/messages/"+idStr(textID)+"/edit", url.Values{"body": {`{"fixed":true}`},
+		"application_properties": {`{"tenant":"t2","n":7}`}, "destination": {"orders-retry"}})
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(res.Header.Get("Location"), "/jobs/") {
+		t.Fatalf("edit: %d %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	subs := fx.jobs.submitted()
+	got := subs[len(subs)-1]
+	if got.DryRun || got.Action != replay.ActionReplay || len(got.Selection.IDs) != 1 || got.Selection.IDs[0] != textID ||
+		got.Selection.Edit == nil || string(got.Selection.Edit.Body) != `{"fixed":true}` ||
+		string(got.Selection.Edit.ApplicationProperties) != `{"tenant":"t2","n":7}` || got.Destination != "orders-retry" {
+		t.Fatalf("submitted %+v", got)
+	}
+	// Properties that are not an object of plain values: refused, said.
+	body = fx.postPage(t, "/messages/"+idStr(textID)+"/edit", url.Values{"application_properties": {`{"a":[1,2]}`}}, http.StatusBadRequest)
+	if !strings.Contains(body, "application_properties") {
+		t.Errorf("the refusal does not name the field:\n%.2000s", body)
+	}
+	fx.postPage(t, "/messages/"+idStr(textID)+"/edit", url.Values{"application_properties": {`not json`}}, http.StatusBadRequest)
 }

@@ -15,6 +15,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /groups", s.handle(s.listGroupsPage))
 	mux.Handle("GET /messages", s.handle(s.listMessagesPage))
 	mux.Handle("GET /messages/{id}", s.handle(s.showMessagePage))
+	mux.Handle("POST /messages/{id}/edit", s.handle(s.editReplayPage))
 	mux.Handle("GET /inventory", s.handle(s.showInventory))
 	mux.Handle("POST /replays", s.handle(s.confirmReplay))
 	mux.Handle("POST /jobs", s.handle(s.startReplay))

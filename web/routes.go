@@ -52,5 +52,6 @@ func (s *Server) routes() http.Handler {
 	h = securityHeaders(h)
 	h = s.recoverPanics(h)
 	h = withRequestID(h)
+	h = s.measure(mux, h) // request durations by route pattern; GET /metrics (metrics_middleware.go)
 	return h
 }

@@ -72,6 +72,12 @@ type Config struct {
 	// endpoint answers 404). The caller runs it; New registers its Close to
 	// run on Shutdown.
 	Hub *Hub
+	// Metrics, if set, records every request's duration by route pattern
+	// (metrics_middleware.go).
+	Metrics RequestObserver
+	// MetricsHandler, if set, serves GET /metrics on this server; nil when
+	// metrics have a listener of their own (the route then answers 404).
+	MetricsHandler http.Handler
 }
 
 // Server is the dashboard's HTTP server.
@@ -87,6 +93,9 @@ type Server struct {
 	jobs        Jobs
 	hub         *Hub
 	http        *http.Server
+
+	observer       RequestObserver
+	metricsHandler http.Handler
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -113,6 +122,10 @@ func New(cfg Config) *Server {
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
 	}
+	if !isNil(cfg.Metrics) {
+		s.observer = cfg.Metrics
+	}
+	s.metricsHandler = cfg.MetricsHandler
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,

@@ -35,6 +35,7 @@ const (
 	envRetention        = "DLQDASH_RETENTION"
 	envOrphanAfter      = "DLQDASH_ORPHAN_AFTER"
 	envPoisonCap        = "DLQDASH_POISON_CAP"
+	envMetricsAddr      = "DLQDASH_METRICS_ADDR"
 )
 
 // Defaults. The emulator's match Microsoft's Service Bus emulator, so one
@@ -61,6 +62,9 @@ type Config struct {
 	// demo and serve
 	Addr string // dashboard listen address
 	DB   string // SQLite file
+	// MetricsAddr is where GET /metrics is served on a listener of its
+	// own; empty serves it on the dashboard's.
+	MetricsAddr string
 
 	// demo and serve: the catalog
 	Poll      time.Duration // how often entity counts are read
@@ -229,6 +233,7 @@ func dashboardFlags(f *flagSet) {
 	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")
 	f.str("orphan-after", envOrphanAfter, defaultOrphanAfter, "how long a message may stay deferred before the inventory flags it as a deferred orphan (a Go duration: 24h, 90m)")
 	f.str("poison-cap", envPoisonCap, defaultPoisonCap, "how many times a message lineage may be replayed before replays skip it as poison (unless allow_poison)")
+	f.str("metrics-addr", envMetricsAddr, "", "address of a listener of its own for GET /metrics (host:port); empty serves /metrics on --addr")
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
@@ -354,6 +359,15 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		if cfg.PoisonCap, err = strconv.Atoi(v("poison-cap")); err != nil || cfg.PoisonCap < 1 || cfg.PoisonCap > 1000 {
 			return Config{}, bad("invalid poison cap %q from %s: want a whole number from 1 to 1000", v("poison-cap"), f.source("poison-cap"))
+		}
+		if strings.TrimSpace(v("metrics-addr")) != "" {
+			if cfg.MetricsAddr, err = checkAddr("metrics-addr"); err != nil {
+				return Config{}, err
+			}
+			if _, port, _ := net.SplitHostPort(cfg.MetricsAddr); cfg.MetricsAddr == cfg.Addr && port != "0" {
+				return Config{}, bad("metrics address %q from %s is the dashboard's own (%s): give another port, or leave it empty to serve /metrics on the dashboard's listener",
+					cfg.MetricsAddr, f.source("metrics-addr"), f.source("addr"))
+			}
 		}
 		if c.name == "serve" {
 			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {

@@ -67,6 +67,21 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("got %+v", c)
 			}
 		}},
+		{"metrics address flag", []string{"serve", "--metrics-addr", ":9100"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
+			if c.MetricsAddr != ":9100" {
+				t.Errorf("MetricsAddr = %q", c.MetricsAddr)
+			}
+		}},
+		{"metrics address from the environment", []string{"demo"}, env(envMetricsAddr, "127.0.0.1:9100"), func(t *testing.T, c Config) {
+			if c.MetricsAddr != "127.0.0.1:9100" {
+				t.Errorf("MetricsAddr = %q", c.MetricsAddr)
+			}
+		}},
+		{"both on free ports", []string{"demo", "--addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"}, env(), func(t *testing.T, c Config) {
+			if c.MetricsAddr != "127.0.0.1:0" {
+				t.Errorf("MetricsAddr = %q", c.MetricsAddr)
+			}
+		}},
 		{"emulator defaults", []string{"emulator"}, env(), func(t *testing.T, c Config) {
 			want := EmulatorConfig{AMQPAddr: "127.0.0.1:5672", AdminAddr: "127.0.0.1:5300", KeyName: "RootManageSharedAccessKey", Key: "SAS_KEY_VALUE"}
 			if c.Command != "emulator" || c.Emulator != want {
@@ -147,6 +162,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"admin endpoint on demo", []string{"demo", "--admin-endpoint", "http://x"}, env(), "unknown flag --admin-endpoint", "dlqdash demo -h"},
 		{"bad admin endpoint", []string{"serve", "--admin-endpoint", "127.0.0.1:5300"}, env(envConnectionString, goodConnStr), `invalid admin endpoint "127.0.0.1:5300"`, "dlqdash serve -h"},
 		{"healthcheck bad url", []string{"healthcheck", "--url", "ftp://x/"}, env(), `invalid URL "ftp://x/"`, "dlqdash healthcheck -h"},
+		{"bad metrics address", []string{"demo", "--metrics-addr", "9100"}, env(), `invalid address "9100" from --metrics-addr`, "dlqdash demo -h"},
+		{"bad metrics address env", []string{"serve"}, env(envConnectionString, goodConnStr, envMetricsAddr, "metrics"), `invalid address "metrics" from DLQDASH_METRICS_ADDR`, "dlqdash serve -h"},
+		{"metrics on the dashboard's address", []string{"demo", "--addr", ":8080", "--metrics-addr", ":8080"}, env(), `metrics address ":8080" from --metrics-addr is the dashboard's own (--addr)`, "dlqdash demo -h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

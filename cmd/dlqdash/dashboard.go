@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/metrics"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/web"
@@ -61,18 +63,32 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// The hub exists before the ingester that publishes to it; it runs as
 	// a loop, and the server closes its websockets when HTTP shuts down.
 	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace})
-	d.publish = hub.Publish
-	d.onJob = hub.PublishJob
+	// Metrics count the same events the hub shows, so they exist before
+	// onStore builds the ingester and the engine that emit them; depth and
+	// jobs are read from the store at scrape time.
+	m := metrics.New(metrics.Config{Catalog: st, Jobs: st, Logger: logger.With("component", "metrics")})
+	d.publish = fanOut(hub.Publish, m.Publish)
+	d.onJob = fanOut(hub.PublishJob, m.JobChanged)
 	d.loops = append(d.loops, hub.Run)
 	if d.onStore != nil {
 		if err := d.onStore(st, &d); err != nil {
 			return err
 		}
 	}
+	if d.status != nil {
+		m.CollectStatus(d.status)
+	}
 
-	cfgWeb := web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub}
+	cfgWeb := web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub,
+		Metrics: m}
 	if d.jobs != nil {
 		cfgWeb.Jobs = d.jobs
+	}
+	var metricsSrv *http.Server
+	if cfg.MetricsAddr == "" {
+		cfgWeb.MetricsHandler = m.Handler()
+	} else {
+		metricsSrv = newMetricsServer(m, logger)
 	}
 	srv := web.New(cfgWeb)
 
@@ -82,16 +98,31 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	var metricsLn net.Listener
+	if metricsSrv != nil {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+		logger.Info("metrics listening", "addr", metricsLn.Addr().String(), "url", "http://"+metricsLn.Addr().String()+"/metrics")
+	}
 	logger.Info("dashboard listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/", "db", st.Path(), "mode", d.mode)
 
-	// failed receives the first error of the server or a loop.
-	failed := make(chan error, 1+len(d.loops))
+	// failed receives the first error of the servers or a loop.
+	failed := make(chan error, 2+len(d.loops))
 	var httpDone sync.WaitGroup
 	httpDone.Go(func() {
 		if err := srv.Serve(ln); err != nil {
 			failed <- fmt.Errorf("http server: %w", err)
 		}
 	})
+	if metricsSrv != nil {
+		httpDone.Go(func() {
+			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				failed <- fmt.Errorf("metrics server: %w", err)
+			}
+		})
+	}
 
 	// Loops get their own context: they must outlive the HTTP shutdown so
 	// that requests still in flight can use them.
@@ -119,6 +150,11 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
+	}
+	if metricsSrv != nil {
+		if err := metricsSrv.Shutdown(shutdownCtx); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("metrics shutdown: %w", err), metricsSrv.Close())
+		}
 	}
 	httpDone.Wait()
 

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
@@ -47,21 +46,7 @@ func TestServeCatalogsTheEmulator(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close(context.Background())
-		for got := 0; got < n; {
-			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-			ms, err := r.ReceiveMessages(rctx, n-got, nil)
-			rcancel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range ms {
-				desc := "Timeout after 30012 ms"
-				if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &desc}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got += len(ms)
-		}
+		deadLetterFrom(t, r, n, reason, "Timeout after 30012 ms")
 	}
 	deadLetter(5, "SqlTimeout")
 

@@ -234,19 +234,5 @@ func deadLetterN(t *testing.T, conn, queue string, n int) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	reason := "MetricsTest"
-	for got := 0; got < n; {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ms, err := r.ReceiveMessages(rctx, n-got, nil)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got += len(ms)
-	}
+	deadLetterFrom(t, r, n, "MetricsTest", "")
 }

@@ -32,18 +32,7 @@ func TestReplayAPI(t *testing.T) {
 	deadLetter := func(r *azservicebus.Receiver, n int, reason string) {
 		t.Helper()
 		defer r.Close(ctx)
-		for got := 0; got < n; {
-			ms, err := r.ReceiveMessages(ctx, n-got, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range ms {
-				if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: &reason}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got += len(ms)
-		}
+		deadLetterFrom(t, r, n, reason, "")
 	}
 	send := func(to string, ids ...string) {
 		t.Helper()

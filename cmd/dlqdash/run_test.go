@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger
@@ -311,4 +313,29 @@ func startTestEmulator(tb testing.TB, configFile string) (conn, adminAddr string
 	tb.Cleanup(func() { cancel(); <-done })
 	waitFor(tb, "the emulator's connection string", func() bool { return strings.Contains(out.String(), "\n") })
 	return strings.TrimSpace(out.String()), logAddr(errOut.String(), "emulator admin listening")
+}
+
+// deadLetterFrom receives n messages with r and dead-letters them with
+// reason (and desc, when not empty), through the real SDK.
+func deadLetterFrom(tb testing.TB, r *azservicebus.Receiver, n int, reason, desc string) {
+	tb.Helper()
+	opts := &azservicebus.DeadLetterOptions{Reason: &reason}
+	if desc != "" {
+		opts.ErrorDescription = &desc
+	}
+	ctx := context.Background()
+	for got := 0; got < n; {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ms, err := r.ReceiveMessages(rctx, n-got, nil)
+		cancel()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, m := range ms {
+			if err := r.DeadLetterMessage(ctx, m, opts); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		got += len(ms)
+	}
 }

@@ -96,6 +96,8 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
+	hide := !s.canSeeBodies(r.Context())
+	f.QueryNotBodies = hide
 	recs, next, err := s.catalog.ListMessages(r.Context(), f, limit, cursor)
 	if err != nil {
 		return fmt.Errorf("list messages: %w", err)
@@ -105,7 +107,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		NextCursor *string           `json:"next_cursor"`
 	}{Messages: make([]apijson.Message, 0, len(recs))}
 	for _, rec := range recs {
-		out.Messages = append(out.Messages, apijson.NewMessage(rec, false))
+		out.Messages = append(out.Messages, hideBody(apijson.NewMessage(rec, false), hide))
 	}
 	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
@@ -159,8 +161,18 @@ func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("show message %d: %w", id, err)
 	}
-	writeJSON(w, r, http.StatusOK, apijson.NewMessage(rec, true))
+	hide := !s.canSeeBodies(r.Context())
+	writeJSON(w, r, http.StatusOK, hideBody(apijson.NewMessage(rec, !hide), hide))
 	return nil
+}
+
+// hideBody leaves a message's body and preview out if hide (a viewer when
+// bodies are hidden from viewers), and says so.
+func hideBody(m apijson.Message, hide bool) apijson.Message {
+	if hide {
+		m.BodyBase64, m.BodyPreview, m.BodyHidden = nil, "", true
+	}
+	return m
 }
 
 // downloadMessageBody answers GET /api/v1/messages/{id}/body with the exact

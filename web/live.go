@@ -37,6 +37,7 @@ type subscription struct {
 	after       int64 // page=jobs&first=1: the newest job the page shows
 	includeGone bool  // page=groups
 	seq         int64 // the hub's Seq when the page was requested; -1 if not given
+	hideBodies  bool  // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
 	key         string
 }
 
@@ -143,6 +144,10 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 	sub, err := parseSubscription(r)
 	if err != nil {
 		return err
+	}
+	if !s.canSeeBodies(r.Context()) {
+		sub.hideBodies, sub.filter.QueryNotBodies = true, true
+		sub.key += "#hide_bodies"
 	}
 	up := websocket.Upgrader{
 		ReadBufferSize:  liveBuffer,

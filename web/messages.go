@@ -88,6 +88,8 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 		n   int64
 		err error
 	}
+	hide := !s.canSeeBodies(r.Context())
+	f.QueryNotBodies = hide
 	l.CountCap = countCap
 	if strings.TrimSpace(f.Query) != "" {
 		l.CountCap = searchCountCap
@@ -107,7 +109,7 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 	}
 	l.Matching = c.n
 	for _, rec := range recs {
-		l.Messages = append(l.Messages, messageItem(rec))
+		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), hide))
 	}
 	params := filterQuery(r.URL.Query())
 	for _, name := range filterParams {
@@ -203,6 +205,15 @@ func messageItem(r dlq.Record) views.MessageItem {
 	}
 }
 
+// withoutPreview blanks a row's body preview if hide: for a viewer when
+// bodies are hidden from viewers.
+func withoutPreview(it views.MessageItem, hide bool) views.MessageItem {
+	if hide {
+		it.Preview = ""
+	}
+	return it
+}
+
 // showMessagePage renders GET /messages/{id}.
 func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 	id, err := messageID(r)
@@ -217,10 +228,20 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("show message page %d: %w", id, err)
 	}
 	d := messageDetail(rec)
+	hide := !s.canSeeBodies(r.Context())
+	if hide {
+		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
+		d.Item.Preview = ""
+	}
 	if s.jobs != nil {
 		d.Replay = true
 		if d.Replays, err = s.replayHistory(r.Context(), id); err != nil {
 			return fmt.Errorf("show message page %d: %w", id, err)
+		}
+		for i := range d.Replays {
+			for j := range d.Replays[i].Copies {
+				d.Replays[i].Copies[j] = withoutPreview(d.Replays[i].Copies[j], hide)
+			}
 		}
 	}
 	return s.render(w, r, views.MessagePage(d))

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -72,6 +73,23 @@ type Config struct {
 	// endpoint answers 404). The caller runs it; New registers its Close to
 	// run on Shutdown.
 	Hub *Hub
+
+	// Auth identifies requests (perm.go); nil means sign-in is off and
+	// every request is the local user, an admin, as with auth.ModeNone.
+	Auth *auth.Authenticator
+	// ProxyHeaders name the identity headers of auth.ModeProxy; zero
+	// means DefaultProxyHeaders.
+	ProxyHeaders ProxyHeaders
+	// SignIn runs the OpenID Connect sign-in behind GET /login and GET
+	// /auth/callback; nil answers them with 404.
+	SignIn SignIn
+	// AuditLog records sign-ins, sign-outs and refused requests; nil
+	// records nothing.
+	AuditLog AuditLog
+	// HideBodiesFromViewers keeps message bodies (and their previews)
+	// from the viewer role: the body download answers 403 and the
+	// message page says the body is hidden.
+	HideBodiesFromViewers bool
 }
 
 // Server is the dashboard's HTTP server.
@@ -87,6 +105,12 @@ type Server struct {
 	jobs        Jobs
 	hub         *Hub
 	http        *http.Server
+
+	auth         *auth.Authenticator
+	proxyHeaders ProxyHeaders
+	signIn       SignIn
+	auditLog     AuditLog
+	hideBodies   bool
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -112,6 +136,17 @@ func New(cfg Config) *Server {
 	}
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
+	}
+	s.auth, s.hideBodies = cfg.Auth, cfg.HideBodiesFromViewers
+	if !isNil(cfg.SignIn) {
+		s.signIn = cfg.SignIn
+	}
+	if !isNil(cfg.AuditLog) {
+		s.auditLog = cfg.AuditLog
+	}
+	s.proxyHeaders = cfg.ProxyHeaders
+	if s.proxyHeaders == (ProxyHeaders{}) {
+		s.proxyHeaders = DefaultProxyHeaders
 	}
 	s.http = &http.Server{
 		Handler:           s.routes(),

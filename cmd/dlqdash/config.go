@@ -72,6 +72,9 @@ type Config struct {
 	// replayed again without allow_poison.
 	PoisonCap int
 
+	// demo and serve: sign-in and roles (authconfig.go)
+	Auth AuthConfig
+
 	// serve
 	ConnectionString ConnectionString
 	AdminEndpoint    string // admin HTTP base URL; empty for the default
@@ -188,6 +191,9 @@ type flagSet struct {
 	specs  []flagSpec
 	values map[string]*string
 	bools  map[string]*bool
+	// envErr is the first environment variable that could not be read
+	// (boolEnv); parseConfig reports it.
+	envErr string
 }
 
 type flagSpec struct {
@@ -232,6 +238,7 @@ func dashboardFlags(f *flagSet) {
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
+	authFlags(f)
 	logFlags(f)
 }
 
@@ -308,6 +315,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		return Config{}, bad("%s", msg)
 	}
+	if f.envErr != "" {
+		return Config{}, bad("%s", f.envErr)
+	}
 	if n := f.fs.NArg(); n > 0 {
 		// Not echoed: a pasted connection string would land here.
 		return Config{}, bad("%s takes no arguments, got %d (secrets such as the connection string go in %s)", c.name, n, envConnectionString)
@@ -354,6 +364,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		if cfg.PoisonCap, err = strconv.Atoi(v("poison-cap")); err != nil || cfg.PoisonCap < 1 || cfg.PoisonCap > 1000 {
 			return Config{}, bad("invalid poison cap %q from %s: want a whole number from 1 to 1000", v("poison-cap"), f.source("poison-cap"))
+		}
+		if cfg.Auth, err = parseAuth(f, c.name, cfg.Addr, getenv, bad); err != nil {
+			return Config{}, err
 		}
 		if c.name == "serve" {
 			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {
@@ -536,6 +549,9 @@ func commandHelp(c command, getenv func(string) string) string {
 	}
 	if c.name == "serve" {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connStrShape)
+	}
+	if c.name == "serve" || c.name == "demo" {
+		b.WriteString(authHelp)
 	}
 	return b.String()
 }

@@ -54,7 +54,7 @@ const (
 
 // Config is everything a subcommand needs, parsed and checked.
 type Config struct {
-	Command   string // demo, serve, emulator, healthcheck, export, "audit verify" or "audit export"
+	Command   string // demo, serve, emulator, healthcheck, export, "audit verify", "audit export" or "token create|list|revoke"
 	LogLevel  slog.Level
 	LogFormat string // text or json
 
@@ -90,6 +90,9 @@ type Config struct {
 
 	// audit export (DB is its database; audit verify needs only DB)
 	AuditExport AuditExportConfig
+
+	// token create, list and revoke (DB is their database)
+	Token TokenConfig
 }
 
 // EmulatorConfig configures `dlqdash emulator`.
@@ -135,6 +138,9 @@ var commands = []command{
 	// Two-word commands: a group name, then the subcommand.
 	{"audit verify", "check the audit trail's hash chain; exit 0 if intact, 1 naming the first entry that is not", auditVerifyFlags},
 	{"audit export", "write the audit trail to stdout as JSON lines or CSV (safe while serve runs on the same database)", auditExportFlags},
+	{"token create", "create an API token (Authorization: Bearer) with a role; prints it once, alone on the last line", tokenCreateFlags},
+	{"token list", "list the API tokens: name, role, state, created, expires, last used", tokenListFlags},
+	{"token revoke", "revoke an API token by name; it stops working at its next request", tokenRevokeFlags},
 }
 
 // subcommands lists the subcommands of a two-word command group ("audit"):
@@ -409,6 +415,13 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, bad("empty database path from %s", f.source("db"))
 		}
 		if cfg.Export, err = parseExport(f, bad); err != nil {
+			return Config{}, err
+		}
+	case "token create", "token list", "token revoke":
+		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
+			return Config{}, bad("empty database path from %s", f.source("db"))
+		}
+		if cfg.Token, err = parseToken(c.name, f, bad); err != nil {
 			return Config{}, err
 		}
 	case "audit verify", "audit export":

@@ -74,6 +74,9 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	if d.jobs != nil {
 		cfgWeb.Jobs = d.jobs
 	}
+	if err := withSignIn(ctx, cfg, st, logger, &cfgWeb); err != nil {
+		return err
+	}
 	srv := web.New(cfgWeb)
 
 	// Listen before serving so that port 0 works and the address logged is

@@ -111,6 +111,9 @@ type Server struct {
 	signIn       SignIn
 	auditLog     AuditLog
 	hideBodies   bool
+	// livePing is how often a websocket is pinged (and its credentials
+	// checked again): pingPeriod; tests shorten it.
+	livePing time.Duration
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -137,7 +140,7 @@ func New(cfg Config) *Server {
 	if s.orphanAfter <= 0 {
 		s.orphanAfter = DefaultOrphanAfter
 	}
-	s.auth, s.hideBodies = cfg.Auth, cfg.HideBodiesFromViewers
+	s.auth, s.hideBodies, s.livePing = cfg.Auth, cfg.HideBodiesFromViewers, pingPeriod
 	if !isNil(cfg.SignIn) {
 		s.signIn = cfg.SignIn
 	}

@@ -45,8 +45,14 @@ type Provider struct {
 
 	key, other *rsa.PrivateKey
 	srv        *httptest.Server
-	// Authorizations counts the authorization requests.
-	Authorizations int
+	authorized int
+}
+
+// Authorizations counts the sign-ins the authorization endpoint granted.
+func (p *Provider) Authorizations() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.authorized
 }
 
 type grant struct {
@@ -152,7 +158,7 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 		reply.Set("error_description", "PKCE with S256 is required")
 	default:
 		p.mu.Lock()
-		p.Authorizations++
+		p.authorized++
 		claims := map[string]any{}
 		for k, v := range p.user {
 			claims[k] = v

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
@@ -46,6 +47,9 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 		return fmt.Errorf("list messages page: %w", err)
 	}
 	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil}
+	if role := auth.FromContext(r.Context()).Role; l.Replay && !role.Includes(auth.Operator) {
+		l.Replay, l.ReplayRole = false, role.String()
+	}
 	for _, e := range ents {
 		if e.DeletedAt == nil {
 			l.Entities = append(l.Entities, e.Path)

@@ -550,6 +550,10 @@ func TestHideBodiesFromViewers(t *testing.T) {
 	if strings.Contains(body, "banana") || strings.Contains(body, "apple") {
 		t.Error("the viewer's message list shows body previews")
 	}
+	// The viewer's selection cannot replay, and says why.
+	if !strings.Contains(body, `disabled data-testid="replay-button"`) || !strings.Contains(body, "need the operator role; you are a viewer") {
+		t.Error("the viewer's list offers replay")
+	}
 	if _, body := get(auth.Operator, "/messages"); !strings.Contains(body, "banana") {
 		t.Error("the operator's message list lacks body previews")
 	}

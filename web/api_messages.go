@@ -103,9 +103,9 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("list messages: %w", err)
 	}
 	out := struct {
-		Messages   []apijson.Message `json:"messages"`
-		NextCursor *string           `json:"next_cursor"`
-	}{Messages: make([]apijson.Message, 0, len(recs))}
+		Messages   []message `json:"messages"`
+		NextCursor *string   `json:"next_cursor"`
+	}{Messages: make([]message, 0, len(recs))}
 	for _, rec := range recs {
 		out.Messages = append(out.Messages, hideBody(apijson.NewMessage(rec, false), hide))
 	}
@@ -166,13 +166,21 @@ func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// hideBody leaves a message's body and preview out if hide (a viewer when
-// bodies are hidden from viewers), and says so.
-func hideBody(m apijson.Message, hide bool) apijson.Message {
+// message is the API's message object, and body_hidden when the body and
+// its preview are left out because the caller's role may not read them
+// (--hide-bodies-from-viewers). Export shares apijson.Message and never
+// hides anything, so the flag lives here.
+type message struct {
+	apijson.Message
+	BodyHidden bool `json:"body_hidden,omitempty"`
+}
+
+// hideBody leaves a message's body and preview out if hide, and says so.
+func hideBody(m apijson.Message, hide bool) message {
 	if hide {
-		m.BodyBase64, m.BodyPreview, m.BodyHidden = nil, "", true
+		m.BodyBase64, m.BodyPreview = nil, ""
 	}
-	return m
+	return message{Message: m, BodyHidden: hide}
 }
 
 // downloadMessageBody answers GET /api/v1/messages/{id}/body with the exact

@@ -65,10 +65,7 @@ type Message struct {
 	// BodyPreview is the start of a text body for lists ("" for binary).
 	BodyPreview string `json:"body_preview"`
 	// BodyBase64 is the exact body; lists leave it out.
-	BodyBase64 *string `json:"body_base64,omitempty"`
-	// BodyHidden: the body and its preview are left out because the
-	// caller's role may not read them (--hide-bodies-from-viewers).
-	BodyHidden  bool    `json:"body_hidden,omitempty"`
+	BodyBase64  *string `json:"body_base64,omitempty"`
 	GroupID     *string `json:"group_id"`
 	FirstSeenAt Time    `json:"first_seen_at"`
 	LastSeenAt  Time    `json:"last_seen_at"`

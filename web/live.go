@@ -40,6 +40,7 @@ type subscription struct {
 	includeGone bool  // page=groups
 	seq         int64 // the hub's Seq when the page was requested; -1 if not given
 	hideBodies  bool  // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
+	readOnly    bool  // a job's progress without its controls (a role below operator)
 	key         string
 }
 
@@ -151,6 +152,10 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 		sub.hideBodies, sub.filter.QueryNotBodies = true, true
 		sub.key += "#hide_bodies"
 	}
+	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
+		sub.readOnly = true
+		sub.key += "#read_only"
+	}
 	up := websocket.Upgrader{
 		ReadBufferSize:  liveBuffer,
 		WriteBufferSize: liveBuffer,
@@ -181,7 +186,9 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeWait)
 		defer cancel()
 		id, err := s.identity(r.WithContext(ctx))
-		return err == nil && !id.Anonymous() && id.Role.Includes(auth.Viewer) && s.canSeeBodies(auth.WithIdentity(ctx, id)) == !sub.hideBodies
+		// A changed role changes what the page may show: it reconnects.
+		return err == nil && !id.Anonymous() && id.Role.Includes(auth.Viewer) &&
+			s.canSeeBodies(auth.WithIdentity(ctx, id)) == !sub.hideBodies && id.Role.Includes(auth.Operator) == !sub.readOnly
 	}
 	go writeLive(conn, c, s.livePing, allowed)
 	readLive(conn)

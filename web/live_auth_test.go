@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,40 @@ func TestLiveNeedsAndKeepsCredentials(t *testing.T) {
 			t.Fatalf("after revocation: %v, want close 1008", err)
 		}
 		break
+	}
+}
+
+// A viewer's job page gets the live progress without the controls; an
+// operator's with them, from the same publication.
+func TestLiveJobProgressByRole(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	tokens := map[auth.Role]string{}
+	for _, r := range []auth.Role{auth.Viewer, auth.Operator} {
+		secret, _, err := auth.CreateToken(t.Context(), fx.st, auth.Token{Name: r.String(), Role: r, CreatedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[r] = secret
+	}
+	srv := httptest.NewServer(New(Config{Catalog: fx.st, Hub: fx.hub, Jobs: newFakeJobs(nil),
+		Auth: auth.New(auth.Config{Mode: auth.ModeOIDC, Store: fx.st})}).Handler())
+	t.Cleanup(srv.Close)
+	dial := func(r auth.Role) *websocket.Conn {
+		before := fx.hub.clientCount()
+		conn, _, err := websocket.DefaultDialer.DialContext(t.Context(), wsURL(srv, "page=job&id=7"), http.Header{"Authorization": {"Bearer " + tokens[r]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		waitUntil(t, "the connection to register", func() bool { return fx.hub.clientCount() > before })
+		return conn
+	}
+	viewer, operator := dial(auth.Viewer), dial(auth.Operator)
+	fx.hub.PublishJob(runningJob(7))
+	if op := next(t, operator); !strings.Contains(op.HTML, `data-testid="job-pause"`) {
+		t.Errorf("operator got %+v", op)
+	}
+	if op := next(t, viewer); op.ID != "job-progress-7" || strings.Contains(op.HTML, `data-testid="job-controls"`) {
+		t.Errorf("viewer got %+v", op)
 	}
 }

@@ -559,6 +559,23 @@ func TestHideBodiesFromViewers(t *testing.T) {
 	}
 }
 
+// A viewer's job page has no pause, resume or cancel buttons; an
+// operator's has them.
+func TestJobControlsNeedOperator(t *testing.T) {
+	fx := newAuthFixture(t, nil)
+	fj := fx.cfg.Jobs.(*fakeJobs)
+	fj.jobs[7] = runningJob(7)
+	for _, tt := range []struct {
+		role auth.Role
+		want bool
+	}{{auth.Viewer, false}, {auth.Operator, true}, {auth.Admin, true}} {
+		_, body := fx.as(t, tt.role, httptest.NewRequestWithContext(t.Context(), "GET", "/jobs/7", nil))
+		if got := strings.Contains(body, `data-testid="job-pause"`); got != tt.want {
+			t.Errorf("%s: pause button shown = %v:\n%.3000s", tt.role, got, body)
+		}
+	}
+}
+
 // With sign-in off (the default of demo and of every earlier test) every
 // request is the local admin, and the header says so.
 func TestNoSignIn(t *testing.T) {

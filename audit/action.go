@@ -34,10 +34,15 @@ const (
 	// ActionDeferredResolved: a deferred message resolved by sequence
 	// number (replayed or discarded).
 	ActionDeferredResolved = "deferred_resolved"
-	// Sign-in and tokens.
+	// Sign-in and tokens. Login: Params {"via", "role", "email"}; outcome
+	// denied when the provider vouched for someone without a role.
 	ActionLogin        = "login"
+	ActionLogout       = "logout"
 	ActionTokenCreated = "token_created"
 	ActionTokenRevoked = "token_revoked"
+	// ActionDenied: a request refused for its role. Params: {"route",
+	// "method", "path", "role", "required_role"}; outcome denied.
+	ActionDenied = "denied"
 )
 
 // Outcomes.
@@ -52,7 +57,7 @@ var actions = map[string]bool{
 	ActionJobPaused: true, ActionJobResumed: true, ActionJobCancelled: true, ActionJobCompleted: true, ActionJobFailed: true,
 	ActionReplay: true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
 	ActionEditReplay: true, ActionDeferredResolved: true,
-	ActionLogin: true, ActionTokenCreated: true, ActionTokenRevoked: true,
+	ActionLogin: true, ActionLogout: true, ActionTokenCreated: true, ActionTokenRevoked: true, ActionDenied: true,
 }
 
 // KnownAction reports whether a is in the vocabulary.

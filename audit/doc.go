@@ -26,9 +26,11 @@
 // newest entries: keep an exported copy, or the last hash, elsewhere if that
 // matters.
 //
-// Until sign-in exists the actor is [ActorLocal]; the HTTP layer puts the
-// signed-in user in the request context with [WithActor], and Append takes
-// it from there when a Record names none.
+// The actor is whoever the request acts for: package auth puts the
+// signed-in user (or "token:NAME" for an API token) in the request context
+// with [WithActor], and Append takes it from there when a Record names
+// none; with sign-in off it is [ActorLocal]. Sign-ins, sign-outs, refused
+// requests and token changes have actions of their own.
 //
 // The package knows nothing of SQL or HTTP: it declares the small [Store]
 // it needs, which package store implements.

@@ -36,6 +36,11 @@ type Filter struct {
 	Since       *time.Time // enqueued_at >= Since
 	Until       *time.Time // enqueued_at < Until
 	IncludeGone bool
+
+	// QueryNotBodies keeps Query out of body text: for someone who may not
+	// read bodies, whom a search would otherwise tell what they contain.
+	// Never stored with a job's filter.
+	QueryNotBodies bool `json:"-"`
 }
 
 // PropertyMatch is one application property = value condition. Value is

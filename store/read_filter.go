@@ -106,6 +106,9 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 		if query, err = ftsQuery(f.Query); err != nil {
 			return nil, err
 		}
+		if f.QueryNotBodies {
+			query = "{reason description properties} : (" + query + ")"
+		}
 	}
 	for _, pm := range f.Properties {
 		if pm.Key == "" {

@@ -213,7 +213,7 @@ func matches(r dlq.Record, f dlq.Filter) bool {
 	}
 	if f.Query != "" {
 		text := ""
-		if !bytes.ContainsRune(r.Body, 0) {
+		if !bytes.ContainsRune(r.Body, 0) && !f.QueryNotBodies {
 			text = string(r.Body)
 		}
 		have := tokens(text + " " + deref(r.DeadLetterReason) + " " + deref(r.DeadLetterErrorDescription) + " " + string(r.ApplicationProperties))
@@ -297,6 +297,9 @@ func referenceFilters(fx *fixture) []dlq.Filter {
 		{Query: "charlie", Entity: "orders", SubQueue: dlq.SubQueueDeadLetter},
 		{Query: "t3"}, // a property value
 		{Query: "onerror"},
+		{Query: "alpha", QueryNotBodies: true},
+		{Query: "sqltimeout", QueryNotBodies: true},
+		{Query: "t3 alpha", QueryNotBodies: true},
 		{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "t1"}}},
 		{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "t1"}, {Key: "flag", Value: "true"}}},
 		{Properties: []dlq.PropertyMatch{{Key: "retries", Value: "2"}}},

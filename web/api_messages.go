@@ -96,16 +96,18 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
+	hide := !s.canSeeBodies(r.Context())
+	f.QueryNotBodies = hide
 	recs, next, err := s.catalog.ListMessages(r.Context(), f, limit, cursor)
 	if err != nil {
 		return fmt.Errorf("list messages: %w", err)
 	}
 	out := struct {
-		Messages   []apijson.Message `json:"messages"`
-		NextCursor *string           `json:"next_cursor"`
-	}{Messages: make([]apijson.Message, 0, len(recs))}
+		Messages   []message `json:"messages"`
+		NextCursor *string   `json:"next_cursor"`
+	}{Messages: make([]message, 0, len(recs))}
 	for _, rec := range recs {
-		out.Messages = append(out.Messages, apijson.NewMessage(rec, false))
+		out.Messages = append(out.Messages, hideBody(apijson.NewMessage(rec, false), hide))
 	}
 	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
@@ -159,8 +161,26 @@ func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("show message %d: %w", id, err)
 	}
-	writeJSON(w, r, http.StatusOK, apijson.NewMessage(rec, true))
+	hide := !s.canSeeBodies(r.Context())
+	writeJSON(w, r, http.StatusOK, hideBody(apijson.NewMessage(rec, !hide), hide))
 	return nil
+}
+
+// message is the API's message object, and body_hidden when the body and
+// its preview are left out because the caller's role may not read them
+// (--hide-bodies-from-viewers). Export shares apijson.Message and never
+// hides anything, so the flag lives here.
+type message struct {
+	apijson.Message
+	BodyHidden bool `json:"body_hidden,omitempty"`
+}
+
+// hideBody leaves a message's body and preview out if hide, and says so.
+func hideBody(m apijson.Message, hide bool) message {
+	if hide {
+		m.BodyBase64, m.BodyPreview = nil, ""
+	}
+	return message{Message: m, BodyHidden: hide}
 }
 
 // downloadMessageBody answers GET /api/v1/messages/{id}/body with the exact

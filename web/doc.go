@@ -18,6 +18,15 @@
 // replay engine's job changes arrive through PublishJob (hub_jobs.go),
 // which never blocks either and coalesces per job.
 //
+// Sign-in (perm.go, signin.go): every route in the table declares its
+// permission (public, viewer, operator, admin, or bodies); the identify
+// middleware puts the request's identity (an API token, a trusted proxy's
+// headers, or a session cookie; package auth checks them) in its context,
+// and each route's check answers 401/403 (JSON) or redirects to sign-in
+// and shows the 403 page, auditing refusals. GET /login and GET
+// /auth/callback run the OpenID Connect sign-in through Config.SignIn;
+// POST /logout ends the session.
+//
 // Replays without script (replays.go, jobs.go): a selection POSTs to
 // /replays, which renders the engine's dry run and the job's options; that
 // form POSTs to /jobs, which submits and redirects (303) to the job's page,

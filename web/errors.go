@@ -23,6 +23,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := views.WithFeatures(r.Context(), views.Features{Jobs: s.jobs != nil, Audit: s.audit != nil})
+		ctx = views.WithViewer(ctx, viewerOf(ctx))
 		if s.hub != nil {
 			// Before the handler reads anything: see Hub.Seq.
 			ctx = views.WithLiveSeq(ctx, s.hub.Seq())
@@ -46,6 +47,14 @@ func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
 		v.Status, v.Title, v.Message = http.StatusBadRequest, "Check the address", "The parameter “"+fe.Field+"” cannot be used: "+fe.Message
 	case errors.Is(err, errCrossOrigin):
 		v.Status, v.Title, v.Message = http.StatusForbidden, "Request refused", "This request came from another site and was refused."
+	case errors.Is(err, errForbidden):
+		v.Status, v.Title, v.Message = http.StatusForbidden, "Not allowed", "You cannot do this: "+err.Error()+"."
+	case errors.Is(err, errUnauthenticated):
+		v.Status, v.Title = http.StatusUnauthorized, "Not signed in"
+		v.Message = "dlqdash did not receive your identity. Open dlqdash through the address of its sign-in proxy."
+	case errors.As(err, new(*signInError)):
+		v.Status, v.Title, v.Message = http.StatusBadRequest, "Sign-in failed", err.Error()+" Sign in again to continue."
+		v.SignIn = s.signIn != nil
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The browser went away; nobody is left to read a page.
 		return
@@ -104,6 +113,8 @@ func (s *Server) serveAPIError(w http.ResponseWriter, r *http.Request, err error
 		status, d.Code, d.Parameter, d.Message = ae.status, ae.code, ae.param, ae.msg
 	case errors.As(err, &ip):
 		status, d.Code, d.Parameter, d.Message = http.StatusBadRequest, "invalid_argument", ip.InvalidParameter(), ip.(error).Error()
+	case errors.Is(err, errForbidden):
+		status, d.Code, d.Message = http.StatusForbidden, "permission_denied", err.Error()
 	case errors.Is(err, ErrNotFound), errors.As(err, &nf) && nf.NotFound():
 		status, d.Code, d.Message = http.StatusNotFound, "not_found", "there is nothing at this address"
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
@@ -116,6 +127,9 @@ func (s *Server) serveAPIError(w http.ResponseWriter, r *http.Request, err error
 			slog.String("method", r.Method),
 			slog.String("path", r.URL.Path),
 			slog.String("error", err.Error()))
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="dlqdash"`)
 	}
 	writeJSON(w, r, status, apijson.Error{Error: d})
 }

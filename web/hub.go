@@ -587,7 +587,7 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) {
 		var buf bytes.Buffer
 		var rerr error
 		for _, r := range recs {
-			if rerr = views.MessageRow(messageItem(r)).Render(ctx, &buf); rerr != nil {
+			if rerr = views.MessageRow(withoutPreview(messageItem(r), sub.hideBodies)).Render(ctx, &buf); rerr != nil {
 				break
 			}
 		}
@@ -623,14 +623,22 @@ func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
 		h.failed(ctx, "changed messages", err, lists)
 		return
 	}
-	var frames [][]byte
-	for _, r := range recs {
-		id := views.FragmentID("message", strconv.FormatInt(r.ID, 10))
-		if f, ok := h.replace(ctx, id, views.MessageRow(messageItem(r))); ok {
-			frames = append(frames, f)
+	// Rows are rendered once for all lists, and once more without the
+	// body preview if a list is a viewer's who may not read bodies.
+	for _, hide := range []bool{false, true} {
+		to := func(s subscription) bool { return lists(s) && s.hideBodies == hide }
+		if hide && len(h.subscriptions(to)) == 0 {
+			break
 		}
+		var frames [][]byte
+		for _, r := range recs {
+			id := views.FragmentID("message", strconv.FormatInt(r.ID, 10))
+			if f, ok := h.replace(ctx, id, views.MessageRow(withoutPreview(messageItem(r), hide))); ok {
+				frames = append(frames, f)
+			}
+		}
+		h.sendTo(to, frames...)
 	}
-	h.sendTo(lists, frames...)
 }
 
 // sendGroups re-renders the failure groups page's table body.

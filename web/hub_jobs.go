@@ -86,9 +86,20 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 		switch {
 		case justFinished:
 			h.sendTo(page, resyncFrame)
-		case len(h.subscriptions(page)) > 0:
-			if f, ok := h.replace(ctx, views.FragmentID("job-progress", id), views.JobProgress(v)); ok {
-				h.sendTo(page, f)
+		default:
+			// Controls only for those who may use them (subscription.readOnly).
+			for _, ro := range []bool{false, true} {
+				to := func(s subscription) bool { return page(s) && s.readOnly == ro }
+				if len(h.subscriptions(to)) == 0 {
+					continue
+				}
+				pv := v
+				if ro {
+					pv = readOnly(v)
+				}
+				if f, ok := h.replace(ctx, views.FragmentID("job-progress", id), views.JobProgress(pv)); ok {
+					h.sendTo(to, f)
+				}
 			}
 			h.sendJobItems(ctx, j.ID)
 		}

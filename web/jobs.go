@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )
@@ -32,6 +33,13 @@ func jobView(j replay.Job) views.Job {
 	v.CanPause = j.Status == replay.StatusQueued || j.Status == replay.StatusRunning
 	v.CanResume = j.Status == replay.StatusPaused
 	v.CanCancel = !j.Status.Finished() && j.Status != replay.StatusCancelling
+	return v
+}
+
+// readOnly is a job without its controls: for someone whose role may not
+// pause, resume or cancel it.
+func readOnly(v views.Job) views.Job {
+	v.CanPause, v.CanResume, v.CanCancel = false, false, false
 	return v
 }
 
@@ -126,6 +134,9 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, ale
 		return pageJobError(err, "show job page")
 	}
 	d := views.JobDetail{Job: jobView(j), State: string(state), Alert: alert, Live: s.hub != nil}
+	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
+		d.Job = readOnly(d.Job)
+	}
 	for _, it := range items {
 		d.Items = append(d.Items, jobItemView(it))
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -37,6 +39,8 @@ type subscription struct {
 	after       int64 // page=jobs&first=1: the newest job the page shows
 	includeGone bool  // page=groups
 	seq         int64 // the hub's Seq when the page was requested; -1 if not given
+	hideBodies  bool  // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
+	readOnly    bool  // a job's progress without its controls (a role below operator)
 	key         string
 }
 
@@ -151,6 +155,14 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if !s.canSeeBodies(r.Context()) {
+		sub.hideBodies, sub.filter.QueryNotBodies = true, true
+		sub.key += "#hide_bodies"
+	}
+	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
+		sub.readOnly = true
+		sub.key += "#read_only"
+	}
 	up := websocket.Upgrader{
 		ReadBufferSize:  liveBuffer,
 		WriteBufferSize: liveBuffer,
@@ -174,7 +186,18 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 		// connection was registered: the page refetches itself.
 		c.send <- resyncFrame
 	}
-	go writeLive(conn, c)
+	// The connection lives longer than one request: its credentials are
+	// checked again at every ping, so that it ends within a ping period of
+	// a sign-out, a revocation, an expiry or the loss of a role.
+	allowed := func() bool {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), writeWait)
+		defer cancel()
+		id, err := s.identity(r.WithContext(ctx))
+		// A changed role changes what the page may show: it reconnects.
+		return err == nil && !id.Anonymous() && id.Role.Includes(auth.Viewer) &&
+			s.canSeeBodies(auth.WithIdentity(ctx, id)) == !sub.hideBodies && id.Role.Includes(auth.Operator) == !sub.readOnly
+	}
+	go writeLive(conn, c, s.livePing, allowed)
 	readLive(conn)
 	s.hub.unregister(c)
 	return nil
@@ -200,10 +223,12 @@ func readLive(conn *websocket.Conn) {
 }
 
 // writeLive is the connection's only writer: frames from the hub, pings on
-// a ticker, and a close frame when the hub closes send. It closes the
+// a ticker (each after allowed() confirms the credentials still hold; a
+// policy-violation close otherwise), and a close frame when the hub closes
+// send. It closes the
 // connection when it returns, which ends readLive too.
-func writeLive(conn *websocket.Conn, c *liveClient) {
-	ping := time.NewTicker(pingPeriod)
+func writeLive(conn *websocket.Conn, c *liveClient, period time.Duration, allowed func() bool) {
+	ping := time.NewTicker(period)
 	defer func() {
 		ping.Stop()
 		conn.Close()
@@ -220,6 +245,11 @@ func writeLive(conn *websocket.Conn, c *liveClient) {
 				return
 			}
 		case <-ping.C:
+			if !allowed() {
+				conn.SetWriteDeadline(time.Now().Add(writeWait))
+				conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "signed out"))
+				return
+			}
 			conn.SetWriteDeadline(time.Now().Add(writeWait))
 			if err := conn.WriteMessage(websocket.PingMessage, nil); err != nil {
 				return

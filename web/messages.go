@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
@@ -48,6 +49,9 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 		return fmt.Errorf("list messages page: %w", err)
 	}
 	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil}
+	if role := auth.FromContext(r.Context()).Role; l.Replay && !role.Includes(auth.Operator) {
+		l.Replay, l.ReplayRole = false, role.String()
+	}
 	for _, e := range ents {
 		if e.DeletedAt == nil {
 			l.Entities = append(l.Entities, e.Path)
@@ -90,6 +94,8 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 		n   int64
 		err error
 	}
+	hide := !s.canSeeBodies(r.Context())
+	f.QueryNotBodies = hide
 	l.CountCap = countCap
 	if strings.TrimSpace(f.Query) != "" {
 		l.CountCap = searchCountCap
@@ -109,7 +115,7 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 	}
 	l.Matching = c.n
 	for _, rec := range recs {
-		l.Messages = append(l.Messages, messageItem(rec))
+		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), hide))
 	}
 	params := filterQuery(r.URL.Query())
 	for _, name := range filterParams {
@@ -205,6 +211,15 @@ func messageItem(r dlq.Record) views.MessageItem {
 	}
 }
 
+// withoutPreview blanks a row's body preview if hide: for a viewer when
+// bodies are hidden from viewers.
+func withoutPreview(it views.MessageItem, hide bool) views.MessageItem {
+	if hide {
+		it.Preview = ""
+	}
+	return it
+}
+
 // showMessagePage renders GET /messages/{id}.
 func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 	id, err := messageID(r)
@@ -219,11 +234,26 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("show message page %d: %w", id, err)
 	}
 	d := messageDetail(rec)
+	hide := !s.canSeeBodies(r.Context())
+	if hide {
+		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
+		d.Item.Preview = ""
+	}
 	if s.jobs != nil {
-		d.Replay = true
-		d.EditBody, d.EditBinary, d.EditProperties = editForm(rec)
+		role := auth.FromContext(r.Context()).Role
+		d.Replay, d.CanReplay = true, role.Includes(auth.Operator)
+		if role.Includes(auth.Admin) {
+			// Only admins may edit (and so see the body in the form).
+			d.Edit = true
+			d.EditBody, d.EditBinary, d.EditProperties = editForm(rec)
+		}
 		if d.Replays, err = s.replayHistory(r.Context(), id); err != nil {
 			return fmt.Errorf("show message page %d: %w", id, err)
+		}
+		for i := range d.Replays {
+			for j := range d.Replays[i].Copies {
+				d.Replays[i].Copies[j] = withoutPreview(d.Replays[i].Copies[j], hide)
+			}
 		}
 	}
 	return s.render(w, r, views.MessagePage(d))

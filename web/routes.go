@@ -2,56 +2,87 @@ package web
 
 import "net/http"
 
-// routes is the one route table. Middleware wraps the whole mux, so every
-// route, including every future POST, gets request ids, panic recovery,
-// security headers and cross-origin protection.
+// route is one line of the route table: a ServeMux pattern, the permission
+// it needs, and its handler.
+type route struct {
+	pattern string
+	perm    perm
+	handler http.Handler
+}
+
+// routeTable is the one route table. Every route declares its permission
+// (perm.go); New panics on a route without one, and a test walks the table
+// asking every route as every role.
+func (s *Server) routeTable() []route {
+	rs := []route{
+		{"GET /healthz", public, http.HandlerFunc(s.healthz)},
+		{"GET /static/{file}", public, s.handle(s.serveStatic)},
+		{"GET /{$}", viewer, s.handle(s.showHome)},
+		{"GET /live", viewer, s.handle(s.serveLive)},
+		{"GET /groups", viewer, s.handle(s.listGroupsPage)},
+		{"GET /messages", viewer, s.handle(s.listMessagesPage)},
+		{"GET /messages/{id}", viewer, s.handle(s.showMessagePage)},
+		{"POST /messages/{id}/edit", admin, s.handle(s.editReplayPage)},
+		{"GET /inventory", viewer, s.handle(s.showInventory)},
+		{"POST /replays", operator, s.handle(s.confirmReplay)},
+		{"POST /jobs", operator, s.handle(s.startReplay)},
+		{"GET /jobs", viewer, s.handle(s.listJobsPage)},
+		{"GET /jobs/{id}", viewer, s.handle(s.showJobPage)},
+		{"POST /jobs/{id}/pause", operator, s.handle(s.controlJobPage(Jobs.Pause))},
+		{"POST /jobs/{id}/resume", operator, s.handle(s.controlJobPage(Jobs.Resume))},
+		{"POST /jobs/{id}/cancel", operator, s.handle(s.controlJobPage(Jobs.Cancel))},
+		{"GET /audit", viewer, s.handle(s.listAuditPage)},
+
+		// Sign-in and sign-out (signin.go).
+		{"GET /login", public, s.handle(s.startSignIn)},
+		{"GET /auth/callback", public, s.handle(s.finishSignIn)},
+		{"POST /logout", public, s.handle(s.signOut)},
+
+		// The JSON API (api.md). Errors are JSON too, unknown paths included.
+		{"GET /api/v1/status", viewer, s.api(s.showStatus)},
+		{"GET /api/v1/entities", viewer, s.api(s.listEntities)},
+		{"GET /api/v1/groups", viewer, s.api(s.listGroups)},
+		{"GET /api/v1/messages", viewer, s.api(s.listMessages)},
+		{"GET /api/v1/messages/{id}", viewer, s.api(s.showMessage)},
+		{"GET /api/v1/messages/{id}/body", bodies, s.api(s.downloadMessageBody)},
+		{"POST /api/v1/messages/{id}/replay", admin, s.api(s.replayMessage)},
+		{"POST /api/v1/jobs", operator, s.api(s.createJob)},
+		{"GET /api/v1/jobs", viewer, s.api(s.listJobs)},
+		{"GET /api/v1/jobs/{id}", viewer, s.api(s.showJob)},
+		{"GET /api/v1/jobs/{id}/messages", viewer, s.api(s.listJobMessages)},
+		{"POST /api/v1/jobs/{id}/pause", operator, s.api(s.controlJob(Jobs.Pause))},
+		{"POST /api/v1/jobs/{id}/resume", operator, s.api(s.controlJob(Jobs.Resume))},
+		{"POST /api/v1/jobs/{id}/cancel", operator, s.api(s.controlJob(Jobs.Cancel))},
+		{"GET /api/v1/audit", viewer, s.api(s.listAudit)},
+		{"/api/", viewer, s.api(s.apiNotFound)},
+
+		// Anything else is a 404 page.
+		{"/", public, s.handle(func(http.ResponseWriter, *http.Request) error { return ErrNotFound })},
+	}
+	if s.metricsHandler != nil {
+		// Prometheus scrapes with a token of the viewer role (or, with
+		// --metrics-addr, from a listener of its own, outside this table).
+		rs = append(rs, route{"GET /metrics", viewer, s.metricsHandler})
+	}
+	return rs
+}
+
+// routes registers the table, each route behind its permission check.
+// Middleware wraps the whole mux, so every route, including every future
+// POST, gets request ids, panic recovery, security headers, cross-origin
+// protection and the request's identity.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /static/{file}", s.handle(s.serveStatic))
-	mux.Handle("GET /{$}", s.handle(s.showHome))
-	mux.Handle("GET /live", s.handle(s.serveLive))
-	mux.Handle("GET /groups", s.handle(s.listGroupsPage))
-	mux.Handle("GET /messages", s.handle(s.listMessagesPage))
-	mux.Handle("GET /messages/{id}", s.handle(s.showMessagePage))
-	mux.Handle("POST /messages/{id}/edit", s.handle(s.editReplayPage))
-	mux.Handle("GET /inventory", s.handle(s.showInventory))
-	mux.Handle("POST /replays", s.handle(s.confirmReplay))
-	mux.Handle("POST /jobs", s.handle(s.startReplay))
-	mux.Handle("GET /jobs", s.handle(s.listJobsPage))
-	mux.Handle("GET /jobs/{id}", s.handle(s.showJobPage))
-	mux.Handle("POST /jobs/{id}/pause", s.handle(s.controlJobPage(Jobs.Pause)))
-	mux.Handle("POST /jobs/{id}/resume", s.handle(s.controlJobPage(Jobs.Resume)))
-	mux.Handle("POST /jobs/{id}/cancel", s.handle(s.controlJobPage(Jobs.Cancel)))
-	mux.Handle("GET /audit", s.handle(s.listAuditPage))
-
-	// The JSON API (api.md). Errors are JSON too, unknown paths included.
-	mux.Handle("GET /api/v1/status", s.api(s.showStatus))
-	mux.Handle("GET /api/v1/entities", s.api(s.listEntities))
-	mux.Handle("GET /api/v1/groups", s.api(s.listGroups))
-	mux.Handle("GET /api/v1/messages", s.api(s.listMessages))
-	mux.Handle("GET /api/v1/messages/{id}", s.api(s.showMessage))
-	mux.Handle("GET /api/v1/messages/{id}/body", s.api(s.downloadMessageBody))
-	mux.Handle("POST /api/v1/messages/{id}/replay", s.api(s.replayMessage))
-	mux.Handle("POST /api/v1/jobs", s.api(s.createJob))
-	mux.Handle("GET /api/v1/jobs", s.api(s.listJobs))
-	mux.Handle("GET /api/v1/jobs/{id}", s.api(s.showJob))
-	mux.Handle("GET /api/v1/jobs/{id}/messages", s.api(s.listJobMessages))
-	mux.Handle("POST /api/v1/jobs/{id}/pause", s.api(s.controlJob(Jobs.Pause)))
-	mux.Handle("POST /api/v1/jobs/{id}/resume", s.api(s.controlJob(Jobs.Resume)))
-	mux.Handle("POST /api/v1/jobs/{id}/cancel", s.api(s.controlJob(Jobs.Cancel)))
-	mux.Handle("GET /api/v1/audit", s.api(s.listAudit))
-	mux.Handle("/api/", s.api(s.apiNotFound))
-
-	// Anything else is a 404 page.
-	mux.Handle("/", s.handle(func(http.ResponseWriter, *http.Request) error { return ErrNotFound }))
+	for _, rt := range s.routeTable() {
+		mux.Handle(rt.pattern, s.require(rt))
+	}
 
 	var h http.Handler = mux
+	h = s.identify(h)
 	h = s.crossOrigin(h)
 	h = securityHeaders(h)
 	h = s.recoverPanics(h)
 	h = withRequestID(h)
-	h = s.measure(mux, h) // request durations by route pattern; GET /metrics (metrics_middleware.go)
+	h = s.measure(mux, h) // request durations by route pattern (metrics_middleware.go)
 	return h
 }

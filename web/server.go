@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -78,6 +79,23 @@ type Config struct {
 	// MetricsHandler, if set, serves GET /metrics on this server; nil when
 	// metrics have a listener of their own (the route then answers 404).
 	MetricsHandler http.Handler
+
+	// Auth identifies requests (perm.go); nil means sign-in is off and
+	// every request is the local user, an admin, as with auth.ModeNone.
+	Auth *auth.Authenticator
+	// ProxyHeaders name the identity headers of auth.ModeProxy; zero
+	// means DefaultProxyHeaders.
+	ProxyHeaders ProxyHeaders
+	// SignIn runs the OpenID Connect sign-in behind GET /login and GET
+	// /auth/callback; nil answers them with 404.
+	SignIn SignIn
+	// AuditLog records sign-ins, sign-outs and refused requests; nil
+	// records nothing.
+	AuditLog AuditLog
+	// HideBodiesFromViewers keeps message bodies (and their previews)
+	// from the viewer role: the body download answers 403 and the
+	// message page says the body is hidden.
+	HideBodiesFromViewers bool
 }
 
 // Server is the dashboard's HTTP server.
@@ -96,6 +114,14 @@ type Server struct {
 
 	observer       RequestObserver
 	metricsHandler http.Handler
+	auth           *auth.Authenticator
+	proxyHeaders   ProxyHeaders
+	signIn         SignIn
+	auditLog       AuditLog
+	hideBodies     bool
+	// livePing is how often a websocket is pinged (and its credentials
+	// checked again): pingPeriod; tests shorten it.
+	livePing time.Duration
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -126,6 +152,17 @@ func New(cfg Config) *Server {
 		s.observer = cfg.Metrics
 	}
 	s.metricsHandler = cfg.MetricsHandler
+	s.auth, s.hideBodies, s.livePing = cfg.Auth, cfg.HideBodiesFromViewers, pingPeriod
+	if !isNil(cfg.SignIn) {
+		s.signIn = cfg.SignIn
+	}
+	if !isNil(cfg.AuditLog) {
+		s.auditLog = cfg.AuditLog
+	}
+	s.proxyHeaders = cfg.ProxyHeaders
+	if s.proxyHeaders == (ProxyHeaders{}) {
+		s.proxyHeaders = DefaultProxyHeaders
+	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,

@@ -55,7 +55,7 @@ const (
 
 // Config is everything a subcommand needs, parsed and checked.
 type Config struct {
-	Command   string // demo, serve, emulator, healthcheck, export, "audit verify" or "audit export"
+	Command   string // demo, serve, emulator, healthcheck, export, "audit verify", "audit export" or "token create|list|revoke"
 	LogLevel  slog.Level
 	LogFormat string // text or json
 
@@ -76,6 +76,9 @@ type Config struct {
 	// replayed again without allow_poison.
 	PoisonCap int
 
+	// demo and serve: sign-in and roles (authconfig.go)
+	Auth AuthConfig
+
 	// serve
 	ConnectionString ConnectionString
 	AdminEndpoint    string // admin HTTP base URL; empty for the default
@@ -91,6 +94,9 @@ type Config struct {
 
 	// audit export (DB is its database; audit verify needs only DB)
 	AuditExport AuditExportConfig
+
+	// token create, list and revoke (DB is their database)
+	Token TokenConfig
 }
 
 // EmulatorConfig configures `dlqdash emulator`.
@@ -136,6 +142,9 @@ var commands = []command{
 	// Two-word commands: a group name, then the subcommand.
 	{"audit verify", "check the audit trail's hash chain; exit 0 if intact, 1 naming the first entry that is not", auditVerifyFlags},
 	{"audit export", "write the audit trail to stdout as JSON lines or CSV (safe while serve runs on the same database)", auditExportFlags},
+	{"token create", "create an API token (Authorization: Bearer) with a role; prints it once, alone on the last line", tokenCreateFlags},
+	{"token list", "list the API tokens: name, role, state, created, expires, last used", tokenListFlags},
+	{"token revoke", "revoke an API token by name; it stops working at its next request", tokenRevokeFlags},
 }
 
 // subcommands lists the subcommands of a two-word command group ("audit"):
@@ -192,6 +201,9 @@ type flagSet struct {
 	specs  []flagSpec
 	values map[string]*string
 	bools  map[string]*bool
+	// envErr is the first environment variable that could not be read
+	// (boolEnv); parseConfig reports it.
+	envErr string
 }
 
 type flagSpec struct {
@@ -237,6 +249,7 @@ func dashboardFlags(f *flagSet) {
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
+	authFlags(f)
 	logFlags(f)
 }
 
@@ -313,6 +326,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		return Config{}, bad("%s", msg)
 	}
+	if f.envErr != "" {
+		return Config{}, bad("%s", f.envErr)
+	}
 	if n := f.fs.NArg(); n > 0 {
 		// Not echoed: a pasted connection string would land here.
 		return Config{}, bad("%s takes no arguments, got %d (secrets such as the connection string go in %s)", c.name, n, envConnectionString)
@@ -369,6 +385,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 					cfg.MetricsAddr, f.source("metrics-addr"), f.source("addr"))
 			}
 		}
+		if cfg.Auth, err = parseAuth(f, c.name, cfg.Addr, getenv, bad); err != nil {
+			return Config{}, err
+		}
 		if c.name == "serve" {
 			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {
 				u, err := url.Parse(a)
@@ -410,6 +429,13 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, bad("empty database path from %s", f.source("db"))
 		}
 		if cfg.Export, err = parseExport(f, bad); err != nil {
+			return Config{}, err
+		}
+	case "token create", "token list", "token revoke":
+		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
+			return Config{}, bad("empty database path from %s", f.source("db"))
+		}
+		if cfg.Token, err = parseToken(c.name, f, bad); err != nil {
 			return Config{}, err
 		}
 	case "audit verify", "audit export":
@@ -550,6 +576,9 @@ func commandHelp(c command, getenv func(string) string) string {
 	}
 	if c.name == "serve" {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connStrShape)
+	}
+	if c.name == "serve" || c.name == "demo" {
+		b.WriteString(authHelp)
 	}
 	return b.String()
 }

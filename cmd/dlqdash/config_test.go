@@ -3,9 +3,13 @@ package main
 import (
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlqdash/dlqdash/auth"
+	"github.com/dlqdash/dlqdash/web"
 )
 
 func env(kv ...string) func(string) string {
@@ -27,8 +31,9 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
 			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text",
-				Poll: time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour, PoisonCap: 3}
-			if c != want {
+				Poll: time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour, PoisonCap: 3,
+				Auth: AuthConfig{Mode: auth.ModeNone, ProxyHeaders: web.DefaultProxyHeaders, SessionIdleTimeout: 2 * time.Hour, SessionMaxAge: 12 * time.Hour}}
+			if !reflect.DeepEqual(c, want) {
 				t.Errorf("got %+v, want %+v", c, want)
 			}
 		}},
@@ -43,7 +48,7 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("got %+v", c)
 				}
 			}},
-		{"serve with connection string", []string{"serve", "--addr", ":8080"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
+		{"serve with connection string", []string{"serve", "--addr", ":8080", "--allow-anonymous-admin"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
 			if c.Command != "serve" || c.Addr != ":8080" || c.ConnectionString.Host != "contoso.servicebus.windows.net" {
 				t.Errorf("got %+v", c)
 			}

@@ -84,6 +84,9 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	if d.jobs != nil {
 		cfgWeb.Jobs = d.jobs
 	}
+	if err := withSignIn(ctx, cfg, st, logger, &cfgWeb); err != nil {
+		return err
+	}
 	var metricsSrv *http.Server
 	if cfg.MetricsAddr == "" {
 		cfgWeb.MetricsHandler = m.Handler()

@@ -17,6 +17,7 @@ func TestDependencyDirection(t *testing.T) {
 		"web":    {"database/sql", "modernc.org/sqlite", "github.com/Azure/", mod + "servicebus"},
 		"static": {mod + "store", mod + "web", mod + "views", "net/http"},
 		"audit":  {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "servicebus"},
+		"auth":   {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus"},
 		"dlq":    {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "servicebus", "github.com/a-h/templ"},
 		// metrics reads the catalog and jobs through its own small interfaces
 		// (database/sql comes in with client_golang's collectors package).

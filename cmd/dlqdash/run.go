@@ -45,6 +45,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runAuditVerify(ctx, cfg, stdout)
 	case "audit export":
 		err = runAuditExport(ctx, cfg, stdout)
+	case "token create":
+		err = runTokenCreate(ctx, cfg, stdout)
+	case "token list":
+		err = runTokenList(ctx, cfg, stdout)
+	case "token revoke":
+		err = runTokenRevoke(ctx, cfg, stdout)
 	default:
 		err = fmt.Errorf("command %q has no implementation", cfg.Command)
 	}

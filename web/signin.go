@@ -1,0 +1,156 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/auth"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// Cookies. The __Host- prefix makes browsers refuse them unless they are
+// Secure, Path=/ and without Domain: no subdomain and no plain-http page
+// can set or overwrite them. Browsers treat http://localhost and loopback
+// addresses as secure, so they work there without TLS too.
+const (
+	sessionCookie = "__Host-dlqdash_session"
+	// loginCookie binds a sign-in in progress to the browser that started
+	// it: the callback must come back with the state it holds.
+	loginCookie = "__Host-dlqdash_login"
+	loginMaxAge = 10 * time.Minute
+)
+
+// SignIn runs an OpenID Connect sign-in; package auth/oidc implements it.
+type SignIn interface {
+	// Begin starts a sign-in that returns to next (a path of this
+	// server): the provider URL to send the browser to, and the state to
+	// keep in the browser.
+	Begin(next string) (redirectURL, state string, err error)
+	// Finish completes the sign-in whose state the browser kept, with the
+	// query the provider redirected back with. It returns whom the
+	// provider vouched for and where to go next. Its errors are safe to
+	// show.
+	Finish(ctx context.Context, state string, callback url.Values) (auth.User, string, error)
+}
+
+func setCookie(w http.ResponseWriter, name, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: int(maxAge.Seconds()),
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+}
+
+func clearCookie(w http.ResponseWriter, name string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1,
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+}
+
+// safeNext keeps a post-sign-in destination on this server: a path, not
+// "//host" or "/\host" (which browsers read as another host).
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// signInError is a sign-in that failed in a way the person can act on (try
+// again); its message is shown.
+type signInError struct{ msg string }
+
+func (e *signInError) Error() string { return e.msg }
+
+// startSignIn answers GET /login: off to the identity provider.
+func (s *Server) startSignIn(w http.ResponseWriter, r *http.Request) error {
+	if s.signIn == nil {
+		return ErrNotFound
+	}
+	redirect, state, err := s.signIn.Begin(safeNext(r.URL.Query().Get("next")))
+	if err != nil {
+		return err
+	}
+	setCookie(w, loginCookie, state, loginMaxAge)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, redirect, http.StatusFound)
+	return nil
+}
+
+// finishSignIn answers GET /auth/callback: the provider's redirect back. A
+// new session (with a new id, whatever cookie came in) and on to where the
+// sign-in started.
+func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request) error {
+	if s.signIn == nil || s.auth == nil {
+		return ErrNotFound
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || c.Value == "" {
+		return &signInError{"This sign-in was not started in this browser, or took longer than " + loginMaxAge.String() + "."}
+	}
+	clearCookie(w, loginCookie)
+	user, next, err := s.signIn.Finish(r.Context(), c.Value, r.URL.Query())
+	if err != nil {
+		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "sign-in failed", slog.String("error", err.Error()),
+			slog.String("request_id", requestID(r.Context())))
+		return &signInError{err.Error()}
+	}
+	var replacing string
+	if old, err := r.Cookie(sessionCookie); err == nil {
+		replacing = old.Value
+	}
+	ctx := audit.WithActor(r.Context(), user.Name)
+	cookie, id, err := s.auth.StartSession(ctx, user, replacing)
+	if errors.Is(err, auth.ErrNoRole) {
+		s.record(ctx, audit.Record{Action: audit.ActionLogin, Outcome: audit.OutcomeDenied,
+			Params: map[string]any{"via": "oidc", "email": user.Email, "reason": "no role", "groups": nonNil(user.Groups)}})
+		return &forbiddenError{have: auth.NoRole}
+	}
+	if err != nil {
+		return err
+	}
+	setCookie(w, sessionCookie, cookie, s.auth.MaxAge())
+	s.record(ctx, audit.Record{Action: audit.ActionLogin, Params: map[string]any{"via": "oidc", "email": id.Email, "role": id.Role.String()}})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// signOut answers POST /logout: the session is deleted (not just the
+// cookie), and a page says so.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
+	c, err := r.Cookie(sessionCookie)
+	if err == nil && s.auth != nil {
+		if err := s.auth.EndSession(r.Context(), c.Value); err != nil {
+			return err
+		}
+		clearCookie(w, sessionCookie)
+		if id := auth.FromContext(r.Context()); id.Via == auth.ViaSession {
+			s.record(r.Context(), audit.Record{Action: audit.ActionLogout})
+		}
+	}
+	// The header must not show whom the cookie named.
+	r = r.WithContext(views.WithViewer(r.Context(), views.Viewer{}))
+	return s.render(w, r, views.SignedOutPage(s.signIn != nil))
+}
+
+// record appends r to the audit trail, logging (not failing on) an error: the action it
+// records has happened already.
+func (s *Server) record(ctx context.Context, r audit.Record) {
+	if s.auditLog == nil {
+		return
+	}
+	if _, err := s.auditLog.Append(context.WithoutCancel(ctx), r); err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelError, "cannot write an audit entry", slog.String("action", r.Action),
+			slog.String("error", err.Error()), slog.String("request_id", requestID(ctx)))
+	}
+}

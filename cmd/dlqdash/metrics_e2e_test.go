@@ -80,10 +80,14 @@ func TestServeMetrics(t *testing.T) {
 		depth := map[string]string{"entity": "queue.1", "subqueue": "dead_letter"}
 
 		var fams map[string]*dto.MetricFamily
-		waitFor(t, "the depth of queue.1 on /metrics", func() bool {
+		// The depth is read from the catalog, the freshness from the
+		// ingester's memory, which it updates just after its write: wait
+		// for both.
+		waitFor(t, "the depth of queue.1 and a healthy catalog on /metrics", func() bool {
 			fams = scrapeMetrics(t, url)
 			v, _ := sample(fams, "dlqdash_dlq_depth", depth)
-			return v == n
+			h, _ := sample(fams, "dlqdash_catalog_healthy", nil)
+			return v == n && h == 1
 		})
 		if v, _ := sample(fams, "dlqdash_catalog_healthy", nil); v != 1 {
 			t.Errorf("catalog_healthy = %v, want 1", v)

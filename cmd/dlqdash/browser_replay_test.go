@@ -94,9 +94,14 @@ func TestBrowserReplay(t *testing.T) {
 	// Select the SqlTimeout ones on the list and ask for a replay.
 	run("the list", chromedp.Navigate(base+"/messages?entity=queue.1&reason=SqlTimeout"),
 		chromedp.Poll(`document.querySelectorAll('[data-testid="message-row"]').length === 3`, nil))
-	run("select two", chromedp.Click(`(//input[@data-testid="select-row"])[1]`, chromedp.BySearch),
-		chromedp.Click(`(//input[@data-testid="select-row"])[2]`, chromedp.BySearch),
-		chromedp.Click(`[data-testid="replay-button"]`, chromedp.ByQuery),
+	// The clicks go in one script turn: the live script may refetch the
+	// page (a resync) at any moment, replacing the nodes a step-by-step
+	// click would hold.
+	run("select two", chromedp.Evaluate(`(() => {
+			const rows = document.querySelectorAll('[data-testid="select-row"]');
+			rows[0].click(); rows[1].click();
+			document.querySelector('[data-testid="replay-button"]').click();
+		})()`, nil),
 		chromedp.WaitVisible(`[data-testid="plan-total"]`, chromedp.ByQuery))
 	if got := text(`[data-testid="plan-total"]`); got != "2" {
 		t.Fatalf("the dry run selects %q messages, want 2", got)
@@ -105,7 +110,7 @@ func TestBrowserReplay(t *testing.T) {
 		t.Errorf("the dry run's warnings do not mention the target's duplicate detection")
 	}
 	// Start it, and watch it finish on the job page without a reload.
-	run("start", chromedp.Click(`[data-testid="confirm-submit"]`, chromedp.ByQuery),
+	run("start", chromedp.Evaluate(`document.querySelector('[data-testid="confirm-submit"]').click()`, nil),
 		chromedp.WaitVisible(`[data-testid="job-progress"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`window.__noReload = 1`, nil),
 		chromedp.Poll(`document.querySelector('[data-testid="job-status"]').textContent.trim() === "completed"`, nil,
@@ -119,7 +124,7 @@ func TestBrowserReplay(t *testing.T) {
 		chromedp.Poll(`document.querySelectorAll('[data-testid="job-item"][data-state="completed"]').length === 2`, nil))
 
 	// The message's page tells what became of it.
-	run("a replayed message", chromedp.Click(`[data-testid="job-item-link"]`, chromedp.ByQuery),
+	run("a replayed message", chromedp.Evaluate(`document.querySelector('[data-testid="job-item-link"]').click()`, nil),
 		chromedp.WaitVisible(`[data-testid="replay-history-row"]`, chromedp.ByQuery))
 	if got := text(`[data-testid="replay-state"]`); got != "completed" {
 		t.Errorf("the message's replay history says %q", got)
@@ -128,14 +133,16 @@ func TestBrowserReplay(t *testing.T) {
 	// Everything matching Validation, discarded in one go with a reason.
 	run("the Validation list", chromedp.Navigate(base+"/messages?entity=queue.1&reason=Validation"),
 		chromedp.Poll(`document.querySelectorAll('[data-testid="message-row"]').length === 3`, nil),
-		chromedp.Click(`[data-testid="select-matching"]`, chromedp.ByQuery),
-		chromedp.Click(`[data-testid="discard-button"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`(() => {
+			document.querySelector('[data-testid="select-matching"]').click();
+			document.querySelector('[data-testid="discard-button"]').click();
+		})()`, nil),
 		chromedp.WaitVisible(`[data-testid="confirm-reason"]`, chromedp.ByQuery))
 	if got := text(`[data-testid="plan-total"]`); got != "3" {
 		t.Fatalf("discard dry run selects %q, want 3", got)
 	}
 	run("discard", chromedp.SendKeys(`[data-testid="confirm-reason"]`, "bad input, fixed upstream", chromedp.ByQuery),
-		chromedp.Click(`[data-testid="confirm-submit"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('[data-testid="confirm-submit"]').click()`, nil),
 		chromedp.WaitVisible(`[data-testid="job-progress"]`, chromedp.ByQuery),
 		chromedp.Poll(`document.querySelector('[data-testid="job-status"]').textContent.trim() === "completed"`, nil,
 			chromedp.WithPollingTimeout(25*time.Second)))

@@ -30,6 +30,18 @@ func (q SubQueue) Valid() bool {
 	return q == SubQueueMain || q == SubQueueDeadLetter || q == SubQueueTransferDeadLetter
 }
 
+// Path is the Service Bus name of entity's subqueue q, as people know it
+// from the portal and error messages (orders/$DeadLetterQueue).
+func (q SubQueue) Path(entity string) string {
+	switch q {
+	case SubQueueDeadLetter:
+		return entity + "/$DeadLetterQueue"
+	case SubQueueTransferDeadLetter:
+		return entity + "/$Transfer/$DeadLetterQueue"
+	}
+	return entity
+}
+
 // State is the broker's state of a message.
 type State string
 

@@ -216,7 +216,7 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 			for _, it := range left {
 				if it.State == ItemSent {
 					ups = append(ups, Update{MessageID: it.MessageID, State: ItemFailed, Error: "the copy was sent, but the job was cancelled " +
-						"before the original could be removed: it is still in " + displayQueue(it.Entity, it.SubQueue) + "; discard it"})
+						"before the original could be removed: it is still in " + it.SubQueue.Path(it.Entity) + "; discard it"})
 				}
 			}
 			if len(ups) > 0 {
@@ -252,16 +252,6 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 	e.audit(ctx, audit.Record{Actor: ActorEngine, Action: audit.ActionJobCompleted, Params: jobParams(j, ""), Outcome: outcome})
 	e.log.Info("replay: job completed", "job", id, "completed", j.Counts.Completed, "failed", j.Counts.Failed, "skipped", j.Counts.Skipped)
 	e.changed(j)
-}
-
-func displayQueue(entity string, q dlq.SubQueue) string {
-	switch q {
-	case dlq.SubQueueDeadLetter:
-		return entity + "/$DeadLetterQueue"
-	case dlq.SubQueueTransferDeadLetter:
-		return entity + "/$Transfer/$DeadLetterQueue"
-	}
-	return entity
 }
 
 // callTimeout bounds one broker call: the SDK can wait a long time on a
@@ -374,14 +364,14 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	if err != nil {
 		return r.brokerHalt("read "+k.entity, err)
 	}
-	recv, _, err := retry(ctx, r, "open a receiver on "+displayQueue(k.entity, k.q), func() (Receiver, error) {
+	recv, _, err := retry(ctx, r, "open a receiver on "+k.q.Path(k.entity), func() (Receiver, error) {
 		return e.cfg.Broker.OpenReceiver(ctx, k.entity, k.q)
 	})
 	if errors.Is(err, dlq.ErrEntityNotFound) {
 		return r.resolveAll(ctx, items, ItemSkipped, "the entity "+k.entity+" no longer exists")
 	}
 	if err != nil {
-		return r.brokerHalt("open a receiver on "+displayQueue(k.entity, k.q), err)
+		return r.brokerHalt("open a receiver on "+k.q.Path(k.entity), err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -470,7 +460,7 @@ func (r *run) release(ctx context.Context, s *source) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := s.recv.Release(ctx, held)
-	r.e.log.Debug("replay: released held messages", "job", r.job.ID, "source", displayQueue(s.key.entity, s.key.q),
+	r.e.log.Debug("replay: released held messages", "job", r.job.ID, "source", s.key.q.Path(s.key.entity),
 		"held", len(held), "err", err)
 }
 
@@ -507,7 +497,7 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 			return s.recv.ReceiveDeferred(cctx, seqs)
 		})
 		if err != nil {
-			return r.brokerHalt("receive deferred messages from "+displayQueue(s.key.entity, s.key.q), err)
+			return r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
 		}
 		bySeq := map[int64]*Received{}
 		for _, m := range got {
@@ -584,7 +574,7 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			}
 			msgs, err := b.msgs, b.err
 			if err != nil {
-				return r.brokerHalt("receive from "+displayQueue(s.key.entity, s.key.q), err)
+				return r.brokerHalt("receive from "+s.key.q.Path(s.key.entity), err)
 			}
 			if len(msgs) == 0 {
 				break // nothing more is available
@@ -638,7 +628,7 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			}
 			processed += n
 		}
-		e.log.Debug("replay: pass ended", "job", r.job.ID, "source", displayQueue(s.key.entity, s.key.q), "read", len(seen),
+		e.log.Debug("replay: pass ended", "job", r.job.ID, "source", s.key.q.Path(s.key.entity), "read", len(seen),
 			"acted", processed, "wrapped", wrapped, "pending", len(s.pending))
 		if len(s.pending) == 0 {
 			return nil
@@ -647,7 +637,7 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			if processed == 0 {
 				return &halt{reason: fmt.Sprintf("%d selected messages lie deeper in %s than dlqdash can reach within one lock duration (%s; "+
 					"it read %d messages before the first locks expired): raise the entity's lock duration (up to 5 minutes) and resume",
-					len(s.pending), displayQueue(s.key.entity, s.key.q), s.lock, len(seen))}
+					len(s.pending), s.key.q.Path(s.key.entity), s.lock, len(seen))}
 			}
 			continue
 		}
@@ -685,7 +675,7 @@ func (r *run) resolveMissing(ctx context.Context, s *source, items []*Item, verb
 	if len(items) == 0 {
 		return nil
 	}
-	where := displayQueue(s.key.entity, s.key.q)
+	where := s.key.q.Path(s.key.entity)
 	var ups []Update
 	for _, it := range items {
 		u := Update{MessageID: it.MessageID}
@@ -1022,7 +1012,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
 	}
 	if len(ids) > 0 {
-		action, params := audit.ActionReplay, map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": displayQueue(s.key.entity, s.key.q)}
+		action, params := audit.ActionReplay, map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": s.key.q.Path(s.key.entity)}
 		if r.job.Action == ActionDiscard {
 			action = audit.ActionDiscard
 			params["reason"] = r.job.Reason
@@ -1038,7 +1028,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		r.e.audit(ctx, audit.Record{Actor: r.job.CreatedBy, Action: action, MessageIDs: ids, Params: params})
 	}
 	if fatal != nil && len(ups) == 0 {
-		return 0, r.brokerHalt("remove originals from "+displayQueue(s.key.entity, s.key.q), fatal)
+		return 0, r.brokerHalt("remove originals from "+s.key.q.Path(s.key.entity), fatal)
 	}
 	return len(ups), nil
 }

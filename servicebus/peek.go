@@ -81,7 +81,7 @@ func (p *peekReceiver) closeLocked(ctx context.Context) {
 // The main subqueue of a session-enabled entity cannot be peeked without a
 // session; Service Bus refuses it.
 func (c *Client) Peek(ctx context.Context, entity string, q dlq.SubQueue, from int64, max int) ([]dlq.Message, error) {
-	op := "peek " + displayPath(entity, q)
+	op := "peek " + q.Path(entity)
 	if !q.Valid() {
 		return nil, fmt.Errorf("%s: unknown subqueue %q", op, q)
 	}
@@ -214,13 +214,3 @@ func splitSubscription(path string) (topic, sub string, ok bool) {
 	return topic, segs[n-1], true
 }
 
-// displayPath is the Service Bus name of an entity's subqueue, for messages.
-func displayPath(entity string, q dlq.SubQueue) string {
-	switch q {
-	case dlq.SubQueueDeadLetter:
-		return entity + "/$DeadLetterQueue"
-	case dlq.SubQueueTransferDeadLetter:
-		return entity + "/$Transfer/$DeadLetterQueue"
-	}
-	return entity
-}

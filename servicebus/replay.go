@@ -189,7 +189,7 @@ func parseEntityPath(path string) (topic, sub string, isSub bool, err error) {
 // fail with ErrClosed afterwards); its Close does.
 func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
 	_ = ctx // the SDK does no I/O here
-	op := "open receiver on " + displayPath(entity, q)
+	op := "open receiver on " + q.Path(entity)
 	if !q.Valid() {
 		return nil, fmt.Errorf("%s: unknown subqueue %q", op, q)
 	}
@@ -217,7 +217,7 @@ func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	return &receiver{c: c, name: displayPath(entity, q), r: r, open: open}, nil
+	return &receiver{c: c, name: q.Path(entity), r: r, open: open}, nil
 }
 
 // receiver is a replay.Receiver over one SDK receiver. Like the SDK's, it

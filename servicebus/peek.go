@@ -213,4 +213,3 @@ func splitSubscription(path string) (topic, sub string, ok bool) {
 	}
 	return topic, segs[n-1], true
 }
-

@@ -49,9 +49,6 @@ type run struct {
 	limiter *rate.Limiter
 	infos   map[string]EntityInfo
 	senders map[string]Sender
-	// resend: items that were locked when the job was adopted: their copy
-	// may have been sent before the crash.
-	resend map[int64]bool
 	// cancelling: only finish what was sent; send nothing new.
 	cancelling bool
 }
@@ -140,7 +137,7 @@ func (r *run) execute(parent context.Context) {
 		burst := max(1, min(int(math.Ceil(j.RatePerSecond)), e.cfg.Batch))
 		r.limiter = rate.NewLimiter(rate.Limit(j.RatePerSecond), burst)
 	}
-	r.infos, r.senders, r.resend = map[string]EntityInfo{}, map[string]Sender{}, map[int64]bool{}
+	r.infos, r.senders = map[string]EntityInfo{}, map[string]Sender{}
 
 	items, err := e.cfg.Store.UnfinishedItems(ctx, j.ID)
 	if err != nil {
@@ -150,9 +147,6 @@ func (r *run) execute(parent context.Context) {
 	bySource := map[sourceKey][]*Item{}
 	for i := range items {
 		it := &items[i]
-		if it.State == ItemLocked {
-			r.resend[it.MessageID] = true
-		}
 		if r.cancelling && it.State != ItemSent {
 			continue
 		}
@@ -897,15 +891,16 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	copies := make([]Copy, len(toSend))
 	resent := false
 	for i, mt := range toSend {
-		id := DerivedMessageID(mt.it.OriginalMessageID, mt.it.SequenceNumber, j.ID)
-		if mt.it.OriginalMessageID == "" {
-			id = DerivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, j.ID)
-		}
+		// Derived from the received message itself: a resend of the same
+		// message after a crash derives the same id.
+		id := DerivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, j.ID)
 		mt.it.CopyMessageID = id
 		locked[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked, CopyMessageID: id}
 		copies[i] = Copy{Of: mt.m, MessageID: id, Properties: copyProperties(mt.m, mt.it, j.ID),
 			ScheduledEnqueueAt: j.ScheduledEnqueueAt, Edit: mt.it.Edit}
-		if mt.it.State == ItemLocked || r.resend[mt.it.MessageID] {
+		if mt.it.State == ItemLocked {
+			// Locked already: by this run's earlier, failed send, or by a
+			// process that crashed after writing it. Either may have sent.
 			resent = true
 		}
 		mt.it.State = ItemLocked
@@ -936,7 +931,6 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	for i, mt := range toSend {
 		sent[i] = Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: flag}
 		mt.it.State = ItemSent
-		delete(r.resend, mt.it.MessageID)
 	}
 	if err := r.update(ctx, s, sent); err != nil {
 		return ready, err

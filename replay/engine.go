@@ -179,16 +179,10 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 
 // Pause stops a job after the batch it is in; Resume continues it.
 func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
-	j, err := e.cfg.Store.Job(ctx, id)
-	if err != nil {
-		return j, err
-	}
-	if j.Status != StatusQueued && j.Status != StatusRunning {
-		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is %s: only a queued or running job can be paused", id, j.Status)}
-	}
 	reason := "paused by " + audit.ActorFrom(ctx)
-	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, StatusQueued, StatusRunning); err != nil {
-		return j, precondition(err)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, StatusQueued, StatusRunning)
+	if err != nil {
+		return j, precondition(err, "only a queued or running job can be paused")
 	}
 	e.signal(id, stopPause)
 	e.audit(ctx, audit.Record{Action: audit.ActionJobPaused, Params: jobParams(j, reason)})
@@ -198,15 +192,9 @@ func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 
 // Resume queues a paused job again.
 func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
-	j, err := e.cfg.Store.Job(ctx, id)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", StatusPaused)
 	if err != nil {
-		return j, err
-	}
-	if j.Status != StatusPaused {
-		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is %s: only a paused job can be resumed", id, j.Status)}
-	}
-	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", StatusPaused); err != nil {
-		return j, precondition(err)
+		return j, precondition(err, "only a paused job can be resumed")
 	}
 	e.audit(ctx, audit.Record{Action: audit.ActionJobResumed, Params: jobParams(j, "")})
 	e.changed(j)
@@ -218,16 +206,10 @@ func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
 // already sent still have their originals removed; every unsent message
 // stays in its queue.
 func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
-	j, err := e.cfg.Store.Job(ctx, id)
-	if err != nil {
-		return j, err
-	}
-	if j.Status.Finished() || j.Status == StatusCancelling {
-		return j, &PreconditionError{Msg: fmt.Sprintf("job %d is already %s", id, j.Status)}
-	}
 	reason := "cancelled by " + audit.ActorFrom(ctx)
-	if j, err = e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, StatusQueued, StatusRunning, StatusPaused); err != nil {
-		return j, precondition(err)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, StatusQueued, StatusRunning, StatusPaused)
+	if err != nil {
+		return j, precondition(err, "only a queued, running or paused job can be cancelled")
 	}
 	e.signal(id, stopCancel)
 	e.audit(ctx, audit.Record{Action: audit.ActionJobCancelled, Params: jobParams(j, reason)})
@@ -236,11 +218,12 @@ func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
 	return j, nil
 }
 
-// precondition turns a lost race over a job's status into the API's 422.
-func precondition(err error) error {
+// precondition turns a job in the wrong status for a change (the store
+// checks it in the transaction that makes the change) into the API's 422.
+func precondition(err error, rule string) error {
 	var se *StatusError
 	if errors.As(err, &se) {
-		return &PreconditionError{Msg: se.Error()}
+		return &PreconditionError{Msg: fmt.Sprintf("job %d is %s: %s", se.ID, se.Status, rule)}
 	}
 	return err
 }

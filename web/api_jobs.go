@@ -103,12 +103,10 @@ func jsonFilterQuery(obj map[string]json.RawMessage) (*query, error) {
 	return &query{values: v, read: map[string]bool{}}, nil
 }
 
-// selection reads ids or a filter.
+// selection reads ids, a filter, or an entity's sequence numbers; the
+// engine checks that exactly one is given.
 func (jr *jobRequest) selection() (replay.Selection, json.RawMessage, error) {
 	var sel replay.Selection
-	if jr.Filter != nil && len(jr.IDs) > 0 {
-		return sel, nil, invalidArgument("ids", "give ids or a filter, not both")
-	}
 	for _, s := range jr.IDs {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id <= 0 {

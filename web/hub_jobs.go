@@ -78,6 +78,7 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 			continue // stale: the job finished already
 		case j.Status.Finished() && !h.finishedJobs[j.ID]:
 			h.finishedJobs[j.ID] = true
+			delete(h.itemsSentAt, j.ID) // its table updates are over
 			justFinished = true
 		}
 		v := jobView(j)

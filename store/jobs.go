@@ -309,47 +309,26 @@ func (s *Store) ListJobs(ctx context.Context, limit int, cursor string) ([]repla
 		q += ` WHERE id < ?`
 		args = append(args, after)
 	}
-	rows, err := s.reader.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, limit+1)...)
+	page, err := readJobs(s.reader.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, limit+1)...))
 	if err != nil {
 		return nil, "", fmt.Errorf("list jobs: %w", err)
 	}
-	defer rows.Close()
-	var jobs []replay.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("list jobs: %w", err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("list jobs: %w", err)
-	}
 	next := ""
-	if len(jobs) > limit {
-		jobs = jobs[:limit]
-		next = jobCursorPrefix + strconv.FormatInt(jobs[limit-1].ID, 10)
+	if len(page) > limit {
+		page = page[:limit]
+		next = jobCursorPrefix + strconv.FormatInt(page[limit-1].ID, 10)
 	}
-	return jobs, next, nil
+	return page, next, nil
 }
 
 // UnfinishedJobs implements replay.Store.
 func (s *Store) UnfinishedJobs(ctx context.Context) ([]replay.Job, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_unfinished
-		WHERE status IN ('queued', 'running', 'cancelling') ORDER BY id`)
+	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_unfinished
+		WHERE status IN ('queued', 'running', 'cancelling') ORDER BY id`))
 	if err != nil {
 		return nil, fmt.Errorf("unfinished jobs: %w", err)
 	}
-	defer rows.Close()
-	var jobs []replay.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("unfinished jobs: %w", err)
-		}
-		jobs = append(jobs, j)
-	}
-	return jobs, rows.Err()
+	return js, nil
 }
 
 const itemColumns = `job_id, message_id, entity, subqueue, state, sequence_number, original_message_id, item_state,
@@ -378,20 +357,25 @@ func scanItem(row interface{ Scan(...any) error }) (replay.Item, error) {
 	return it, nil
 }
 
-func collectItems(rows *sql.Rows, err error) ([]replay.Item, error) {
+// readItems reads job items; readJobs reads jobs.
+func readItems(rows *sql.Rows, err error) ([]replay.Item, error) { return collect(rows, err, scanItem) }
+func readJobs(rows *sql.Rows, err error) ([]replay.Job, error)   { return collect(rows, err, scanJob) }
+
+// collect reads every row with scan; err is the query's.
+func collect[T any](rows *sql.Rows, err error, scan func(interface{ Scan(...any) error }) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []replay.Item
+	var out []T
 	for rows.Next() {
-		it, err := scanItem(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, it)
+		out = append(out, v)
 	}
-	return items, rows.Err()
+	return out, rows.Err()
 }
 
 const itemCursorPrefix = "i"
@@ -409,7 +393,7 @@ func (s *Store) ListItems(ctx context.Context, jobID int64, state replay.ItemSta
 		q += ` AND item_state = ?`
 		args = append(args, string(state))
 	}
-	items, err := collectItems(s.reader.QueryContext(ctx, q+` ORDER BY message_id LIMIT ?`, append(args, limit+1)...))
+	items, err := readItems(s.reader.QueryContext(ctx, q+` ORDER BY message_id LIMIT ?`, append(args, limit+1)...))
 	if err != nil {
 		return nil, "", fmt.Errorf("job %d's messages: %w", jobID, err)
 	}
@@ -423,7 +407,7 @@ func (s *Store) ListItems(ctx context.Context, jobID int64, state replay.ItemSta
 
 // UnfinishedItems implements replay.Store.
 func (s *Store) UnfinishedItems(ctx context.Context, jobID int64) ([]replay.Item, error) {
-	items, err := collectItems(s.reader.QueryContext(ctx, `SELECT `+itemColumns+` FROM job_messages
+	items, err := readItems(s.reader.QueryContext(ctx, `SELECT `+itemColumns+` FROM job_messages
 		WHERE job_id = ? AND item_state IN ('pending', 'locked', 'sent') ORDER BY message_id`, jobID))
 	if err != nil {
 		return nil, fmt.Errorf("job %d's unfinished messages: %w", jobID, err)
@@ -433,7 +417,7 @@ func (s *Store) UnfinishedItems(ctx context.Context, jobID int64) ([]replay.Item
 
 // MessageHistory implements replay.Store.
 func (s *Store) MessageHistory(ctx context.Context, messageID int64) ([]replay.Item, error) {
-	items, err := collectItems(s.reader.QueryContext(ctx, `SELECT `+itemColumns+` FROM job_messages
+	items, err := readItems(s.reader.QueryContext(ctx, `SELECT `+itemColumns+` FROM job_messages
 		WHERE message_id = ? ORDER BY job_id DESC`, messageID))
 	if err != nil {
 		return nil, fmt.Errorf("message %d's jobs: %w", messageID, err)

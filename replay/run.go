@@ -424,8 +424,6 @@ type source struct {
 	// held are messages the scan received and did not act on (not
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
-	// warm: the receiver has received once (its link is open).
-	warm bool
 }
 
 // release gives back the messages the work on a source still holds locked,
@@ -553,17 +551,10 @@ func (r *run) scan(ctx context.Context, s *source) error {
 				b, ahead = <-ahead, nil
 			}
 			if !fetched || b.err != nil {
-				// The first receive also opens the link (and may
-				// connect): give it longer before "nothing came" means
-				// nothing is there.
-				wait := time.Second
-				if !s.warm {
-					wait, s.warm = 5*time.Second, true
-				}
 				b.msgs, _, b.err = retry(ctx, r, "receive", func() ([]*Received, error) {
 					cctx, cancel := context.WithTimeout(ctx, callTimeout)
 					defer cancel()
-					return s.recv.Receive(cctx, e.cfg.Batch, wait)
+					return s.recv.Receive(cctx, e.cfg.Batch, time.Second)
 				})
 			}
 			msgs, err := b.msgs, b.err

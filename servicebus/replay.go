@@ -229,7 +229,13 @@ type receiver struct {
 	// open makes another SDK receiver on the same subqueue (Release
 	// settles through one that never receives).
 	open func() (*azservicebus.Receiver, error)
+	// linked: Receive was called once, so the link is attached.
+	linked atomic.Bool
 }
+
+// firstReceiveWait is the least a receiver's first Receive waits: it
+// attaches the link too.
+const firstReceiveWait = 5 * time.Second
 
 // Receive asks for up to max messages (at most 5000, the SDK's limit) and
 // waits until the first arrives, wait passes (then it returns no messages
@@ -237,15 +243,22 @@ type receiver struct {
 // message is there it collects more for up to 100 ms (see
 // timeAfterFirstMessage). wait <= 0 waits for ctx alone.
 //
-// The wait also bounds the SDK's attach and its retries on the first call,
-// so a wait shorter than those retries (about a second) reports an
-// unreachable namespace as an empty receive.
+// The first call also attaches the link (and may connect, with the SDK's
+// retries), so it waits at least firstReceiveWait: an empty answer means an
+// empty queue, not a slow attach.
 func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]*replay.Received, error) {
 	op := "receive from " + r.name
 	if max <= 0 {
 		return nil, fmt.Errorf("%s: max must be positive, not %d", op, max)
 	}
 	max = min(max, maxReceive)
+	if !r.linked.Swap(true) && wait > 0 {
+		// The first call also attaches the link (and may connect): an
+		// empty answer must mean an empty queue, not a slow attach.
+		if wait < firstReceiveWait {
+			wait = firstReceiveWait
+		}
+	}
 	wctx := ctx
 	if wait > 0 {
 		var cancel context.CancelFunc

@@ -68,8 +68,11 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 	}
 	defer tx.Rollback()
 	where, args, empty, err := selectionWhere(ctx, tx, sel)
-	if err != nil || empty {
-		return sum, wrapNil("summarise selection", err)
+	if err != nil {
+		return sum, fmt.Errorf("summarise selection: %w", err)
+	}
+	if empty {
+		return sum, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.path, ''), m.subqueue, count(*), sum(m.gone_at IS NOT NULL),
 		sum(m.state = 2), sum(m.state = 1), sum(m.replay_count >= ?),
@@ -122,13 +125,6 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 		}
 	}
 	return sum, nil
-}
-
-func wrapNil(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", op, err)
 }
 
 // CreateJob implements replay.Store.

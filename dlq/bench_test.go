@@ -3,28 +3,26 @@ package dlq_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 	"github.com/dlqdash/dlqdash/servicebus"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/emutest"
 	"github.com/dlqdash/dlqdash/store"
 )
 
 // seedDLQ creates queue and fills its dead-letter queue with n messages
-// of size bytes, dead-lettered out of order (emutest.FillDLQ).
+// of size bytes, dead-lettered out of order (emulatortest.FillDLQ).
 func seedDLQ(tb testing.TB, ns *broker.Namespace, queue string, n, size int) {
 	tb.Helper()
 	if _, err := ns.CreateQueue(queue, broker.QueueProperties{LockDuration: 5 * time.Minute}); err != nil {
 		tb.Fatal(err)
 	}
-	emutest.FillDLQ(tb, ns, queue, n, size, func(i int) map[string]any {
+	emulatortest.FillDLQ(tb, ns, queue, n, size, func(i int) map[string]any {
 		return map[string]any{"tenant": fmt.Sprintf("t%d", i%50), "attempt": int64(i % 7)}
 	})
 }
@@ -40,21 +38,15 @@ func BenchmarkCatalog100k(b *testing.B) {
 	const n = 100_000
 	ns := broker.New(broker.Options{})
 	seedDLQ(b, ns, "orders", n, 1024)
-	srv := emulator.New(emulator.Options{Namespace: ns})
-	conn, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	adm := httptest.NewServer(atom.NewHandler(ns, atom.Options{}))
-	defer adm.Close()
+	srv := emulatortest.Start(b, emulator.Config{Namespace: ns, TickInterval: emulator.DefaultTickInterval})
+	conn := srv.ConnectionString()
 
 	for i := 0; b.Loop(); i++ {
 		st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), fmt.Sprintf("c%d.db", i)), store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		client, err := servicebus.Open(context.Background(), conn, servicebus.Options{AdminEndpoint: adm.URL})
+		client, err := servicebus.Open(context.Background(), conn, servicebus.Options{AdminEndpoint: srv.AdminURL()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,9 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,17 +18,17 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 	"github.com/dlqdash/dlqdash/servicebus"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 	"github.com/dlqdash/dlqdash/store"
 )
 
 type emuEnv struct {
 	t     *testing.T
 	ns    *broker.Namespace
-	srv   *emulator.Server
+	srv   *emulator.Emulator
 	conn  string
 	admin string
 	sb    *azservicebus.Client
@@ -39,22 +36,15 @@ type emuEnv struct {
 
 func startEmulator(t *testing.T) *emuEnv {
 	t.Helper()
-	ns := broker.New(broker.Options{})
-	srv := emulator.New(emulator.Options{Namespace: ns})
-	conn, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	adm := httptest.NewServer(atom.NewHandler(ns, atom.Options{}))
-	t.Cleanup(adm.Close)
+	srv := emulatortest.Start(t, emulator.Config{TickInterval: emulator.DefaultTickInterval})
+	ns, conn := srv.Namespace(), srv.ConnectionString()
 	sb, err := azservicebus.NewClientFromConnectionString(conn, &azservicebus.ClientOptions{
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close(context.Background()) })
-	return &emuEnv{t: t, ns: ns, srv: srv, conn: conn, admin: adm.URL, sb: sb}
+	return &emuEnv{t: t, ns: ns, srv: srv, conn: conn, admin: srv.AdminURL(), sb: sb}
 }
 
 func (e *emuEnv) queue(name string, p broker.QueueProperties) {
@@ -385,31 +375,25 @@ func ptr[T any](v T) *T { return &v }
 type restartable struct {
 	t         *testing.T
 	ns        *broker.Namespace
-	srv       *emulator.Server
+	srv       *emulator.Emulator
 	amqpAddr  string
-	admin     *http.Server
 	adminAddr string
 }
 
 func (r *restartable) up() {
 	r.t.Helper()
-	r.srv = emulator.New(emulator.Options{Namespace: r.ns})
-	if _, err := r.srv.Start(r.amqpAddr); err != nil {
-		r.t.Fatal(err)
-	}
-	r.amqpAddr = r.srv.Addr().String()
-	ln, err := net.Listen("tcp", r.adminAddr)
+	srv, err := emulator.Start(r.t.Context(), emulator.Config{Namespace: r.ns, AMQPAddr: r.amqpAddr, AdminAddr: r.adminAddr})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.adminAddr = ln.Addr().String()
-	r.admin = &http.Server{Handler: atom.NewHandler(r.ns, atom.Options{})}
-	go r.admin.Serve(ln)
+	r.srv = srv
+	r.amqpAddr, r.adminAddr = srv.AMQPAddr().String(), srv.AdminAddr().String()
 }
 
 func (r *restartable) down() {
-	r.srv.Close()
-	r.admin.Close()
+	if err := r.srv.Close(); err != nil {
+		r.t.Errorf("close the emulator: %v", err)
+	}
 }
 
 func TestIngesterSurvivesFaults(t *testing.T) {

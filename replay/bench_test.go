@@ -1,7 +1,7 @@
 package replay_test
 
 // Benchmarks of the engine end to end, on the harness of emulator_test.go:
-// the emulator (its DLQs filled through package broker, see emutest), the
+// the emulator (its DLQs filled through package broker, see emulatortest), the
 // real adapter and SDK over loopback AMQP, SQLite, the real ingester (at
 // the product's cadence, as `dlqdash serve` runs it) and the audit log.
 // Figures and how to run them: BENCHMARKS.md, "Replay".
@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 	"github.com/dlqdash/dlqdash/replay"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/emutest"
 )
 
 const benchQueue = "orders"
 
 // benchEnv starts an environment whose queue benchQueue has lock duration
-// lock and a DLQ of n messages of 1 KiB (emutest.FillDLQ: ids msg-<i>, in
+// lock and a DLQ of n messages of 1 KiB (emulatortest.FillDLQ: ids msg-<i>, in
 // that sequence order), with application property tenant = t<i mod 10>,
 // and waits until the ingester has cataloged all of them.
 func benchEnv(b *testing.B, n int, lock time.Duration) *env {
@@ -31,7 +31,7 @@ func benchEnv(b *testing.B, n int, lock time.Duration) *env {
 		if _, err := ns.CreateQueue(benchQueue, broker.QueueProperties{LockDuration: lock}); err != nil {
 			b.Fatal(err)
 		}
-		emutest.FillDLQ(b, ns, benchQueue, n, 1024, func(i int) map[string]any {
+		emulatortest.FillDLQ(b, ns, benchQueue, n, 1024, func(i int) map[string]any {
 			return map[string]any{"tenant": fmt.Sprintf("t%d", i%10)}
 		})
 	}, envOptions{ingest: &dlq.Config{Namespace: "emulator", Poll: time.Second}})

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,18 +19,18 @@ import (
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/servicebus"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 	"github.com/dlqdash/dlqdash/store"
 )
 
 type env struct {
 	t        testing.TB
 	ns       *broker.Namespace
-	srv      *emulator.Server
+	srv      *emulator.Emulator
 	sb       *azservicebus.Client
 	st       *store.Store
 	log      *audit.Log
@@ -53,14 +52,8 @@ func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
 	t.Helper()
 	ns := broker.New(broker.Options{})
 	setup(ns)
-	srv := emulator.New(emulator.Options{Namespace: ns})
-	conn, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	adm := httptest.NewServer(atom.NewHandler(ns, atom.Options{}))
-	t.Cleanup(adm.Close)
+	srv := emulatortest.Start(t, emulator.Config{Namespace: ns, TickInterval: emulator.DefaultTickInterval})
+	conn := srv.ConnectionString()
 	sb, err := azservicebus.NewClientFromConnectionString(conn, &azservicebus.ClientOptions{
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second}})
 	if err != nil {
@@ -73,7 +66,7 @@ func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	client, err := servicebus.Open(t.Context(), conn, servicebus.Options{AdminEndpoint: adm.URL})
+	client, err := servicebus.Open(t.Context(), conn, servicebus.Options{AdminEndpoint: srv.AdminURL()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/replay"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 )
 
 // checkExactlyOnce says every original of the job reached the target once

@@ -14,8 +14,8 @@ import (
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/replay"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 )
 
 func queues(names ...string) func(*broker.Namespace) {

@@ -9,7 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/dlqdash/dlqdash/dlq"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/isodur"
+	"github.com/dlqdash/dlqdash/internal/isodur"
 )
 
 // pageSize is the admin API's largest page. Asking for it lets the SDK's

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 	"github.com/dlqdash/dlqdash/servicebus"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 	"github.com/dlqdash/dlqdash/servicebus/servicebustest"
 )
 
@@ -31,27 +30,15 @@ func testLogger() *slog.Logger {
 
 // emulatorNS is an emulator with both listeners on loopback.
 type emulatorNS struct {
-	srv      *emulator.Server
-	admin    *httptest.Server
+	srv      *emulator.Emulator
 	connStr  string
 	adminURL string
 }
 
 func startEmulator(t *testing.T) *emulatorNS {
 	t.Helper()
-	srv := emulator.New(emulator.Options{Logger: testLogger(), TickInterval: 20 * time.Millisecond})
-	connStr, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("start emulator: %v", err)
-	}
-	adm := httptest.NewServer(atom.NewHandler(srv.Namespace(), atom.Options{Logger: testLogger(), Faults: srv}))
-	t.Cleanup(func() {
-		adm.Close()
-		if err := srv.Close(); err != nil {
-			t.Errorf("close emulator: %v", err)
-		}
-	})
-	return &emulatorNS{srv: srv, admin: adm, connStr: connStr, adminURL: adm.URL}
+	srv := emulatortest.Start(t, emulator.Config{Logger: testLogger()})
+	return &emulatorNS{srv: srv, connStr: srv.ConnectionString(), adminURL: srv.AdminURL()}
 }
 
 func TestEmulator(t *testing.T) {
@@ -98,7 +85,6 @@ func TestEmulatorStopped(t *testing.T) {
 		t.Fatalf("Entities: %v", err)
 	}
 
-	emu.admin.Close()
 	if err := emu.srv.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,33 +3,27 @@ package servicebus
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 )
 
 // TestReceiverCache checks that peeks reuse one receiver per (entity,
 // subqueue), that a missing entity's receiver is dropped, and that Close
 // closes them all.
 func TestReceiverCache(t *testing.T) {
-	srv := emulator.New(emulator.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := emulatortest.Start(t, emulator.Config{})
 	ns := srv.Namespace()
 	for _, q := range []string{"orders", "email"} {
 		if _, err := ns.CreateQueue(q, broker.DefaultQueueProperties()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	connStr, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := Open(t.Context(), connStr, Options{})
+	c, err := Open(t.Context(), srv.ConnectionString(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,16 +14,16 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 	"github.com/dlqdash/dlqdash/replay"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
 )
 
 // replayEnv is an emulator with its admin API, the adapter's Client on it,
 // and a plain SDK client to prepare and check messages with.
 type replayEnv struct {
-	srv *emulator.Server
+	srv *emulator.Emulator
 	ns  *broker.Namespace
 	c   *Client
 	sb  *azservicebus.Client
@@ -32,13 +31,9 @@ type replayEnv struct {
 
 func newReplayEnv(t *testing.T) *replayEnv {
 	t.Helper()
-	srv := emulator.New(emulator.Options{TickInterval: 20 * time.Millisecond})
-	connStr, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("start emulator: %v", err)
-	}
-	adm := httptest.NewServer(atom.NewHandler(srv.Namespace(), atom.Options{Faults: srv}))
-	c, err := Open(t.Context(), connStr, Options{AdminEndpoint: adm.URL})
+	srv := emulatortest.Start(t, emulator.Config{})
+	connStr := srv.ConnectionString()
+	c, err := Open(t.Context(), connStr, Options{AdminEndpoint: srv.AdminURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +47,6 @@ func newReplayEnv(t *testing.T) *replayEnv {
 		defer cancel()
 		_ = sb.Close(ctx)
 		_ = c.Close(ctx)
-		adm.Close()
-		if err := srv.Close(); err != nil {
-			t.Errorf("close emulator: %v", err)
-		}
 	})
 	return &replayEnv{srv: srv, ns: srv.Namespace(), c: c, sb: sb}
 }

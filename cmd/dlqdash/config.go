@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/config"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/config"
 )
 
 // Environment variables. Flags win over them; they win over defaults.
@@ -585,7 +585,7 @@ func commandHelp(c command, getenv func(string) string) string {
 
 // faultInjectionHelp ends `dlqdash emulator -h`: the admin listener's
 // /$emulator/faults and /$emulator/stats endpoints
-// (servicebus/emulator/atom/faults.go, stats.go).
+// (emulator/atom/faults.go, stats.go).
 const faultInjectionHelp = `
 Fault injection (admin listener; each request needs a SharedAccessSignature
 Authorization header like every admin request, 204 on success):

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/dlqdash/dlqdash/servicebus/demo"
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
+	"github.com/dlqdash/dlqdash/demo"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
 )
 
 // runDemo runs `dlqdash demo`: the embedded emulator on loopback ports of
@@ -22,30 +22,25 @@ func runDemo(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	if err := demo.Provision(ns); err != nil {
 		return err
 	}
-	emu, err := startEmulator(ns, EmulatorConfig{
-		AMQPAddr:  "127.0.0.1:0",
-		AdminAddr: "127.0.0.1:0",
-		KeyName:   emulator.DefaultKeyName,
-		Key:       emulator.DefaultKey,
-	}, logger)
+	emu, err := emulator.Start(ctx, emulator.Config{Namespace: ns, Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := emu.Close(context.WithoutCancel(ctx)); cerr != nil {
+		if cerr := emu.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("stop the emulator: %w", cerr))
 		}
 	}()
-	logger.Info("demo namespace ready", "endpoint", "sb://"+emu.amqp.Addr().String(), "admin_addr", emu.adminAddr.String(),
+	logger.Info("demo namespace ready", "endpoint", "sb://"+emu.AMQPAddr().String(), "admin_addr", emu.AdminAddr().String(),
 		"key", "the emulator's default development key (see dlqdash emulator -h)")
 
-	traffic, err := demo.Dial(emu.connectionString(), demo.Options{Logger: logger.With("component", "demo-traffic")})
+	traffic, err := demo.Dial(emu.ConnectionString(), demo.Options{Logger: logger.With("component", "demo-traffic")})
 	if err != nil {
 		return err
 	}
 	defer traffic.Close(context.WithoutCancel(ctx))
 
-	broker, err := openBroker(ctx, emu.connectionString(), "http://"+emu.adminAddr.String(), logger)
+	broker, err := openBroker(ctx, emu.ConnectionString(), emu.AdminURL(), logger)
 	if err != nil {
 		return err
 	}
@@ -53,8 +48,8 @@ func runDemo(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 
 	return serveDashboard(ctx, cfg, logger, dashboard{
 		mode:      "demo",
-		namespace: emu.amqp.Addr().String(),
+		namespace: emu.AMQPAddr().String(),
 		loops:     []func(context.Context) error{traffic.Run},
-		onStore:   withCatalog(cfg, broker, emu.amqp.Addr().String(), logger),
+		onStore:   withCatalog(cfg, broker, emu.AMQPAddr().String(), logger),
 	})
 }

@@ -18,7 +18,13 @@ func TestDependencyDirection(t *testing.T) {
 		"static": {mod + "store", mod + "web", mod + "views", "net/http"},
 		"audit":  {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "servicebus"},
 		"auth":   {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus"},
-		"dlq":    {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "servicebus", "github.com/a-h/templ"},
+		"dlq":    {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "servicebus", mod + "emulator", "github.com/a-h/templ"},
+		"replay": {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus", mod + "emulator", "github.com/a-h/templ"},
+		// servicebus is production code: it never imports the emulator or the demo.
+		"servicebus": {mod + "emulator", mod + "demo", mod + "store", mod + "web", mod + "views"},
+		// The emulator and the demo know nothing of the dashboard.
+		"emulator": {mod + "dlq", mod + "replay", mod + "audit", mod + "auth", mod + "store", mod + "web", mod + "views", mod + "servicebus", mod + "metrics", mod + "demo", "modernc.org/sqlite"},
+		"demo":     {mod + "dlq", mod + "replay", mod + "audit", mod + "auth", mod + "store", mod + "web", mod + "views", mod + "servicebus", mod + "metrics", "modernc.org/sqlite"},
 		// metrics reads the catalog and jobs through its own small interfaces
 		// (database/sql comes in with client_golang's collectors package).
 		"metrics": {"modernc.org/sqlite", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus"},

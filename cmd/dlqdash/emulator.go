@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/dlqdash/dlqdash/servicebus/emulator"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/atom"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/broker"
-	"github.com/dlqdash/dlqdash/servicebus/emulator/config"
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/config"
 )
 
 // runEmulator runs `dlqdash emulator`: the Service Bus emulator alone, AMQP
@@ -29,86 +24,33 @@ func runEmulator(ctx context.Context, cfg Config, logger *slog.Logger, stdout io
 			return fmt.Errorf("emulator configuration: %w", err)
 		}
 	}
-	ns := broker.New(broker.Options{Logger: logger})
-	if err := entities.Apply(ns); err != nil {
-		return fmt.Errorf("emulator configuration: %w", err)
-	}
-	emu, err := startEmulator(ns, cfg.Emulator, logger)
+	emu, err := emulator.Start(ctx, emulator.Config{
+		AMQPAddr:  cfg.Emulator.AMQPAddr,
+		AdminAddr: cfg.Emulator.AdminAddr,
+		Entities:  entities,
+		KeyName:   cfg.Emulator.KeyName,
+		Key:       string(cfg.Emulator.Key),
+		Logger:    logger,
+	})
 	if err != nil {
 		return err
 	}
-	logger.Info("emulator ready", "namespace", ns.Name(), "entities", entities.Summary())
-	fmt.Fprintln(stdout, emu.clientConnectionString(cfg.Emulator))
+	logger.Info("emulator ready", "namespace", emu.Namespace().Name(), "entities", entities.Summary())
+	fmt.Fprintln(stdout, clientConnectionString(emu, cfg.Emulator))
 
 	<-ctx.Done()
 	logger.Info("shutting down", "reason", context.Cause(ctx).Error())
-	err = emu.Close(context.WithoutCancel(ctx))
+	err = emu.Close()
 	logger.Info("stopped")
 	return err
 }
-
-// embeddedEmulator is the emulator with both of its listeners: AMQP for the
-// SDK's clients and admin HTTP/ATOM for its admin client.
-type embeddedEmulator struct {
-	amqp      *emulator.Server
-	admin     *http.Server
-	adminAddr net.Addr
-	adminDone chan struct{}
-	log       *slog.Logger
-}
-
-// startEmulator listens on both addresses (port 0 works) and serves ns.
-func startEmulator(ns *broker.Namespace, cfg EmulatorConfig, logger *slog.Logger) (*embeddedEmulator, error) {
-	amqp := emulator.New(emulator.Options{
-		Namespace: ns,
-		KeyName:   cfg.KeyName,
-		Key:       string(cfg.Key),
-		Logger:    logger.With("component", "emulator"),
-	})
-	if _, err := amqp.Start(cfg.AMQPAddr); err != nil {
-		return nil, fmt.Errorf("start the emulator's AMQP endpoint: %w", err)
-	}
-	ln, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		_ = amqp.Close()
-		return nil, fmt.Errorf("start the emulator's admin endpoint: %w", err)
-	}
-	e := &embeddedEmulator{
-		amqp: amqp,
-		admin: &http.Server{
-			Handler: atom.NewHandler(ns, atom.Options{
-				KeyName: cfg.KeyName,
-				Key:     string(cfg.Key),
-				Logger:  logger.With("component", "emulator-admin"),
-				Faults:  amqp, // drop-connections and latency under /$emulator/faults
-			}),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		},
-		adminAddr: ln.Addr(),
-		adminDone: make(chan struct{}),
-		log:       logger,
-	}
-	go func() {
-		defer close(e.adminDone)
-		if err := e.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("emulator admin endpoint stopped", "error", err)
-		}
-	}()
-	logger.Info("emulator admin listening", "addr", ln.Addr().String())
-	return e, nil
-}
-
-// connectionString is what an SDK client in this process uses.
-func (e *embeddedEmulator) connectionString() string { return e.amqp.ConnectionString() }
 
 // clientConnectionString is the connection string to print for users. On
 // the default port it is exactly the one Microsoft's emulator documents
 // (Endpoint=sb://localhost;...), so tools configured for it work unchanged.
 // A custom key is not printed.
-func (e *embeddedEmulator) clientConnectionString(cfg EmulatorConfig) string {
-	host, port, _ := net.SplitHostPort(e.amqp.Addr().String())
+func clientConnectionString(emu *emulator.Emulator, cfg EmulatorConfig) string {
+	host, port, _ := net.SplitHostPort(emu.AMQPAddr().String())
 	if ip := net.ParseIP(host); ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
 		host = "localhost"
 	}
@@ -121,13 +63,4 @@ func (e *embeddedEmulator) clientConnectionString(cfg EmulatorConfig) string {
 		key = "<the value of " + envEmulatorKey + ">"
 	}
 	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true;", endpoint, cfg.KeyName, key)
-}
-
-// Close stops the admin endpoint, then the AMQP endpoint.
-func (e *embeddedEmulator) Close(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err := e.admin.Shutdown(ctx)
-	<-e.adminDone
-	return errors.Join(err, e.amqp.Close())
 }

@@ -1,0 +1,150 @@
+package amqpserver
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/dlqdash/dlqdash/emulator/broker"
+)
+
+const (
+	sasTokenType = "servicebus.windows.net:sastoken"
+	jwtTokenType = "jwt"
+)
+
+// rpcResponse builds a management/CBS reply. Both spellings of the status keys are
+// sent: the Go SDK reads status-code, other SDKs read statusCode. The code must be an
+// AMQP int (int32): the SDK rejects long or uint.
+func rpcResponse(code int32, desc string, value any) *goamqp.Message {
+	return &goamqp.Message{
+		Properties: &goamqp.MessageProperties{},
+		ApplicationProperties: map[string]any{
+			"status-code":        code,
+			"status-description": desc,
+			"statusCode":         code,
+			"statusDescription":  desc,
+		},
+		Value: value,
+	}
+}
+
+// handleCBS answers put-token. A SAS token is checked against the server's key; a JWT
+// is accepted as is [choice]. An audience naming a missing entity gets 404, which is
+// how the SDK surfaces CodeNotFound.
+func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
+	op, _ := req.ApplicationProperties["operation"].(string)
+	if op != "put-token" {
+		return rpcResponse(statusBadRequest, fmt.Sprintf("unsupported $cbs operation %q", op), nil)
+	}
+	tokenType, _ := req.ApplicationProperties["type"].(string)
+	audience, _ := req.ApplicationProperties["name"].(string)
+	token, _ := req.Value.(string)
+	if audience == "" {
+		return rpcResponse(statusBadRequest, "put-token without an audience (name)", nil)
+	}
+	switch tokenType {
+	case jwtTokenType:
+		// [choice] no identity provider: any JWT is accepted.
+	case sasTokenType, "":
+		if err := s.checkSAS(token, audience); err != nil {
+			s.log.Info("emulator: put-token rejected", "audience", audience, "error", err)
+			return rpcResponse(statusUnauthorized, "Unauthorized: "+err.Error(), nil)
+		}
+	default:
+		return rpcResponse(statusBadRequest, fmt.Sprintf("unsupported token type %q", tokenType), nil)
+	}
+	path := entityFromAudience(audience)
+	if path != "" {
+		if _, err := s.ns.Resolve(path); err != nil {
+			status := statusNotFound
+			if !errors.Is(err, broker.ErrNotFound) {
+				status = brokerStatus(err)
+			}
+			return rpcResponse(status, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
+		}
+	}
+	return rpcResponse(statusAccepted, "Accepted", nil)
+}
+
+// entityFromAudience turns amqp://host:port/q1/$management into q1.
+func entityFromAudience(aud string) string {
+	p := stripScheme(aud)
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	} else {
+		p = ""
+	}
+	p = strings.TrimSuffix(p, "/")
+	if isMgmtAddress(p) {
+		p = p[:len(p)-len(mgmtSuffix)]
+	}
+	return p
+}
+
+func stripScheme(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		return s[i+3:]
+	}
+	return s
+}
+
+// checkSAS validates "SharedAccessSignature sr=..&sig=..&se=..&skn=..": the key name,
+// the expiry, the HMAC-SHA256 over the (already lower-cased, query-escaped) sr, and that
+// the token's resource covers the audience.
+func (s *Server) checkSAS(token, audience string) error {
+	const prefix = "SharedAccessSignature "
+	if !strings.HasPrefix(token, prefix) {
+		return errors.New("token is not a SharedAccessSignature")
+	}
+	fields := map[string]string{}
+	for _, kv := range strings.Split(token[len(prefix):], "&") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("malformed token field %q", kv)
+		}
+		fields[k] = v
+	}
+	sr, sig, se, skn := fields["sr"], fields["sig"], fields["se"], fields["skn"]
+	if sr == "" || sig == "" || se == "" || skn == "" {
+		return errors.New("token lacks sr, sig, se or skn")
+	}
+	if skn != s.opts.KeyName {
+		return fmt.Errorf("unknown key name %q", skn)
+	}
+	exp, err := strconv.ParseInt(se, 10, 64)
+	if err != nil {
+		return fmt.Errorf("bad expiry %q: %w", se, err)
+	}
+	if exp <= s.opts.Now().Unix() {
+		return errors.New("token expired")
+	}
+	mac := hmac.New(sha256.New, []byte(s.opts.Key))
+	mac.Write([]byte(sr + "\n" + se))
+	want := mac.Sum(nil)
+	sigText, err := url.QueryUnescape(sig)
+	if err != nil {
+		return fmt.Errorf("bad signature encoding: %w", err)
+	}
+	got, err := base64.StdEncoding.DecodeString(sigText)
+	if err != nil || !hmac.Equal(got, want) {
+		return errors.New("invalid signature")
+	}
+	resource, err := url.QueryUnescape(sr)
+	if err != nil {
+		return fmt.Errorf("bad resource encoding: %w", err)
+	}
+	res := strings.TrimSuffix(strings.ToLower(stripScheme(resource)), "/")
+	aud := strings.TrimSuffix(strings.ToLower(stripScheme(audience)), "/")
+	if aud != res && !strings.HasPrefix(aud, res+"/") {
+		return fmt.Errorf("token for %q does not cover %q", resource, audience)
+	}
+	return nil
+}

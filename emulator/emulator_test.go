@@ -132,4 +132,3 @@ func TestStartRefusesWhatItCannotServe(t *testing.T) {
 		t.Errorf("Start with a queue twice: %v", err)
 	}
 }
-

@@ -1,6 +1,6 @@
 // Package audit is the record of everything dlqdash does on someone's
 // behalf: every state-changing action and job event, with its actor, time,
-// parameters, affected messages and outcome (product.md, "Audit").
+// parameters, affected messages and outcome (docs/api.md, "Audit").
 //
 // # The hash chain
 //

@@ -10,7 +10,7 @@
 // message counters, ObserveRequest records HTTP durations by route pattern.
 // None of these blocks: each takes a short lock at most.
 //
-// Every metric name starts with dlqdash_ (api.md), the Go runtime and
+// Every metric name starts with dlqdash_ (docs/api.md), the Go runtime and
 // process collectors' included. Labels are bounded: entity paths and job
 // actions come from the namespace and the engine, HTTP routes are the route
 // table's patterns, never request paths.

@@ -274,7 +274,7 @@ func TestHTTPDurationLabels(t *testing.T) {
 	}
 }
 
-// api.md: every metric name starts with dlqdash_, the runtime's included;
+// docs/api.md: every metric name starts with dlqdash_, the runtime's included;
 // and each Metrics has a registry of its own.
 func TestNamesArePrefixedAndRegistriesSeparate(t *testing.T) {
 	at := t0

@@ -104,7 +104,7 @@ type Copy struct {
 	// MessageID replaces the original's.
 	MessageID string
 	// Properties are set on top of the original's application properties
-	// (the dlqdash.* properties of api.md). The broker's own
+	// (the dlqdash.* properties of docs/api.md). The broker's own
 	// DeadLetterReason and DeadLetterErrorDescription properties are not
 	// copied.
 	Properties map[string]any

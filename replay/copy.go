@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// The application properties a replayed copy carries (api.md).
+// The application properties a replayed copy carries (docs/api.md).
 const (
 	PropOriginalMessageID      = "dlqdash.original_message_id"
 	PropOriginalSequenceNumber = "dlqdash.original_sequence_number"

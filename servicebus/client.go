@@ -210,7 +210,7 @@ func (c *Client) isClosed() bool {
 }
 
 // rewriteTransport sends the admin client's requests, which always go to
-// https://<namespace>/..., to another base URL (protocol §12.3). It runs
+// https://<namespace>/..., to another base URL (docs/servicebus-protocol.md §12.3). It runs
 // after the SAS policy, so the signature still names the namespace URL, as
 // the emulator and the service expect.
 type rewriteTransport struct {

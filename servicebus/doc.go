@@ -19,7 +19,7 @@
 // Options.AdminEndpoint, or with UseDevelopmentEmulator=true (default
 // http://<endpoint host>:5300, where Microsoft's emulator and ours listen),
 // an azcore Transporter rewrites scheme and host of every request after the
-// SAS policy has signed it (protocol §12.3), so the signature still names
+// SAS policy has signed it (docs/servicebus-protocol.md §12.3), so the signature still names
 // the namespace URL, as both the service and the emulator expect.
 //
 // # Retries

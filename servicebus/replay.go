@@ -46,7 +46,7 @@ const (
 	deferredChunk = 100
 
 	// replayCountProperty is the application property that counts a
-	// lineage's replays (api.md).
+	// lineage's replays (docs/api.md).
 	replayCountProperty = "dlqdash.replay_count"
 
 	annPartitionKey    = "x-opt-partition-key"

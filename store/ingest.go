@@ -629,7 +629,7 @@ func previewOf(text string) string {
 }
 
 // ReplayCountProperty is the application property a replayed copy carries
-// (api.md): how many times its lineage was replayed.
+// (docs/api.md): how many times its lineage was replayed.
 const ReplayCountProperty = "dlqdash.replay_count"
 
 // replayCountOf reads ReplayCountProperty from a properties object; 0 when

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The JSON API under /api/v1 (api.md). Handlers are the same shape as the
+// The JSON API under /api/v1 (docs/api.md). Handlers are the same shape as the
 // pages' (they return errors); s.api adapts them with serveAPIError instead
 // of the error pages. Objects are written by package apijson, which export
 // shares.

@@ -35,7 +35,7 @@ type Jobs interface {
 // maxJobRequest bounds a POST /api/v1/jobs body: 100,000 ids fit.
 const maxJobRequest = 4 << 20
 
-// jobRequest is the body of POST /api/v1/jobs (api.md).
+// jobRequest is the body of POST /api/v1/jobs (docs/api.md).
 type jobRequest struct {
 	Action             string                     `json:"action"`
 	IDs                []string                   `json:"ids"`

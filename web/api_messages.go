@@ -12,7 +12,7 @@ import (
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
 
-// Page sizes of GET /api/v1/messages (api.md).
+// Page sizes of GET /api/v1/messages (docs/api.md).
 const (
 	defaultMessageLimit = 50
 	maxMessageLimit     = 500

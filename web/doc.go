@@ -5,7 +5,7 @@
 // Handlers read input, call one domain operation and render a views
 // component. They must not run SQL, call the broker, or build HTML strings.
 //
-// The JSON API under /api/v1 (api*.go, api.md) follows the same shape: its
+// The JSON API under /api/v1 (api*.go, docs/api.md) follows the same shape: its
 // handlers return errors, which serveAPIError (errors.go) turns into
 // {"error": {...}} answers, and its objects come from package apijson,
 // which `dlqdash export` shares so the two cannot drift apart.

@@ -38,7 +38,7 @@ func (s *Server) routeTable() []route {
 		{"GET /auth/callback", public, s.handle(s.finishSignIn)},
 		{"POST /logout", public, s.handle(s.signOut)},
 
-		// The JSON API (api.md). Errors are JSON too, unknown paths included.
+		// The JSON API (docs/api.md). Errors are JSON too, unknown paths included.
 		{"GET /api/v1/status", viewer, s.api(s.showStatus)},
 		{"GET /api/v1/entities", viewer, s.api(s.listEntities)},
 		{"GET /api/v1/groups", viewer, s.api(s.listGroups)},

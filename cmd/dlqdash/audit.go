@@ -16,7 +16,7 @@ import (
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
 
-// `dlqdash audit verify` and `dlqdash audit export` (api.md): read-only
+// `dlqdash audit verify` and `dlqdash audit export` (docs/api.md): read-only
 // commands over a database's audit trail, safe beside a serving dlqdash
 // (like export).
 

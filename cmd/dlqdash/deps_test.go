@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestDependencyDirection keeps the layering of the README's architecture
+// TestDependencyDirection keeps the layering of docs/architecture.md's dependency
 // section: dependencies point inward, and only the packages meant to touch
 // SQLite, HTTP or HTML do.
 func TestDependencyDirection(t *testing.T) {

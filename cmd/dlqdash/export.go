@@ -16,7 +16,7 @@ import (
 )
 
 // ExportConfig configures `dlqdash export`: the output format and the
-// filter, as the message list's (api.md).
+// filter, as the message list's (docs/api.md).
 type ExportConfig struct {
 	Format      string // jsonl or csv
 	Entity      string

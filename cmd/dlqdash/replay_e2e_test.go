@@ -13,7 +13,7 @@ import (
 )
 
 // TestReplayAPI drives the job API of a real dlqdash serve against the
-// emulator: the answers and status codes of api.md.
+// emulator: the answers and status codes of docs/api.md.
 func TestReplayAPI(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "Config.json")
 	if err := os.WriteFile(cfg, []byte(`{"UserConfig":{"Namespaces":[{"Name":"api","Queues":[

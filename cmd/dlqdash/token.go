@@ -16,7 +16,7 @@ import (
 	"github.com/dlqdash/dlqdash/store"
 )
 
-// `dlqdash token create|list|revoke` (api.md): API tokens, managed on the
+// `dlqdash token create|list|revoke` (docs/api.md): API tokens, managed on the
 // database directly, like `dlqdash audit`: whoever can write the database
 // file administers dlqdash anyway. Safe beside a serving dlqdash; a
 // revocation takes effect at the token's next request.

@@ -22,7 +22,7 @@ import (
 
 const testConnStr = "Endpoint=sb://127.0.0.1:5300;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 
-// rewrite is the transport of protocol §12.3: the SDK signs and addresses
+// rewrite is the transport of docs/servicebus-protocol.md §12.3: the SDK signs and addresses
 // https://127.0.0.1:5300/..., and this sends it to the test server instead.
 type rewrite struct {
 	base   *url.URL

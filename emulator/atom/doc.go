@@ -1,4 +1,4 @@
-// Package atom serves the Service Bus admin HTTP/ATOM API (protocol §12)
+// Package atom serves the Service Bus admin HTTP/ATOM API (docs/servicebus-protocol.md §12)
 // over an in-memory broker.Namespace, so that the azservicebus/admin client,
 // and the .NET, Java, JavaScript and Python administration clients, can list,
 // create, update and delete queues, topics, subscriptions and rules and read
@@ -6,7 +6,7 @@
 //
 // It is an http.Handler and nothing more: mount it at the root of a server
 // (the admin client always sends to https://<namespace>/; point it at the
-// emulator with a transport that rewrites scheme and host, §12.3).
+// emulator with a transport that rewrites scheme and host, docs/servicebus-protocol.md §12.3).
 //
 // Routes (paths are case-insensitive where names are):
 //
@@ -92,7 +92,7 @@
 //     starts from the entity's current properties and applies the elements
 //     present, so a partial description changes only what it names. Absent
 //     elements at creation take Azure's defaults (broker.Default*Properties).
-//   - Every entry is complete (§17): <id> and <link> hold the entity URL,
+//   - Every entry is complete (docs/servicebus-protocol.md §17): <id> and <link> hold the entity URL,
 //     <title> the name, and the description carries all properties the
 //     service returns for that kind, CountDetails with all five counts read
 //     from the broker at request time, and times in RFC 3339. Durations are

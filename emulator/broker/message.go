@@ -48,7 +48,7 @@ func isInteger(v any) bool {
 	return false
 }
 
-// prepare validates and normalises an inbound message (protocol §7.3) and
+// prepare validates and normalises an inbound message (docs/servicebus-protocol.md §7.3) and
 // returns its scheduled enqueue time (zero if none).
 func prepare(m *goamqp.Message) (time.Time, error) {
 	if m == nil {
@@ -217,7 +217,7 @@ func withProps(m *goamqp.Message, props ...map[string]any) *goamqp.Message {
 	return &c
 }
 
-// stamp builds the fresh outbound copy of r's message (protocol §7.4).
+// stamp builds the fresh outbound copy of r's message (docs/servicebus-protocol.md §7.4).
 // Caller holds r.st.mu.
 func stamp(r *record, withLock bool) *goamqp.Message {
 	src := r.msg

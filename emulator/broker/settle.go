@@ -68,7 +68,7 @@ func (ns *Namespace) Abandon(token goamqp.UUID, props map[string]any) error {
 
 // Defer unlocks the message, merges props and makes it Deferred: reachable
 // only through ReceiveDeferred. Deferring ends a delivery, so it counts
-// towards MaxDeliveryCount (protocol §17).
+// towards MaxDeliveryCount (docs/servicebus-protocol.md §17).
 func (ns *Namespace) Defer(token goamqp.UUID, props map[string]any) error {
 	if err := checkProps(props); err != nil {
 		return err

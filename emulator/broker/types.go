@@ -233,7 +233,7 @@ type SubscriptionInfo struct {
 
 // Delivery is one message handed out by Next, Peek or ReceiveDeferred.
 type Delivery struct {
-	// Message is a fresh stamped copy (protocol §7.4). The broker never
+	// Message is a fresh stamped copy (docs/servicebus-protocol.md §7.4). The broker never
 	// touches it again; the caller may encode it on another goroutine.
 	Message        *goamqp.Message
 	SequenceNumber int64

@@ -1,5 +1,5 @@
 // Package config reads Microsoft's Service Bus emulator configuration file
-// (Config.json, protocol §18) so that `dlqdash emulator --config` accepts the
+// (Config.json, docs/servicebus-protocol.md §18) so that `dlqdash emulator --config` accepts the
 // files people already use, and applies it to an in-memory broker namespace.
 //
 // Shape: UserConfig.Namespaces[0] holds Name, Queues and Topics; a topic holds

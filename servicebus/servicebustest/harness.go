@@ -94,7 +94,7 @@ func newEnv(t *testing.T, h Harness) *env {
 }
 
 // rewrite sends the admin client's https://<namespace>/ requests to the
-// harness's admin endpoint (protocol §12.3).
+// harness's admin endpoint (docs/servicebus-protocol.md §12.3).
 type rewrite struct{ base *url.URL }
 
 func (r rewrite) Do(req *http.Request) (*http.Response, error) {

@@ -1,5 +1,5 @@
 // Package apijson is the JSON (and CSV) shape of the stable interface
-// (api.md): the message object that the HTTP API returns and `dlqdash
+// (docs/api.md): the message object that the HTTP API returns and `dlqdash
 // export` writes, entities, groups, status and errors. It is the one place
 // that shape is written, so the API and the export cannot drift apart.
 //

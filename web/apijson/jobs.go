@@ -7,7 +7,7 @@ import (
 	"github.com/dlqdash/dlqdash/replay"
 )
 
-// Job is a replay or discard job (api.md).
+// Job is a replay or discard job (docs/api.md).
 type Job struct {
 	ID                 string    `json:"id"`
 	Action             string    `json:"action"`

@@ -58,7 +58,7 @@
 //
 // # Behaviour the emulator chooses
 //
-// Marked [choice] or [unverified] in the protocol document, or decided here:
+// Marked [choice] or [unverified] in docs/servicebus-protocol.md, or decided here:
 //
 // Connection
 //   - SASL offers only ANONYMOUS; any other mechanism gets outcome auth (1). A client that

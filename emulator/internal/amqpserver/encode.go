@@ -15,7 +15,7 @@ import (
 // go-amqp's MarshalBinary leaves delivery-count (and other default values)
 // out of the header section. The Go SDK applies the AMQP defaults, but some
 // other clients do not and read a missing delivery-count as absent
-// (protocol §17), so the header is written here with every field present and
+// (docs/servicebus-protocol.md §17), so the header is written here with every field present and
 // the rest of the message by go-amqp.
 func encodeMessage(m *goamqp.Message) ([]byte, error) {
 	if m.Header == nil {

@@ -8,7 +8,7 @@ import (
 )
 
 // AMQP error conditions the emulator sends. Only conditions the SDK classifies
-// (protocol document §11) are used in dispositions, detaches and closes aimed at it.
+// (docs/servicebus-protocol.md §11) are used in dispositions, detaches and closes aimed at it.
 const (
 	condInternalError     amqp.Symbol = "amqp:internal-error"
 	condNotFound          amqp.Symbol = "amqp:not-found"
@@ -60,7 +60,7 @@ func brokerError(err error) *amqp.Error {
 	return &amqp.Error{Condition: brokerCondition(err), Description: err.Error()}
 }
 
-// Management status codes (protocol §9, §11).
+// Management status codes (docs/servicebus-protocol.md §9, §11).
 const (
 	statusOK           int32 = 200
 	statusAccepted     int32 = 202

@@ -1,6 +1,6 @@
 package amqpserver_test
 
-// Each injected fault (issue 4, "Fault injection"; protocol §11) as the real
+// Each injected fault (issue 4, "Fault injection"; docs/servicebus-protocol.md §11) as the real
 // azservicebus SDK sees it: the error code or condition it reports, and the
 // recovery it performs.
 

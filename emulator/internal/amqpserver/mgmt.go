@@ -42,7 +42,7 @@ func badRequest(format string, args ...any) error {
 }
 
 // handleMgmt runs one $management operation against the entity at path and returns
-// the reply (status codes per protocol §9 and §11).
+// the reply (status codes per docs/servicebus-protocol.md §9 and §11).
 func (s *Server) handleMgmt(path string, req *goamqp.Message) *goamqp.Message {
 	op, _ := req.ApplicationProperties["operation"].(string)
 	body, _ := req.Value.(map[string]any)

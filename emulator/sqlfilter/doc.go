@@ -11,7 +11,7 @@
 //     IS [NOT] NULL, EXISTS(prop);
 //   - arithmetic + - * / % and unary + -, string concatenation with +,
 //     date-time ± time span and date-time − date-time;
-//   - constants: 'strings' ('' escapes a quote), integers (64-bit),
+//   - constants: 'strings' (a quote inside is doubled), integers (64-bit),
 //     decimals and 1.5E3 (64-bit float), TRUE, FALSE, NULL;
 //   - properties: sys.Name for a system property (MessageId, CorrelationId,
 //     To, ReplyTo, Label or Subject, SessionId, ReplyToSessionId,

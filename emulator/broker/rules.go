@@ -61,19 +61,21 @@ func copyRule(r Rule) Rule {
 	return r
 }
 
-// matches reports whether rule r selects the message. A SQL filter that
-// fails to evaluate (a filter exception in Azure) does not select it.
-func (r *Rule) matches(v *ruleMessage) bool {
+// matches reports whether rule r selects m; view gives the message as the
+// SQL language sees it, built only when a SQL filter needs it. A SQL
+// filter that fails to evaluate (a filter exception in Azure) does not
+// select the message.
+func (r *Rule) matches(m *goamqp.Message, view func() *ruleMessage) bool {
 	switch r.Kind {
 	case FilterTrue:
 		return true
 	case FilterFalse:
 		return false
 	case FilterSQL:
-		ok, err := r.filter.Match(v)
+		ok, err := r.filter.Match(view())
 		return ok && err == nil
 	case FilterCorrelation:
-		return r.Correlation.matches(v.m)
+		return r.Correlation.matches(m)
 	}
 	return false
 }
@@ -176,9 +178,15 @@ func number(v any) (float64, bool) {
 // matchAny reports whether any rule of a subscription selects m, as if
 // it were enqueued now. Caller holds the topic's mu.
 func matchAny(rules []Rule, m *goamqp.Message, now int64) bool {
-	v := &ruleMessage{m: m, at: now, size: -1}
+	var v *ruleMessage
+	view := func() *ruleMessage {
+		if v == nil {
+			v = &ruleMessage{m: m, at: now, size: -1}
+		}
+		return v
+	}
 	for i := range rules {
-		if rules[i].matches(v) {
+		if rules[i].matches(m, view) {
 			return true
 		}
 	}
@@ -197,10 +205,16 @@ const propRuleName = "RuleName"
 // leaves its copy with the statements before the failure applied
 // (emulator choice). Caller holds the topic's mu.
 func route(rules []Rule, m *goamqp.Message, seq, at int64, size int32) (plain bool, copies []*goamqp.Message) {
-	v := &ruleMessage{m: m, seq: seq, at: at, size: size}
+	var v *ruleMessage // allocated only for a SQL filter (it escapes)
+	view := func() *ruleMessage {
+		if v == nil {
+			v = &ruleMessage{m: m, seq: seq, at: at, size: size}
+		}
+		return v
+	}
 	for i := range rules {
 		r := &rules[i]
-		if !r.matches(v) {
+		if !r.matches(m, view) {
 			continue
 		}
 		if r.action == nil {

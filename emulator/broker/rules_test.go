@@ -213,3 +213,33 @@ func TestRuleMessageSystemProperties(t *testing.T) {
 		t.Errorf("the original changed: %+v %+v", m.Properties, m.Annotations)
 	}
 }
+
+// BenchmarkTopicFanOutSQL5 sends to a topic whose five subscriptions each
+// have a SQL filter (two selecting the message, three not) and one a SQL
+// action: the cost of evaluating SQL at fan-out, next to
+// BenchmarkTopicFanOut5's true filters.
+func BenchmarkTopicFanOutSQL5(b *testing.B) {
+	ns := New(Options{})
+	if _, err := ns.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		b.Fatal(err)
+	}
+	for name, r := range map[string]Rule{
+		"a": {Name: "r", Kind: FilterSQL, SQLExpression: "color = 'red' AND quantity > 5"},
+		"b": {Name: "r", Kind: FilterSQL, SQLExpression: "color IN ('blue', 'green') OR quantity < 0"},
+		"c": {Name: "r", Kind: FilterSQL, SQLExpression: "sys.Label LIKE 'ord%'"},
+		"d": {Name: "r", Kind: FilterSQL, SQLExpression: "NOT EXISTS(color)"},
+		"e": {Name: "r", Kind: FilterSQL, SQLExpression: "quantity >= 10", Action: "SET quantity = quantity / 2"},
+	} {
+		if _, err := ns.CreateSubscription("t", name, DefaultSubscriptionProperties(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		m := benchMsg(1024)
+		m.ApplicationProperties = map[string]any{"color": "red", "quantity": int64(10)}
+		if err := ns.Send("t", m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

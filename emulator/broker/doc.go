@@ -84,8 +84,12 @@
 //     sys.SequenceNumber and sys.EnqueuedTimeUtc are those it is enqueued
 //     with, sys.DeliveryCount 0, sys.LockToken and sys.LockedUntilUtc NULL.
 //     A filter that fails to evaluate (a string compared with a number)
-//     does not select the message; Azure's dead-lettering on filter
-//     evaluation exceptions is not modelled. An action that fails part way
+//     does not select the message; in a subscription with
+//     DeadLetteringOnFilterEvaluationExceptions the message goes to its
+//     dead-letter queue instead, with DeadLetterReason "FilterException"
+//     (Azure uses the exception's type name) and the error as the
+//     description, and no rule of that subscription routes it. An action
+//     that fails part way
 //     keeps the statements before the failure. SET on a string system
 //     property writes other values as text; SET of a number over an
 //     integer property keeps the property's integer type when it fits;

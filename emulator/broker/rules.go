@@ -64,20 +64,20 @@ func copyRule(r Rule) Rule {
 // matches reports whether rule r selects m; view gives the message as the
 // SQL language sees it, built only when a SQL filter needs it. A SQL
 // filter that fails to evaluate (a filter exception in Azure) does not
-// select the message.
-func (r *Rule) matches(m *goamqp.Message, view func() *ruleMessage) bool {
+// select the message and returns the error.
+func (r *Rule) matches(m *goamqp.Message, view func() *ruleMessage) (bool, error) {
 	switch r.Kind {
 	case FilterTrue:
-		return true
+		return true, nil
 	case FilterFalse:
-		return false
+		return false, nil
 	case FilterSQL:
 		ok, err := r.filter.Match(view())
-		return ok && err == nil
+		return ok && err == nil, err
 	case FilterCorrelation:
-		return r.Correlation.matches(m)
+		return r.Correlation.matches(m), nil
 	}
-	return false
+	return false, nil
 }
 
 func strField(p *string) string {
@@ -186,7 +186,7 @@ func matchAny(rules []Rule, m *goamqp.Message, now int64) bool {
 		return v
 	}
 	for i := range rules {
-		if rules[i].matches(m, view) {
+		if ok, _ := rules[i].matches(m, view); ok {
 			return true
 		}
 	}
@@ -203,8 +203,9 @@ const propRuleName = "RuleName"
 // match); copies holds one private copy per matching rule with an action,
 // the action applied and RuleName set. An action that fails part way
 // leaves its copy with the statements before the failure applied
-// (emulator choice). Caller holds the topic's mu.
-func route(rules []Rule, m *goamqp.Message, seq, at int64, size int32) (plain bool, copies []*goamqp.Message) {
+// (emulator choice). failed is the first SQL filter evaluation error (the
+// rule did not select m). Caller holds the topic's mu.
+func route(rules []Rule, m *goamqp.Message, seq, at int64, size int32) (plain bool, copies []*goamqp.Message, failed error) {
 	var v *ruleMessage // allocated only for a SQL filter (it escapes)
 	view := func() *ruleMessage {
 		if v == nil {
@@ -214,7 +215,11 @@ func route(rules []Rule, m *goamqp.Message, seq, at int64, size int32) (plain bo
 	}
 	for i := range rules {
 		r := &rules[i]
-		if !r.matches(m, view) {
+		ok, err := r.matches(m, view)
+		if err != nil && failed == nil {
+			failed = fmt.Errorf("rule %s: %w", r.Name, err)
+		}
+		if !ok {
 			continue
 		}
 		if r.action == nil {
@@ -226,8 +231,13 @@ func route(rules []Rule, m *goamqp.Message, seq, at int64, size int32) (plain bo
 		c.SetUser(propRuleName, r.Name)
 		copies = append(copies, c.m)
 	}
-	return plain, copies
+	return plain, copies, failed
 }
+
+// filterExceptionReason is the DeadLetterReason of a message whose
+// subscription's SQL filter failed to evaluate (Azure: the name of the
+// exception type, FilterException for filter evaluation).
+const filterExceptionReason = "FilterException"
 
 // CreateRule adds a rule to a subscription.
 func (ns *Namespace) CreateRule(topicName, sub string, r Rule) (Rule, error) {

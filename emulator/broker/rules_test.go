@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,5 +242,46 @@ func BenchmarkTopicFanOutSQL5(b *testing.B) {
 		if err := ns.Send("t", m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFilterEvaluationExceptions: a SQL filter that fails to evaluate
+// selects nothing; with DeadLetteringOnFilterEvaluationExceptions the
+// message lands in that subscription's DLQ with reason FilterException.
+func TestFilterEvaluationExceptions(t *testing.T) {
+	ns, _ := newNS(t)
+	mustNil(t, ns.CreateTopicDefault("t"))
+	bad := Rule{Name: "cmp", Kind: FilterSQL, SQLExpression: "quantity > 5"}
+	_, err := ns.CreateSubscription("t", "quiet", DefaultSubscriptionProperties(), bad)
+	mustNil(t, err)
+	sp := DefaultSubscriptionProperties()
+	sp.DeadLetteringOnFilterEvaluationExceptions = true
+	_, err = ns.CreateSubscription("t", "dlq", sp, bad, Rule{Name: "all", Kind: FilterTrue})
+	mustNil(t, err)
+
+	ok := msg("ok")
+	ok.ApplicationProperties = map[string]any{"quantity": int64(9)}
+	wrong := msg("wrong")
+	wrong.ApplicationProperties = map[string]any{"quantity": "nine"} // a string compared with a number
+	mustSend(t, ns, "t", ok, wrong)
+
+	if got := bodies(peekAll(t, ns, "t/Subscriptions/quiet")); !slices.Equal(got, []string{"ok"}) {
+		t.Errorf("quiet: %v", got)
+	}
+	if got := bodies(peekAll(t, ns, "t/Subscriptions/dlq")); !slices.Equal(got, []string{"ok"}) {
+		t.Errorf("dlq main: %v", got)
+	}
+	dl := peekAll(t, ns, "t/Subscriptions/dlq/$DeadLetterQueue")
+	if len(dl) != 1 || body(dl[0]) != "wrong" {
+		t.Fatalf("dlq dead letters: %v", bodies(dl))
+	}
+	props := dl[0].Message.ApplicationProperties
+	if props[propDeadLetterReason] != filterExceptionReason || !strings.Contains(props[propDeadLetterDescription].(string), "cannot order a string and an integer") {
+		t.Errorf("dead-letter properties %v", props)
+	}
+	si, err := ns.Subscription("t", "dlq")
+	mustNil(t, err)
+	if got := si.Counts; got.DeadLetter != 1 || got.Active != 1 {
+		t.Errorf("counts %+v", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/config"
 	"github.com/dlqdash/dlqdash/emulator/emulatortest"
 )
 
@@ -249,5 +250,46 @@ func TestSQLRuleParametersRoundTrip(t *testing.T) {
 		if len(f.Parameters) != len(params) || len(a.Parameters) != len(params) {
 			t.Errorf("%s: %d filter and %d action parameters, want %d", what, len(f.Parameters), len(a.Parameters), len(params))
 		}
+	}
+}
+
+// TestSQLRulesFromConfigFile: rules in Microsoft's Config.json format (a
+// SQL filter with an action, a correlation filter) route as the same rules
+// made over the admin API do.
+func TestSQLRulesFromConfigFile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	entities, err := config.Parse(strings.NewReader(`{"UserConfig":{"Namespaces":[{"Name":"sbemulatorns","Topics":[{"Name":"topic.1",
+		"Subscriptions":[
+			{"Name":"sql","Rules":[{"Name":"big","Properties":{"FilterType":"Sql",
+				"SqlFilter":{"SqlExpression":"sys.MessageId = '123456' AND userProp1 = 'value1'"},
+				"Action":{"SqlExpression":"SET sys.To = 'Entity'; SET seen = TRUE"}}}]},
+			{"Name":"corr","Rules":[{"Name":"c","Properties":{"FilterType":"Correlation",
+				"CorrelationFilter":{"Label":"subject1","Properties":{"prop3":"value3"}}}}]}]}]}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := emulatortest.Start(t, emulator.Config{Entities: entities})
+	c, _ := newClients(t, emu)
+	s, err := c.NewSender("topic.1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, m := range []*azservicebus.Message{
+		{Body: []byte("a"), MessageID: to.Ptr("123456"), ApplicationProperties: map[string]any{"userProp1": "value1"}},
+		{Body: []byte("b"), MessageID: to.Ptr("123457"), ApplicationProperties: map[string]any{"userProp1": "value1"}},
+		{Body: []byte("c"), Subject: to.Ptr("subject1"), ApplicationProperties: map[string]any{"prop3": "value3"}},
+	} {
+		if err := s.SendMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sql := receiveAll(ctx, t, c, "topic.1", "sql", 1)
+	if m := sql[0]; string(m.Body) != "a" || m.To == nil || *m.To != "Entity" || m.ApplicationProperties["seen"] != true {
+		t.Errorf("sql got %s, to %v, properties %v", m.Body, m.To, m.ApplicationProperties)
+	}
+	if got := bodiesOf(receiveAll(ctx, t, c, "topic.1", "corr", 1)); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("corr got %v", got)
 	}
 }

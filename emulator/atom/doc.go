@@ -102,9 +102,11 @@
 //   - Forwarding targets are stored as names; an absolute URL is reduced to
 //     its path. AuthorizationRules are accepted and not stored; responses
 //     carry an empty list.
-//   - SqlFilter and SqlRuleAction Parameters are stored and returned (string, int, long, double, boolean, dateTime; written
-//     back as string, int, double, boolean or dateTime, the types the SDK
-//     reads). A SQL expression the language refuses is a 400 whose detail
+//   - SqlFilter and SqlRuleAction Parameters are stored and returned:
+//     string, int, long, short, double, float, decimal, boolean, dateTime
+//     and duration (a TimeSpan, ISO-8601) are read; they are written back
+//     as string, int, double, boolean, dateTime or duration (the Go SDK
+//     reads all but duration). A SQL expression the language refuses is a 400 whose detail
 //     is worded as Azure's: "There was an error parsing the SQL expression.
 //     [Token line=1, column=18, Token in error= …, Additional details= …]"
 //     (columns count characters from 1).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/emulator/sqlfilter"
+	"github.com/dlqdash/dlqdash/internal/isodur"
 )
 
 // compatibilityLevel is what the service reports for SQL filters and actions.
@@ -195,6 +196,8 @@ func propertiesFromXML(kvs *kvsIn, what string) (map[string]any, error) {
 			var t time.Time
 			t, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(text))
 			v = t.UTC()
+		case "duration": // a TimeSpan parameter, as the .NET SDK writes one
+			v, err = isodur.Parse(strings.TrimSpace(text))
 		default:
 			return nil, badRequest("%s %q: unsupported value type %q", what, kv.Key, typ)
 		}
@@ -279,6 +282,8 @@ func propertiesToXML(props map[string]any) *kvsXML {
 			typ, text = "double", strconv.FormatFloat(v, 'g', -1, 64)
 		case time.Time:
 			typ, text = "dateTime", v.UTC().Format(time.RFC3339Nano)
+		case time.Duration:
+			typ, text = "duration", isodur.Format(v)
 		default:
 			text = fmt.Sprint(v)
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -74,8 +75,9 @@ func TestSQLParametersXML(t *testing.T) {
 <Parameters><KeyValueOfstringanyType><Key>@n</Key><Value i:type="d6p1:long" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">5</Value></KeyValueOfstringanyType>
 <KeyValueOfstringanyType><Key>@ok</Key><Value i:type="x:boolean" xmlns:x="http://www.w3.org/2001/XMLSchema">true</Value></KeyValueOfstringanyType>
 <KeyValueOfstringanyType><Key>@at</Key><Value i:type="d6p1:dateTime" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">2030-01-02T03:04:05Z</Value></KeyValueOfstringanyType></Parameters></Filter>
-<Action i:type="SqlRuleAction"><SqlExpression>SET n = n * @k</SqlExpression>
-<Parameters><KeyValueOfstringanyType><Key>@k</Key><Value i:type="d6p1:double" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">1.5</Value></KeyValueOfstringanyType></Parameters></Action>
+<Action i:type="SqlRuleAction"><SqlExpression>SET n = n * @k, SET later = at + @span</SqlExpression>
+<Parameters><KeyValueOfstringanyType><Key>@k</Key><Value i:type="d6p1:double" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">1.5</Value></KeyValueOfstringanyType>
+<KeyValueOfstringanyType><Key>@span</Key><Value i:type="d6p1:duration" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">PT1H30M</Value></KeyValueOfstringanyType></Parameters></Action>
 </RuleDescription></content></entry>`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, e.srv.URL+"/t/Subscriptions/s/Rules/typed", strings.NewReader(body))
 	if err != nil {
@@ -96,18 +98,17 @@ func TestSQLParametersXML(t *testing.T) {
 		`<Key>@ok</Key><Value i:type="d6p1:boolean" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">true</Value>`,
 		`<Key>@at</Key><Value i:type="d6p1:dateTime" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">2030-01-02T03:04:05Z</Value>`,
 		`<Key>@k</Key><Value i:type="d6p1:double" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">1.5</Value>`,
+		`<Key>@span</Key><Value i:type="d6p1:duration" xmlns:d6p1="http://www.w3.org/2001/XMLSchema">PT1H30M</Value>`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("response lacks %s:\n%s", want, out)
 		}
 	}
-	got, err := e.client.GetRule(ctx, "t", "s", "typed", nil)
+	r, err := e.ns.Rule("t", "s", "typed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := got.Filter.(*admin.SQLFilter)
-	a := got.Action.(*admin.SQLAction)
-	if f.Parameters["@n"] != int64(5) || f.Parameters["@ok"] != true || a.Parameters["@k"] != 1.5 {
-		t.Errorf("GetRule parameters: filter %v, action %v", f.Parameters, a.Parameters)
+	if r.Parameters["@n"] != int64(5) || r.Parameters["@ok"] != true || r.ActionParameters["@k"] != 1.5 || r.ActionParameters["@span"] != 90*time.Minute {
+		t.Errorf("stored parameters: filter %v, action %v", r.Parameters, r.ActionParameters)
 	}
 }

@@ -101,7 +101,15 @@
 //     the same way.
 //   - Forwarding targets are stored as names; an absolute URL is reduced to
 //     its path. AuthorizationRules are accepted and not stored; responses
-//     carry an empty list. SQL filter parameters are not stored.
+//     carry an empty list.
+//   - SqlFilter and SqlRuleAction Parameters are stored and returned:
+//     string, int, long, short, double, float, decimal, boolean, dateTime
+//     and duration (a TimeSpan, ISO-8601) are read; they are written back
+//     as string, int, double, boolean, dateTime or duration (the Go SDK
+//     reads all but duration). A SQL expression the language refuses is a
+//     400 whose detail is worded as Azure's: "There was an error parsing
+//     the SQL expression. [Token line=1, column=18, Token in error= …,
+//     Additional details= …]" (columns count characters from 1).
 //   - A topic's SqlFilterCount counts true, false and SQL filters of its
 //     subscriptions, CorrelationFilterCount the correlation filters.
 //   - Errors are <Error><Code>n</Code><Detail>text</Detail></Error>: 400 for

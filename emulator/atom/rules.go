@@ -1,6 +1,7 @@
 package atom
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/sqlfilter"
+	"github.com/dlqdash/dlqdash/internal/isodur"
 )
 
 // compatibilityLevel is what the service reports for SQL filters and actions.
@@ -100,6 +103,16 @@ func ruleFromXML(in *ruleIn, name string) (broker.Rule, error) {
 				return r, badRequest("Filter: a SqlFilter needs a SqlExpression")
 			}
 			r.Kind, r.SQLExpression = broker.FilterSQL, *f.SQLExpression
+			if f.Parameters != nil {
+				params, err := propertiesFromXML(f.Parameters, "Filter parameter")
+				if err != nil {
+					return r, err
+				}
+				r.Parameters = params
+			}
+			if _, err := sqlfilter.ParseFilter(r.SQLExpression, r.Parameters); err != nil {
+				return r, sqlError(err)
+			}
 		case "CorrelationFilter":
 			c := &broker.CorrelationFilter{}
 			setString(f.CorrelationID, &c.CorrelationID)
@@ -111,7 +124,7 @@ func ruleFromXML(in *ruleIn, name string) (broker.Rule, error) {
 			setString(f.ReplyToSessionID, &c.ReplyToSessionID)
 			setString(f.ContentType, &c.ContentType)
 			if f.Properties != nil {
-				props, err := propertiesFromXML(f.Properties)
+				props, err := propertiesFromXML(f.Properties, "Filter property")
 				if err != nil {
 					return r, err
 				}
@@ -131,6 +144,18 @@ func ruleFromXML(in *ruleIn, name string) (broker.Rule, error) {
 			if a.SQLExpression != nil {
 				r.Action = *a.SQLExpression
 			}
+			if a.Parameters != nil {
+				params, err := propertiesFromXML(a.Parameters, "Action parameter")
+				if err != nil {
+					return r, err
+				}
+				r.ActionParameters = params
+			}
+			if strings.TrimSpace(r.Action) != "" {
+				if _, err := sqlfilter.ParseAction(r.Action, r.ActionParameters); err != nil {
+					return r, sqlError(err)
+				}
+			}
 		default:
 			return r, badRequest("Action: unsupported action type %q (want EmptyRuleAction or SqlRuleAction)", typ)
 		}
@@ -138,8 +163,19 @@ func ruleFromXML(in *ruleIn, name string) (broker.Rule, error) {
 	return r, nil
 }
 
-// propertiesFromXML reads KeyValueOfstringanyType items, typed by i:type.
-func propertiesFromXML(kvs *kvsIn) (map[string]any, error) {
+// sqlError is the 400 for an expression the SQL language refuses, worded
+// as Azure words it (with the line, column and token at fault).
+func sqlError(err error) error {
+	var se *sqlfilter.SyntaxError
+	if errors.As(err, &se) {
+		return badRequest("%s", se.Azure())
+	}
+	return badRequest("%s", err.Error())
+}
+
+// propertiesFromXML reads KeyValueOfstringanyType items, typed by i:type;
+// what names them in errors ("Filter property").
+func propertiesFromXML(kvs *kvsIn, what string) (map[string]any, error) {
 	props := make(map[string]any, len(kvs.Items))
 	for _, kv := range kvs.Items {
 		text := kv.Value.Text
@@ -160,11 +196,13 @@ func propertiesFromXML(kvs *kvsIn) (map[string]any, error) {
 			var t time.Time
 			t, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(text))
 			v = t.UTC()
+		case "duration": // a TimeSpan parameter, as the .NET SDK writes one
+			v, err = isodur.Parse(strings.TrimSpace(text))
 		default:
-			return nil, badRequest("Filter property %q: unsupported value type %q", kv.Key, typ)
+			return nil, badRequest("%s %q: unsupported value type %q", what, kv.Key, typ)
 		}
 		if err != nil {
-			return nil, badRequest("Filter property %q: %q is not a valid %s", kv.Key, text, xsiType(kv.Value.Attrs))
+			return nil, badRequest("%s %q: %q is not a valid %s", what, kv.Key, text, xsiType(kv.Value.Attrs))
 		}
 		props[kv.Key] = v
 	}
@@ -181,6 +219,9 @@ func (h *handler) ruleEntry(rq *request, topic, sub string, r broker.Rule) *entr
 	}
 	if r.Action != "" {
 		d.Action = actionXML{Type: "SqlRuleAction", SQLExpression: r.Action, CompatibilityLevel: compatibilityLevel}
+		if len(r.ActionParameters) > 0 {
+			d.Action.Parameters = propertiesToXML(r.ActionParameters)
+		}
 	}
 	return h.entry(rq, rulePath(topic, sub, r.Name), r.Name, r.CreatedAt, r.CreatedAt, contentXML{Rule: d})
 }
@@ -190,7 +231,11 @@ func filterToXML(r broker.Rule) filterXML {
 	case broker.FilterFalse:
 		return filterXML{Type: "FalseFilter", SQLExpression: "1=0", CompatibilityLevel: compatibilityLevel}
 	case broker.FilterSQL:
-		return filterXML{Type: "SqlFilter", SQLExpression: r.SQLExpression, CompatibilityLevel: compatibilityLevel}
+		f := filterXML{Type: "SqlFilter", SQLExpression: r.SQLExpression, CompatibilityLevel: compatibilityLevel}
+		if len(r.Parameters) > 0 {
+			f.Parameters = propertiesToXML(r.Parameters)
+		}
+		return f
 	case broker.FilterCorrelation:
 		f := filterXML{Type: "CorrelationFilter"}
 		if c := r.Correlation; c != nil {
@@ -237,6 +282,8 @@ func propertiesToXML(props map[string]any) *kvsXML {
 			typ, text = "double", strconv.FormatFloat(v, 'g', -1, 64)
 		case time.Time:
 			typ, text = "dateTime", v.UTC().Format(time.RFC3339Nano)
+		case time.Duration:
+			typ, text = "duration", isodur.Format(v)
 		default:
 			text = fmt.Sprint(v)
 		}

@@ -186,12 +186,14 @@ type filterXML struct {
 	Properties         *kvsXML `xml:"Properties,omitempty"`
 	SQLExpression      string  `xml:"SqlExpression,omitempty"`
 	CompatibilityLevel int     `xml:"CompatibilityLevel,omitempty"`
+	Parameters         *kvsXML `xml:"Parameters,omitempty"`
 }
 
 type actionXML struct {
-	Type               string `xml:"i:type,attr"`
-	SQLExpression      string `xml:"SqlExpression,omitempty"`
-	CompatibilityLevel int    `xml:"CompatibilityLevel,omitempty"`
+	Type               string  `xml:"i:type,attr"`
+	SQLExpression      string  `xml:"SqlExpression,omitempty"`
+	CompatibilityLevel int     `xml:"CompatibilityLevel,omitempty"`
+	Parameters         *kvsXML `xml:"Parameters,omitempty"`
 }
 
 type kvsXML struct {
@@ -317,6 +319,7 @@ type filterIn struct {
 type actionIn struct {
 	Attrs         []xml.Attr `xml:",any,attr"`
 	SQLExpression *string    `xml:"SqlExpression"`
+	Parameters    *kvsIn     `xml:"Parameters"`
 }
 
 type kvsIn struct {

@@ -72,9 +72,30 @@
 //     Schedule refuse such a message for the subscriptions of their time).
 //   - Duplicate detection keys on MessageID within the window measured from
 //     the first send; a duplicate send succeeds and enqueues nothing.
-//   - SQL filters are stored and shown but match every message, except the
-//     constants "1=1" (true) and "1=0" (false). Disabled subscriptions get
-//     no copies.
+//   - Rules (rules.go) as Azure's topic-filters page says: the rules without
+//     an action select the message once, however many match; each matching
+//     rule with a SQL action adds its own copy, the action applied to that
+//     copy only and the application property RuleName set to the rule's
+//     name. Copies after the first in one subscription take the topic's
+//     next sequence numbers (a subscription's numbers stay unique). SQL
+//     filters and actions are package sqlfilter's language, parsed when the
+//     rule is created (a bad one is ErrInvalidProperties wrapping a
+//     *sqlfilter.SyntaxError) and evaluated as the message is fanned out:
+//     sys.SequenceNumber and sys.EnqueuedTimeUtc are those it is enqueued
+//     with, sys.DeliveryCount 0, sys.LockToken and sys.LockedUntilUtc NULL.
+//     A filter that fails to evaluate (a string compared with a number)
+//     does not select the message; in a subscription with
+//     DeadLetteringOnFilterEvaluationExceptions the message goes to its
+//     dead-letter queue instead, with DeadLetterReason "FilterException"
+//     (Azure uses the exception's type name) and the error as the
+//     description, and no rule of that subscription routes it. An action
+//     that fails part way
+//     keeps the statements before the failure. SET on a string system
+//     property writes other values as text; SET of a number over an
+//     integer property keeps the property's integer type when it fits;
+//     SET sys.ScheduledEnqueueTimeUtc is ignored, as in a subscription on
+//     Azure. User property names match case-insensitively when no exact
+//     name exists. Disabled subscriptions get no copies.
 //   - ReceiveDeferred returns ErrNotFound for a deferred message that is
 //     currently locked.
 //   - Session state can be read and written without holding the session
@@ -179,6 +200,5 @@
 // operations count in the totals only).
 //
 // Not modelled: MaxSizeInMegabytes and MaxMessageSizeInKilobytes quotas
-// (the AMQP server enforces the message size), rule actions, SQL filter
-// evaluation, transactions.
+// (the AMQP server enforces the message size), transactions.
 package broker

@@ -8,16 +8,28 @@ import (
 	"strings"
 
 	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/dlqdash/dlqdash/emulator/sqlfilter"
 )
 
-// normalizeRule validates r, fills CreatedAt and deep-copies the filter so
-// the caller's maps are not shared.
+// normalizeRule validates r, fills CreatedAt, parses its SQL filter and
+// action (a bad expression is an ErrInvalidProperties wrapping the
+// *sqlfilter.SyntaxError) and deep-copies the maps so the caller's are not
+// shared.
 func normalizeRule(r Rule, now int64) (Rule, error) {
 	if r.Name == "" || strings.Contains(r.Name, "/") {
-		return r, fmt.Errorf("rule name %q: %w", r.Name, ErrInvalidProperties)
+		return r, fmt.Errorf("rule %q: %w", r.Name, ErrInvalidProperties)
 	}
+	r = copyRule(r)
+	r.filter, r.action = nil, nil
 	switch r.Kind {
-	case FilterTrue, FilterFalse, FilterSQL:
+	case FilterTrue, FilterFalse:
+	case FilterSQL:
+		f, err := sqlfilter.ParseFilter(r.SQLExpression, r.Parameters)
+		if err != nil {
+			return r, fmt.Errorf("rule %q: SQL filter: %w: %w", r.Name, err, ErrInvalidProperties)
+		}
+		r.filter = f
 	case FilterCorrelation:
 		if r.Correlation == nil {
 			return r, fmt.Errorf("rule %q: correlation filter missing: %w", r.Name, ErrInvalidProperties)
@@ -25,10 +37,12 @@ func normalizeRule(r Rule, now int64) (Rule, error) {
 	default:
 		return r, fmt.Errorf("rule %q: filter kind %d: %w", r.Name, r.Kind, ErrInvalidProperties)
 	}
-	if r.Correlation != nil {
-		c := *r.Correlation
-		c.Properties = maps.Clone(c.Properties)
-		r.Correlation = &c
+	if strings.TrimSpace(r.Action) != "" {
+		a, err := sqlfilter.ParseAction(r.Action, r.ActionParameters)
+		if err != nil {
+			return r, fmt.Errorf("rule %q: SQL action: %w: %w", r.Name, err, ErrInvalidProperties)
+		}
+		r.action = a
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = unixTime(now)
@@ -42,36 +56,28 @@ func copyRule(r Rule) Rule {
 		c.Properties = maps.Clone(c.Properties)
 		r.Correlation = &c
 	}
+	r.Parameters = maps.Clone(r.Parameters)
+	r.ActionParameters = maps.Clone(r.ActionParameters)
 	return r
 }
 
-// sqlConstant recognises the two SQL filters whose meaning is fixed.
-func sqlConstant(expr string) (match, known bool) {
-	e := strings.ReplaceAll(strings.TrimSpace(expr), " ", "")
-	switch strings.ToLower(e) {
-	case "1=1", "true":
-		return true, true
-	case "1=0", "false":
-		return false, true
-	}
-	return true, false
-}
-
-// matches reports whether rule r selects m. SQL filters other than the
-// constant ones match every message (emulator choice).
-func (r *Rule) matches(m *goamqp.Message) bool {
+// matches reports whether rule r selects m; view gives the message as the
+// SQL language sees it, built only when a SQL filter needs it. A SQL
+// filter that fails to evaluate (a filter exception in Azure) does not
+// select the message and returns the error.
+func (r *Rule) matches(m *goamqp.Message, view func() *ruleMessage) (bool, error) {
 	switch r.Kind {
 	case FilterTrue:
-		return true
+		return true, nil
 	case FilterFalse:
-		return false
+		return false, nil
 	case FilterSQL:
-		ok, _ := sqlConstant(r.SQLExpression)
-		return ok
+		ok, err := r.filter.Match(view())
+		return ok && err == nil, err
 	case FilterCorrelation:
-		return r.Correlation.matches(m)
+		return r.Correlation.matches(m), nil
 	}
-	return false
+	return false, nil
 }
 
 func strField(p *string) string {
@@ -169,16 +175,69 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// matchAny reports whether any rule of a subscription selects m. Caller
-// holds the topic's mu.
-func matchAny(rules []Rule, m *goamqp.Message) bool {
+// matchAny reports whether any rule of a subscription selects m, as if
+// it were enqueued now. Caller holds the topic's mu.
+func matchAny(rules []Rule, m *goamqp.Message, now int64) bool {
+	var v *ruleMessage
+	view := func() *ruleMessage {
+		if v == nil {
+			v = &ruleMessage{m: m, at: now, size: -1}
+		}
+		return v
+	}
 	for i := range rules {
-		if rules[i].matches(m) {
+		if ok, _ := rules[i].matches(m, view); ok {
 			return true
 		}
 	}
 	return false
 }
+
+// propRuleName is the application property Azure adds to the copy a rule
+// with an action produces (topic-filters: "a property called RuleName").
+const propRuleName = "RuleName"
+
+// route applies a subscription's rules to m, to be enqueued under seq at
+// `at` (unix ns): plain reports that some rule without an action selects
+// m (the subscription gets m itself, once, however many such rules
+// match); copies holds one private copy per matching rule with an action,
+// the action applied and RuleName set. An action that fails part way
+// leaves its copy with the statements before the failure applied
+// (emulator choice). failed is the first SQL filter evaluation error (the
+// rule did not select m). Caller holds the topic's mu.
+func route(rules []Rule, m *goamqp.Message, seq, at int64, size int32) (plain bool, copies []*goamqp.Message, failed error) {
+	var v *ruleMessage // allocated only for a SQL filter (it escapes)
+	view := func() *ruleMessage {
+		if v == nil {
+			v = &ruleMessage{m: m, seq: seq, at: at, size: size}
+		}
+		return v
+	}
+	for i := range rules {
+		r := &rules[i]
+		ok, err := r.matches(m, view)
+		if err != nil && failed == nil {
+			failed = fmt.Errorf("rule %s: %w", r.Name, err)
+		}
+		if !ok {
+			continue
+		}
+		if r.action == nil {
+			plain = true
+			continue
+		}
+		c := &ruleMessage{m: cloneForAction(m), seq: seq, at: at, size: size}
+		_ = r.action.Apply(c)
+		c.SetUser(propRuleName, r.Name)
+		copies = append(copies, c.m)
+	}
+	return plain, copies, failed
+}
+
+// filterExceptionReason is the DeadLetterReason of a message whose
+// subscription's SQL filter failed to evaluate (Azure: the name of the
+// exception type, FilterException for filter evaluation).
+const filterExceptionReason = "FilterException"
 
 // CreateRule adds a rule to a subscription.
 func (ns *Namespace) CreateRule(topicName, sub string, r Rule) (Rule, error) {

@@ -185,7 +185,7 @@ func (t *topic) sendLocked(msgs []*goamqp.Message, sched []time.Time, seqs []int
 	// Validate against every target before enqueuing anything.
 	for _, m := range msgs {
 		for _, s := range t.subs {
-			if s.session && matchAny(s.rules, m) {
+			if s.session && matchAny(s.rules, m, now) {
 				if err := requireSession(m, s.name); err != nil {
 					return err
 				}
@@ -215,25 +215,68 @@ func (t *topic) sendLocked(msgs []*goamqp.Message, sched []time.Time, seqs []int
 }
 
 // fanOut enqueues m, active and enqueued at `at`, in every subscription
-// whose rules match, under one sequence number. A session subscription
-// that would refuse m (no session id; possible only for a scheduled message
-// whose rules are evaluated at activation) gets no copy, nor does a
-// disabled one. Subscriptions that forward are added to flush. Caller
-// holds t.mu.
+// whose rules select it (see route), under one sequence number; a rule
+// with an action adds its own copy, under the topic's next number when the
+// subscription already has one. When a SQL filter of a subscription with
+// DeadLetteringOnFilterEvaluationExceptions fails to evaluate, m goes to
+// that subscription's dead-letter queue instead (reason FilterException,
+// the error as description). A session subscription that would refuse a
+// copy (no session id; possible only for a scheduled message whose rules
+// are evaluated at activation, or an action that removed it) does not get
+// it, nor does a disabled one. Subscriptions that forward are added to
+// flush. Caller holds t.mu.
 func (t *topic) fanOut(m *goamqp.Message, seq int64, size int32, at int64, fw *fwdMeta, flush *[]*store) {
 	for _, s := range t.subs {
-		if !matchAny(s.rules, m) || s.session && requireSession(m, s.name) != nil {
+		plain, copies, failed := route(s.rules, m, seq, at, size)
+		if !plain && len(copies) == 0 && failed == nil {
 			continue
 		}
 		s.mu.Lock()
-		if !s.deleted && s.sp.Status != StatusDisabled {
-			s.enqueue(m, seq, time.Time{}, size, at, fw)
-			if len(s.outbox) > 0 && !slices.Contains(*flush, s) {
-				*flush = append(*flush, s)
+		switch {
+		case s.deleted || s.sp.Status == StatusDisabled:
+		case failed != nil && s.sp.DeadLetteringOnFilterEvaluationExceptions:
+			s.enqueueDeadLettered(m, seq, size, at, filterExceptionReason, failed.Error())
+		default:
+			n := 0
+			put := func(c *goamqp.Message, size int32) {
+				if s.session && requireSession(c, s.name) != nil {
+					return
+				}
+				cseq := seq
+				if n > 0 {
+					t.in.seq++
+					cseq = t.in.seq
+				}
+				n++
+				s.enqueue(c, cseq, time.Time{}, size, at, fw)
 			}
+			if plain {
+				put(m, size)
+			}
+			for _, c := range copies {
+				put(c, estimateSize(c))
+			}
+		}
+		if len(s.outbox) > 0 && !slices.Contains(*flush, s) {
+			*flush = append(*flush, s)
 		}
 		s.mu.Unlock()
 	}
+}
+
+// enqueueDeadLettered stores m under seq straight in s's dead-letter
+// queue (or its ForwardDeadLetteredMessagesTo outbox) with the given
+// reason, as deadLetter does for a message already in the main queue.
+// Caller holds s.mu.
+func (s *store) enqueueDeadLettered(m *goamqp.Message, seq int64, size int32, at int64, reason, desc string) {
+	r := newRecord(s, withProps(m, map[string]any{propDeadLetterReason: reason, propDeadLetterDescription: desc}), seq, size)
+	r.enqueued = at / int64(time.Millisecond)
+	if to := s.forwardDLQTo(); to != "" {
+		r.msg = withAnnotation(r.msg, annDeadLetterSource, s.name)
+		s.queueForward(r, to, true)
+		return
+	}
+	s.insert(&s.dlq, r, nil, at)
 }
 
 // CancelScheduled removes scheduled messages by sequence number. Unknown or

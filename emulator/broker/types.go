@@ -5,6 +5,8 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/dlqdash/dlqdash/emulator/sqlfilter"
 )
 
 // Sentinel errors. Operations wrap them with context; test with errors.Is.
@@ -187,14 +189,22 @@ type CorrelationFilter struct {
 	Properties                                                                               map[string]any
 }
 
-// Rule is a subscription rule.
+// Rule is a subscription rule. SQLExpression (with Parameters) is the
+// filter of a FilterSQL rule; Action (with ActionParameters), when not
+// empty, is a SQL rule action applied to the copy the rule selects. Both
+// are parsed when the rule is created (see rules.go).
 type Rule struct {
-	Name          string
-	Kind          FilterKind
-	Correlation   *CorrelationFilter
-	SQLExpression string
-	Action        string
-	CreatedAt     time.Time
+	Name             string
+	Kind             FilterKind
+	Correlation      *CorrelationFilter
+	SQLExpression    string
+	Parameters       map[string]any
+	Action           string
+	ActionParameters map[string]any
+	CreatedAt        time.Time
+
+	filter *sqlfilter.Filter // parsed SQLExpression (FilterSQL)
+	action *sqlfilter.Action // parsed Action, nil when there is none
 }
 
 // Counts are the runtime message counters of an entity. Active includes

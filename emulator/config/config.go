@@ -150,13 +150,15 @@ type CorrelationFilter struct {
 	Properties       map[string]any `json:"Properties,omitempty"`
 }
 
-// SQLFilter is a SQL filter expression (stored and shown by the broker, which
-// does not evaluate SQL).
+// SQLFilter is a SQL filter expression (package sqlfilter's language,
+// checked when the configuration is validated). Microsoft's Config.json has
+// no parameters, so an expression here cannot use @parameters.
 type SQLFilter struct {
 	SQLExpression string `json:"SqlExpression"`
 }
 
-// Action is a rule's SQL action.
+// Action is a rule's SQL action (SET and REMOVE statements, checked when
+// the configuration is validated).
 type Action struct {
 	SQLExpression string `json:"SqlExpression"`
 }

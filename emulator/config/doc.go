@@ -37,7 +37,10 @@
 // DuplicateDetectionHistoryTimeWindow within PT5S..P7D; forwarding targets
 // name a queue or topic of the file and not the entity itself; a rule has
 // FilterType "Correlation" with a non-empty CorrelationFilter or "Sql" with a
-// non-empty SqlFilter.SqlExpression.
+// SqlFilter.SqlExpression that package sqlfilter accepts, and an
+// Action.SqlExpression, when given, is a valid SQL action (the error gives
+// the line and column inside the expression). Microsoft's format has no
+// filter or action parameters, so neither has this one.
 //
 // # Errors and leniency
 //

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/emulator/sqlfilter"
 	"github.com/dlqdash/dlqdash/internal/isodur"
 )
 
@@ -195,11 +196,18 @@ func (v *validator) rule(path string, rp RuleProperties) {
 			v.fail(path+".SqlFilter", "required when FilterType is %q", FilterSQL)
 		} else if strings.TrimSpace(rp.SQLFilter.SQLExpression) == "" {
 			v.fail(path+".SqlFilter.SqlExpression", "must not be empty")
+		} else if _, err := sqlfilter.ParseFilter(rp.SQLFilter.SQLExpression, nil); err != nil {
+			v.fail(path+".SqlFilter.SqlExpression", "not a valid SQL filter: %v", err)
 		}
 		if rp.CorrelationFilter != nil {
 			v.fail(path+".CorrelationFilter", "not allowed when FilterType is %q", FilterSQL)
 		}
 	default:
 		v.fail(path+".FilterType", "%q is not %q or %q", rp.FilterType, FilterCorrelation, FilterSQL)
+	}
+	if rp.Action != nil && strings.TrimSpace(rp.Action.SQLExpression) != "" {
+		if _, err := sqlfilter.ParseAction(rp.Action.SQLExpression, nil); err != nil {
+			v.fail(path+".Action.SqlExpression", "not a valid SQL action: %v", err)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -37,16 +36,16 @@ const maxJobRequest = 4 << 20
 
 // jobRequest is the body of POST /api/v1/jobs (api.md).
 type jobRequest struct {
-	Action             string                     `json:"action"`
-	IDs                []string                   `json:"ids"`
-	Filter             map[string]json.RawMessage `json:"filter"`
-	Destination        string                     `json:"destination"`
-	RatePerSecond      *float64                   `json:"rate_per_second"`
-	ScheduledEnqueueAt *string                    `json:"scheduled_enqueue_at"`
-	AcknowledgeFanOut  bool                       `json:"acknowledge_fan_out"`
-	AllowPoison        bool                       `json:"allow_poison"`
-	Reason             string                     `json:"reason"`
-	DryRun             bool                       `json:"dry_run"`
+	Action             string      `json:"action"`
+	IDs                []string    `json:"ids"`
+	Filter             *dlq.Filter `json:"filter"`
+	Destination        string      `json:"destination"`
+	RatePerSecond      *float64    `json:"rate_per_second"`
+	ScheduledEnqueueAt *string     `json:"scheduled_enqueue_at"`
+	AcknowledgeFanOut  bool        `json:"acknowledge_fan_out"`
+	AllowPoison        bool        `json:"allow_poison"`
+	Reason             string      `json:"reason"`
+	DryRun             bool        `json:"dry_run"`
 	// Entity, Subqueue and SequenceNumbers select present messages by
 	// sequence number (deferred messages, as the application knows them).
 	Entity          string  `json:"entity"`
@@ -63,6 +62,10 @@ func decodeBody(r *http.Request, v any, max int64) error {
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
+		var fe *dlq.FilterError
+		if errors.As(err, &fe) {
+			return err // a filter's value, named by dlq
+		}
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return invalidArgument(field, "unknown field %q", field)
@@ -75,71 +78,28 @@ func decodeBody(r *http.Request, v any, max int64) error {
 	return nil
 }
 
-// jsonFilterQuery turns a JSON filter object ({"entity": "orders", "property":
-// ["a=1"], "include_gone": true}) into the message list's query, so both
-// are read by the same code.
-func jsonFilterQuery(obj map[string]json.RawMessage) (*query, error) {
-	v := url.Values{}
-	for k, raw := range obj {
-		var s string
-		var b bool
-		var list []string
-		switch {
-		case json.Unmarshal(raw, &s) == nil:
-			if s != "" {
-				v.Add(k, s)
-			}
-		case json.Unmarshal(raw, &b) == nil:
-			v.Add(k, strconv.FormatBool(b))
-		case json.Unmarshal(raw, &list) == nil:
-			for _, s := range list {
-				v.Add(k, s)
-			}
-		case bytes.Equal(bytes.TrimSpace(raw), []byte("null")):
-		default:
-			return nil, invalidArgument("filter."+k, "filter.%s must be a string (or a list of strings for property)", k)
-		}
-	}
-	return &query{values: v, read: map[string]bool{}}, nil
-}
-
 // selection reads ids, a filter, or an entity's sequence numbers; the
 // engine checks that exactly one is given.
-func (jr *jobRequest) selection() (replay.Selection, json.RawMessage, error) {
+func (jr *jobRequest) selection() (replay.Selection, error) {
 	var sel replay.Selection
 	for _, s := range jr.IDs {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id <= 0 {
-			return sel, nil, invalidArgument("ids", "%q is not a message id", s)
+			return sel, invalidArgument("ids", "%q is not a message id", s)
 		}
 		sel.IDs = append(sel.IDs, id)
 	}
 	sel.Entity, sel.SubQueue, sel.SequenceNumbers = strings.TrimSpace(jr.Entity), dlq.SubQueue(jr.Subqueue), jr.SequenceNumbers
-	if jr.Filter == nil {
-		return sel, nil, nil
-	}
-	q, err := jsonFilterQuery(jr.Filter)
-	if err != nil {
-		return sel, nil, err
-	}
-	f, err := parseFilter(q)
-	if err != nil {
-		return sel, nil, err
-	}
-	if err := q.done(); err != nil {
-		return sel, nil, err
-	}
-	sel.Filter = &f
-	raw, _ := json.Marshal(jr.Filter)
-	return sel, raw, nil
+	sel.Filter = jr.Filter // read by dlq.Filter's UnmarshalJSON
+	return sel, nil
 }
 
 func (jr *jobRequest) request() (replay.Request, error) {
-	sel, filterJSON, err := jr.selection()
+	sel, err := jr.selection()
 	if err != nil {
 		return replay.Request{}, err
 	}
-	req := replay.Request{Action: replay.Action(jr.Action), Selection: sel, FilterJSON: filterJSON,
+	req := replay.Request{Action: replay.Action(jr.Action), Selection: sel,
 		Destination: strings.TrimSpace(jr.Destination), AcknowledgeFanOut: jr.AcknowledgeFanOut,
 		AllowPoison: jr.AllowPoison, Reason: jr.Reason, DryRun: jr.DryRun}
 	if jr.RatePerSecond != nil {
@@ -158,7 +118,7 @@ func (jr *jobRequest) request() (replay.Request, error) {
 // createJob answers POST /api/v1/jobs: a dry run (200) or a new job (201).
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	var jr jobRequest
 	if err := decodeBody(r, &jr, maxJobRequest); err != nil {
@@ -174,7 +134,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Request) error {
 	plan, job, err := s.jobs.Submit(r.Context(), req)
 	if err != nil {
-		return jobError(err)
+		return err
 	}
 	if req.DryRun {
 		writeJSON(w, r, http.StatusOK, apijson.NewDryRun(plan))
@@ -183,28 +143,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Reque
 	w.Header().Set("Location", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10))
 	writeJSON(w, r, http.StatusCreated, apijson.NewJob(job))
 	return nil
-}
-
-// jobError maps the engine's errors to the API's.
-func jobError(err error) error {
-	var (
-		inv      *replay.InvalidError
-		pre      *replay.PreconditionError
-		conflict *replay.ConflictError
-	)
-	switch {
-	case errors.As(err, &inv):
-		return invalidArgument(inv.Param, "%s", inv.Msg)
-	case errors.As(err, &pre):
-		return &apiError{status: http.StatusUnprocessableEntity, code: "failed_precondition", msg: pre.Msg}
-	case errors.As(err, &conflict):
-		return &apiError{status: http.StatusConflict, code: "conflict", msg: conflict.Error()}
-	case errors.Is(err, replay.ErrNotFound):
-		return notFound("%v", err)
-	case errors.Is(err, dlq.ErrUnreachable), errors.Is(err, dlq.ErrThrottled), errors.Is(err, dlq.ErrUnauthorized):
-		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
-	}
-	return err
 }
 
 // editRequest is the body of POST /api/v1/messages/{id}/replay: one
@@ -225,7 +163,7 @@ type editRequest struct {
 // one message (the catalog keeps the original bytes).
 func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	id, err := messageID(r)
 	if err != nil {
@@ -316,7 +254,7 @@ func jobID(r *http.Request) (int64, error) {
 // listJobs answers GET /api/v1/jobs.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	q, err := newQuery(r)
 	if err != nil {
@@ -348,7 +286,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 // showJob answers GET /api/v1/jobs/{id}.
 func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	id, err := jobID(r)
 	if err != nil {
@@ -356,7 +294,7 @@ func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	j, err := s.jobs.Job(r.Context(), id)
 	if err != nil {
-		return jobError(err)
+		return err
 	}
 	writeJSON(w, r, http.StatusOK, apijson.NewJob(j))
 	return nil
@@ -378,7 +316,7 @@ func parseItemState(q *query) (replay.ItemState, error) {
 // listJobMessages answers GET /api/v1/jobs/{id}/messages.
 func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	id, err := jobID(r)
 	if err != nil {
@@ -401,7 +339,7 @@ func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 	}
 	items, next, err := s.jobs.ListItems(r.Context(), id, st, limit, cursor)
 	if err != nil {
-		return jobError(err)
+		return err
 	}
 	out := struct {
 		Messages   []apijson.JobItem `json:"messages"`
@@ -419,7 +357,7 @@ func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) controlJob(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.jobs == nil {
-			return notFound("this dashboard runs no replay engine")
+			return errNoJobs
 		}
 		id, err := jobID(r)
 		if err != nil {
@@ -427,7 +365,7 @@ func (s *Server) controlJob(do func(Jobs, context.Context, int64) (replay.Job, e
 		}
 		j, err := do(s.jobs, r.Context(), id)
 		if err != nil {
-			return jobError(err)
+			return err
 		}
 		writeJSON(w, r, http.StatusOK, apijson.NewJob(j))
 		return nil

@@ -18,64 +18,14 @@ const (
 	maxMessageLimit     = 500
 )
 
-// maxPropertyFilters bounds the property=key=value conditions of one request.
-const maxPropertyFilters = 16
-
-// parseFilter reads the message list's filter parameters (also the
-// selection of a job by filter).
+// parseFilter reads the message list's filter parameters (dlq's one
+// parser of them): the API's rules, or a form's for a page's query.
 func parseFilter(q *query) (dlq.Filter, error) {
-	var f dlq.Filter
-	var err error
-	if f.Entity, err = q.one("entity"); err != nil {
-		return f, err
+	q.mark(dlq.FilterKeys()...)
+	if q.form {
+		return dlq.ParseFilterForm(q.values)
 	}
-	sq, err := q.one("subqueue")
-	if err != nil {
-		return f, err
-	}
-	if f.SubQueue = dlq.SubQueue(sq); sq != "" && !f.SubQueue.Valid() {
-		return f, invalidArgument("subqueue", "unknown subqueue %q: want dead_letter, transfer_dead_letter or main", sq)
-	}
-	st, err := q.one("state")
-	if err != nil {
-		return f, err
-	}
-	if f.State = dlq.State(st); st != "" && !f.State.Valid() {
-		return f, invalidArgument("state", "unknown state %q: want active, deferred or scheduled", st)
-	}
-	if f.Reason, err = q.one("reason"); err != nil {
-		return f, err
-	}
-	if f.Group, err = q.one("group"); err != nil {
-		return f, err
-	}
-	if f.Query, err = q.one("q"); err != nil {
-		return f, err
-	}
-	props := q.all("property")
-	if len(props) > maxPropertyFilters {
-		return f, invalidArgument("property", "at most %d property filters, got %d", maxPropertyFilters, len(props))
-	}
-	for _, p := range props {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return f, invalidArgument("property", "property must be key=value (the key may not be empty), not %q", p)
-		}
-		f.Properties = append(f.Properties, dlq.PropertyMatch{Key: k, Value: v})
-	}
-	if f.Since, err = q.time("since"); err != nil {
-		return f, err
-	}
-	if f.Until, err = q.time("until"); err != nil {
-		return f, err
-	}
-	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
-		return f, invalidArgument("until", "until (%s) must be after since (%s)", f.Until.Format(dlq.TimeFormat), f.Since.Format(dlq.TimeFormat))
-	}
-	if f.IncludeGone, err = q.boolean("include_gone"); err != nil {
-		return f, err
-	}
-	return f, nil
+	return dlq.ParseFilterQuery(q.values)
 }
 
 // listMessages answers GET /api/v1/messages: a page of the messages matching

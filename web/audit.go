@@ -30,13 +30,13 @@ func (s *Server) listAuditPage(w http.ResponseWriter, r *http.Request) error {
 	raw := r.URL.Query()
 	l := views.AuditList{Actions: audit.Actions(), Filter: views.AuditFilter{Actor: raw.Get("actor"), Action: raw.Get("action"),
 		Since: datetimeLocal(raw.Get("since")), Until: datetimeLocal(raw.Get("until"))}}
-	err := s.fillAuditList(r, &l)
-	if fe, ok := fieldError(err); ok {
+	if err := s.fillAuditList(r, &l); err != nil {
+		status, fe, ok := formProblem(err)
+		if !ok {
+			return err
+		}
 		l.Error = fe
-		return s.write(w, r, http.StatusBadRequest, views.AuditPage(l))
-	}
-	if err != nil {
-		return err
+		return s.write(w, r, status, views.AuditPage(l))
 	}
 	return s.render(w, r, views.AuditPage(l))
 }
@@ -59,9 +59,6 @@ func (s *Server) fillAuditList(r *http.Request, l *views.AuditList) error {
 	}
 	es, next, err := s.audit.ListAudit(r.Context(), f, auditPageSize, cursor)
 	if err != nil {
-		if isFieldError(err) {
-			return err
-		}
 		return fmt.Errorf("audit page: %w", err)
 	}
 	for _, e := range es {

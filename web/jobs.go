@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -52,7 +51,7 @@ func jobItemView(it replay.Item) views.JobItem {
 // listJobsPage renders GET /jobs: the jobs, newest first, a page at a time.
 func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return ErrNotFound
+		return errNoJobs
 	}
 	q, err := newFormQuery(r)
 	if err != nil {
@@ -67,7 +66,7 @@ func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	jobs, next, err := s.jobs.ListJobs(r.Context(), jobsPageSize, cursor)
 	if err != nil {
-		return pageJobError(err, "list jobs page")
+		return fmt.Errorf("list jobs page: %w", err)
 	}
 	l := views.JobList{Live: s.hub != nil}
 	for _, j := range jobs {
@@ -82,18 +81,6 @@ func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, views.JobsPage(l))
 }
 
-// pageJobError maps the engine's errors for a page: no such job is the 404
-// page, a bad input the 400 page; anything else is wrapped for the log.
-func pageJobError(err error, op string) error {
-	if errors.Is(err, replay.ErrNotFound) {
-		return ErrNotFound
-	}
-	if isFieldError(err) {
-		return err
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
 // showJobPage renders GET /jobs/{id}: the job's progress, its request and
 // its messages (state filters them, cursor pages).
 func (s *Server) showJobPage(w http.ResponseWriter, r *http.Request) error {
@@ -104,11 +91,11 @@ func (s *Server) showJobPage(w http.ResponseWriter, r *http.Request) error {
 // at the top.
 func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, alert *views.FieldError) error {
 	if s.jobs == nil {
-		return ErrNotFound
+		return errNoJobs
 	}
 	id, err := jobID(r)
 	if err != nil {
-		return ErrNotFound
+		return err
 	}
 	q, err := newFormQuery(r)
 	if err != nil {
@@ -127,11 +114,11 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, ale
 	}
 	j, err := s.jobs.Job(r.Context(), id)
 	if err != nil {
-		return pageJobError(err, "show job page")
+		return fmt.Errorf("show job page: %w", err)
 	}
 	items, next, err := s.jobs.ListItems(r.Context(), id, state, jobItemsPageSize, cursor)
 	if err != nil {
-		return pageJobError(err, "show job page")
+		return fmt.Errorf("show job page: %w", err)
 	}
 	d := views.JobDetail{Job: jobView(j), State: string(state), Alert: alert, Live: s.hub != nil}
 	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
@@ -170,14 +157,11 @@ func (s *Server) controlJobPage(do func(Jobs, context.Context, int64) (replay.Jo
 			return ErrNotFound
 		}
 		if _, err := do(s.jobs, r.Context(), id); err != nil {
-			if errors.Is(err, replay.ErrNotFound) {
-				return ErrNotFound
-			}
-			status, field, msg, ok := requestError(err)
-			if !ok {
+			status, fe, ok := formProblem(err)
+			if !ok || status == http.StatusNotFound {
 				return fmt.Errorf("control job %d: %w", id, err)
 			}
-			return s.jobPage(w, r, status, &views.FieldError{Field: field, Message: msg})
+			return s.jobPage(w, r, status, fe)
 		}
 		http.Redirect(w, r, views.JobURL(id), http.StatusSeeOther)
 		return nil

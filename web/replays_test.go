@@ -101,7 +101,7 @@ func TestReplaySelectionByIDs(t *testing.T) {
 		t.Fatalf("%d submissions, want 1 dry run", len(subs))
 	}
 	req := subs[0]
-	if !req.DryRun || req.Action != replay.ActionReplay || req.Selection.Filter != nil || req.FilterJSON != nil ||
+	if !req.DryRun || req.Action != replay.ActionReplay || req.Selection.Filter != nil ||
 		!slices.Equal(req.Selection.IDs, []int64{fx.ids[0], fx.ids[2]}) {
 		t.Errorf("dry run request %+v", req)
 	}
@@ -167,13 +167,18 @@ func TestReplaySelectionAllMatching(t *testing.T) {
 	if req.Selection.IDs != nil {
 		t.Errorf("ids %v with all_matching", req.Selection.IDs)
 	}
+	// What the job keeps of it (the engine marshals the filter).
+	filterJSON, err := json.Marshal(req.Selection.Filter)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var fj map[string]any
-	if err := json.Unmarshal(req.FilterJSON, &fj); err != nil {
-		t.Fatalf("filter JSON %s: %v", req.FilterJSON, err)
+	if err := json.Unmarshal(filterJSON, &fj); err != nil {
+		t.Fatalf("filter JSON %s: %v", filterJSON, err)
 	}
 	if fj["since"] != "2026-11-22T10:42:00.000Z" || fj["entity"] != "orders" || fj["include_gone"] != true ||
 		fmt.Sprint(fj["property"]) != "[tenant=t1 n=3]" || fj["q"] != nil {
-		t.Errorf("filter JSON %s", req.FilterJSON)
+		t.Errorf("filter JSON %s", filterJSON)
 	}
 	wantTestid(t, body, "plan-total", "12")
 	if n := strings.Count(body, `data-testid="sample-row"`); n != 10 {

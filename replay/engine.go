@@ -180,7 +180,7 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 // Pause stops a job after the batch it is in; Resume continues it.
 func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 	reason := "paused by " + audit.ActorFrom(ctx)
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, StatusQueued, StatusRunning)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, pauseFrom...)
 	if err != nil {
 		return j, precondition(err, "only a queued or running job can be paused")
 	}
@@ -192,7 +192,7 @@ func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 
 // Resume queues a paused job again.
 func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", StatusPaused)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", resumeFrom...)
 	if err != nil {
 		return j, precondition(err, "only a paused job can be resumed")
 	}
@@ -207,7 +207,7 @@ func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
 // stays in its queue.
 func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
 	reason := "cancelled by " + audit.ActorFrom(ctx)
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, StatusQueued, StatusRunning, StatusPaused)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, cancelFrom...)
 	if err != nil {
 		return j, precondition(err, "only a queued, running or paused job can be cancelled")
 	}

@@ -27,11 +27,8 @@ func jobView(j replay.Job) views.Job {
 		Failed: j.Counts.Failed, Skipped: j.Counts.Skipped, Flagged: j.Flagged, PausedReason: text(j.PausedReason),
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Finished: j.Status.Finished(),
 	}
-	// The engine's own rules for Pause, Resume and Cancel (replay/engine.go):
-	// a button is shown only where it would be accepted.
-	v.CanPause = j.Status == replay.StatusQueued || j.Status == replay.StatusRunning
-	v.CanResume = j.Status == replay.StatusPaused
-	v.CanCancel = !j.Status.Finished() && j.Status != replay.StatusCancelling
+	// The engine's own rules: a button only where it would be accepted.
+	v.CanPause, v.CanResume, v.CanCancel = j.Status.CanPause(), j.Status.CanResume(), j.Status.CanCancel()
 	return v
 }
 

@@ -158,36 +158,45 @@ func backURL(form views.ReplayForm) string {
 // confirmReplay answers POST /replays: the dry run of the selection with
 // the options given, and the form that starts the job.
 func (s *Server) confirmReplay(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
-	form, req, err := readReplayForm(w, r)
-	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
-	if err != nil {
-		return s.refuseReplay(w, r, c, selectionOf(req), err, replay.Plan{}, false)
-	}
-	plan, _, err := s.jobs.Submit(r.Context(), dryRun(req))
-	if err != nil {
-		return s.refuseReplay(w, r, c, req, err, plan, true)
-	}
-	c.Plan = planView(plan, false)
-	return s.render(w, r, views.ReplayConfirmPage(c))
+	return s.replayForm(w, r, true)
 }
 
 // startReplay answers POST /jobs: it submits the confirmed form and
 // redirects to the new job's page.
 func (s *Server) startReplay(w http.ResponseWriter, r *http.Request) error {
+	return s.replayForm(w, r, false)
+}
+
+// replayForm reads a replay form and submits it: as a dry run (preview,
+// POST /replays) or for real (POST /jobs). Either refusal re-renders the
+// confirm page.
+func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool) error {
 	if s.jobs == nil {
 		return errNoJobs
 	}
 	form, req, err := readReplayForm(w, r)
 	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
 	if err != nil {
-		return s.refuseReplay(w, r, c, selectionOf(req), err, replay.Plan{}, false)
+		// The options could not be read: the selection alone can be shown.
+		return s.refuseReplay(w, r, c, err, replay.Plan{}, dryRun(selectionOf(req)), true)
+	}
+	if preview {
+		req = dryRun(req)
 	}
 	plan, job, err := s.jobs.Submit(r.Context(), req)
-	if err != nil {
-		return s.refuseReplay(w, r, c, req, err, plan, true)
+	switch {
+	case err != nil && preview:
+		// The dry run with these options was refused: the selection alone
+		// can be shown.
+		return s.refuseReplay(w, r, c, err, plan, dryRun(selectionOf(req)), true)
+	case err != nil:
+		// A creation was refused. A dry run of the same request checks
+		// everything but what only a creation checks (a discard's reason,
+		// active jobs, the guards), so it shows the whole plan.
+		return s.refuseReplay(w, r, c, err, plan, dryRun(req), false)
+	case preview:
+		c.Plan = planView(plan, false)
+		return s.render(w, r, views.ReplayConfirmPage(c))
 	}
 	http.Redirect(w, r, views.JobURL(job.ID), http.StatusSeeOther)
 	return nil
@@ -195,32 +204,27 @@ func (s *Server) startReplay(w http.ResponseWriter, r *http.Request) error {
 
 // refuseReplay re-renders the confirm page with what was refused, shown
 // first, and the status the API would answer (400, 404, 409, 422, 503).
-// The plan shown is the one the refusal came with; failing that, a dry run
-// of the same request (when its options could be read); failing that, of
-// the selection alone. Errors that are not the request's fault become the
-// 500 page.
-func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.ReplayConfirm, req replay.Request, err error,
-	plan replay.Plan, optionsRead bool) error {
+// The plan shown is the one the refusal came with; failing that, the one
+// dry run given (preview, of the selection alone if selectionOnly). Errors
+// that are not the request's fault become the 500 page.
+func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.ReplayConfirm, err error,
+	plan replay.Plan, preview replay.Request, selectionOnly bool) error {
 	status, fe, ok := formProblem(err)
 	if !ok {
 		return err
 	}
 	c.Error = fe
-	hasSelection := len(req.Selection.IDs) > 0 || req.Selection.Filter != nil
+	hasSelection := len(preview.Selection.IDs) > 0 || preview.Selection.Filter != nil
 	switch {
 	case plan.Summary.Total > 0:
 		c.Plan = planView(plan, false)
 	case !hasSelection || status == http.StatusServiceUnavailable:
 		// Nothing to summarise, or the broker would refuse the dry run too.
 	default:
-		if optionsRead {
-			if p, _, err := s.jobs.Submit(r.Context(), dryRun(req)); err == nil {
-				c.Plan = planView(p, false)
-				break
-			}
-		}
-		if p, _, err := s.jobs.Submit(r.Context(), dryRun(selectionOf(req))); err == nil || p.Summary.Total > 0 {
-			c.Plan = planView(p, true)
+		// The one dry run of a refusal.
+		p, _, err := s.jobs.Submit(r.Context(), preview)
+		if err == nil || p.Summary.Total > 0 {
+			c.Plan = planView(p, selectionOnly || err != nil)
 		}
 	}
 	return s.write(w, r, status, views.ReplayConfirmPage(c))

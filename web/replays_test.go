@@ -471,3 +471,41 @@ func TestEditAndReplayForm(t *testing.T) {
 	}
 	fx.postPage(t, "/messages/"+idStr(textID)+"/edit", url.Values{"application_properties": {`not json`}}, http.StatusBadRequest)
 }
+
+// A refusal makes at most one more submission: the dry run whose plan the
+// page shows (of the selection alone when the options were what was refused).
+func TestReplayRefusalSubmitsOnce(t *testing.T) {
+	for _, target := range []string{"/replays", "/jobs"} {
+		t.Run(target, func(t *testing.T) {
+			fx := newJobsFixture(t)
+			fx.jobs.checkOptions = func(req replay.Request) error {
+				if req.RatePerSecond > 100 {
+					return &replay.InvalidError{Param: "rate_per_second", Msg: "too fast for this test"}
+				}
+				return nil
+			}
+			form := url.Values{"action": {"replay"}, "id": {idStr(fx.ids[0]), idStr(fx.ids[1])}, "rate_per_second": {"500"}}
+			body := fx.postPage(t, target, form, http.StatusBadRequest)
+			if !strings.Contains(body, `data-field="rate_per_second"`) || !strings.Contains(body, "too fast for this test") {
+				t.Errorf("the refusal is not shown:\n%.3000s", body)
+			}
+			subs := fx.jobs.submitted()
+			if len(subs) > 2 {
+				t.Fatalf("%d submissions for one refused form, want at most 2: %+v", len(subs), subs)
+			}
+			last := subs[len(subs)-1]
+			if target == "/replays" && (len(subs) != 2 || !last.DryRun || last.RatePerSecond != 0 || len(last.Selection.IDs) != 2) {
+				t.Errorf("the refusal's dry run %+v, want the selection alone", last)
+			}
+			if target == "/replays" {
+				wantTestid(t, body, "plan-total", "2")
+				if !strings.Contains(body, `data-testid="plan-selection-only"`) {
+					t.Error("the plan is not marked as the selection's alone")
+				}
+			}
+			if len(fx.jobs.jobs) != 0 {
+				t.Error("a job was created")
+			}
+		})
+	}
+}

@@ -170,22 +170,35 @@ func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var er editRequest
-	if err := decodeBody(r, &er, 8<<20); err != nil {
+	if err := decodeBody(r, &er, maxEditRequest); err != nil {
 		return err
 	}
-	edit, err := er.edit()
+	req, err := er.request(id)
 	if err != nil {
 		return err
+	}
+	return s.submit(w, r, req)
+}
+
+// maxEditRequest bounds an edit's body (JSON or the page's form).
+const maxEditRequest = 8 << 20
+
+// request is the job an edit asks for: message id replayed with the edit
+// (none for a plain replay). The API and the message page's form share it.
+func (er *editRequest) request(id int64) (replay.Request, error) {
+	edit, err := er.edit()
+	if err != nil {
+		return replay.Request{}, err
 	}
 	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination,
 		ScheduledEnqueueAt: er.ScheduledEnqueueAt, AcknowledgeFanOut: er.AcknowledgeFanOut, AllowPoison: er.AllowPoison,
 		Reason: er.Reason, DryRun: er.DryRun}
 	req, err := jr.request()
 	if err != nil {
-		return err
+		return req, err
 	}
 	req.Selection.Edit = edit
-	return s.submit(w, r, req)
+	return req, nil
 }
 
 func (er *editRequest) edit() (*replay.Edit, error) {
@@ -241,33 +254,48 @@ func checkPropertyValue(raw json.RawMessage) error {
 	return errors.New(`want a string, number, boolean, null or {"base64": "..."}`)
 }
 
-// jobID reads the {id} of a jobs path.
-func jobID(r *http.Request) (int64, error) {
-	s := r.PathValue("id")
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
-		return 0, notFound("there is no job with id %q", s)
+// jobID reads the {id} of a jobs path (the API's and the pages'): a 404
+// without a replay engine or for anything but a canonical positive decimal.
+func (s *Server) jobID(r *http.Request) (int64, error) {
+	if s.jobs == nil {
+		return 0, errNoJobs
+	}
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != v {
+		return 0, notFound("there is no job with id %q", v)
 	}
 	return id, nil
 }
 
+// jobAction is a person's pause, resume or cancel.
+type jobAction func(Jobs, context.Context, int64) (replay.Job, error)
+
+// controlJobAt runs do on the job of r's path: the API's control and the
+// job page's buttons.
+func (s *Server) controlJobAt(r *http.Request, do jobAction) (replay.Job, error) {
+	id, err := s.jobID(r)
+	if err != nil {
+		return replay.Job{}, err
+	}
+	j, err := do(s.jobs, r.Context(), id)
+	if err != nil {
+		return j, fmt.Errorf("control job %d: %w", id, err)
+	}
+	return j, nil
+}
+
 // listJobs answers GET /api/v1/jobs.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
 	q, err := newQuery(r)
 	if err != nil {
 		return err
 	}
-	limit, cursor, err := q.page(50, 500)
+	limit, err := q.limit(50, 500)
 	if err != nil {
 		return err
 	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	jobs, next, err := s.jobs.ListJobs(r.Context(), limit, cursor)
+	jobs, _, next, err := s.readJobs(r, q, limit)
 	if err != nil {
 		return err
 	}
@@ -285,10 +313,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // showJob answers GET /api/v1/jobs/{id}.
 func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
-	id, err := jobID(r)
+	id, err := s.jobID(r)
 	if err != nil {
 		return err
 	}
@@ -315,29 +340,15 @@ func parseItemState(q *query) (replay.ItemState, error) {
 
 // listJobMessages answers GET /api/v1/jobs/{id}/messages.
 func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
-	id, err := jobID(r)
-	if err != nil {
-		return err
-	}
 	q, err := newQuery(r)
 	if err != nil {
 		return err
 	}
-	limit, cursor, err := q.page(50, 500)
+	limit, err := q.limit(50, 500)
 	if err != nil {
 		return err
 	}
-	st, err := parseItemState(q)
-	if err != nil {
-		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	items, next, err := s.jobs.ListItems(r.Context(), id, st, limit, cursor)
+	m, err := s.readJobItems(r, q, limit)
 	if err != nil {
 		return err
 	}
@@ -345,25 +356,69 @@ func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
 		Messages   []apijson.JobItem `json:"messages"`
 		NextCursor *string           `json:"next_cursor"`
 	}{Messages: []apijson.JobItem{}}
-	for _, it := range items {
+	for _, it := range m.items {
 		out.Messages = append(out.Messages, apijson.NewJobItem(it))
 	}
-	out.NextCursor = nextCursor(next)
+	out.NextCursor = nextCursor(m.next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
+// readJobs reads a page of the jobs, newest first, as the API and the jobs
+// page list them: the cursor from q, then no other parameter (the caller
+// has read the limit, or has none).
+func (s *Server) readJobs(r *http.Request, q *query, limit int) (jobs []replay.Job, cursor, next string, err error) {
+	if s.jobs == nil {
+		return nil, "", "", errNoJobs
+	}
+	if cursor, err = q.one("cursor"); err != nil {
+		return nil, "", "", err
+	}
+	if err := q.done(); err != nil {
+		return nil, "", "", err
+	}
+	if jobs, next, err = s.jobs.ListJobs(r.Context(), limit, cursor); err != nil {
+		return nil, "", "", fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, cursor, next, nil
+}
+
+// jobItemsRead is a page of a job's messages (readJobItems).
+type jobItemsRead struct {
+	id           int64
+	state        replay.ItemState // "" for every state
+	items        []replay.Item
+	cursor, next string
+}
+
+// readJobItems reads a page of the messages of the job at r's path, as the
+// API and the job's page list them: the state filter and the cursor from
+// q, then no other parameter.
+func (s *Server) readJobItems(r *http.Request, q *query, limit int) (jobItemsRead, error) {
+	var m jobItemsRead
+	var err error
+	if m.id, err = s.jobID(r); err != nil {
+		return m, err
+	}
+	if m.state, err = parseItemState(q); err != nil {
+		return m, err
+	}
+	if m.cursor, err = q.one("cursor"); err != nil {
+		return m, err
+	}
+	if err := q.done(); err != nil {
+		return m, err
+	}
+	if m.items, m.next, err = s.jobs.ListItems(r.Context(), m.id, m.state, limit, m.cursor); err != nil {
+		return m, fmt.Errorf("job %d's messages: %w", m.id, err)
+	}
+	return m, nil
+}
+
 // controlJob answers POST /api/v1/jobs/{id}/pause, /resume and /cancel.
-func (s *Server) controlJob(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
+func (s *Server) controlJob(do jobAction) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if s.jobs == nil {
-			return errNoJobs
-		}
-		id, err := jobID(r)
-		if err != nil {
-			return err
-		}
-		j, err := do(s.jobs, r.Context(), id)
+		j, err := s.controlJobAt(r, do)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,7 +24,7 @@ var auditFilterParams = []string{"actor", "action", "since", "until"}
 // filter it cannot use re-renders the form with a 400 naming the field.
 func (s *Server) listAuditPage(w http.ResponseWriter, r *http.Request) error {
 	if s.audit == nil {
-		return ErrNotFound
+		return errNoAudit
 	}
 	raw := r.URL.Query()
 	l := views.AuditList{Actions: audit.Actions(), Filter: views.AuditFilter{Actor: raw.Get("actor"), Action: raw.Get("action"),
@@ -46,20 +45,9 @@ func (s *Server) fillAuditList(r *http.Request, l *views.AuditList) error {
 	if err != nil {
 		return err
 	}
-	f, err := parseAuditFilter(q)
+	es, cursor, next, err := s.readAudit(r, q, auditPageSize)
 	if err != nil {
 		return err
-	}
-	cursor, err := q.one("cursor")
-	if err != nil {
-		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	es, next, err := s.audit.ListAudit(r.Context(), f, auditPageSize, cursor)
-	if err != nil {
-		return fmt.Errorf("audit page: %w", err)
 	}
 	for _, e := range es {
 		l.Entries = append(l.Entries, auditEntryView(e))

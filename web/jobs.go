@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -47,23 +46,13 @@ func jobItemView(it replay.Item) views.JobItem {
 
 // listJobsPage renders GET /jobs: the jobs, newest first, a page at a time.
 func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
 	q, err := newFormQuery(r)
 	if err != nil {
 		return err
 	}
-	cursor, err := q.one("cursor")
+	jobs, cursor, next, err := s.readJobs(r, q, jobsPageSize)
 	if err != nil {
 		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	jobs, next, err := s.jobs.ListJobs(r.Context(), jobsPageSize, cursor)
-	if err != nil {
-		return fmt.Errorf("list jobs page: %w", err)
 	}
 	l := views.JobList{Live: s.hub != nil}
 	for _, j := range jobs {
@@ -87,33 +76,16 @@ func (s *Server) showJobPage(w http.ResponseWriter, r *http.Request) error {
 // jobPage renders a job's page with status, and alert (a refused control)
 // at the top.
 func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, alert *views.FieldError) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
-	id, err := jobID(r)
-	if err != nil {
-		return err
-	}
 	q, err := newFormQuery(r)
 	if err != nil {
 		return err
 	}
-	state, err := parseItemState(q)
+	m, err := s.readJobItems(r, q, jobItemsPageSize)
 	if err != nil {
 		return err
 	}
-	cursor, err := q.one("cursor")
-	if err != nil {
-		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
+	id, state, items, cursor, next := m.id, m.state, m.items, m.cursor, m.next
 	j, err := s.jobs.Job(r.Context(), id)
-	if err != nil {
-		return fmt.Errorf("show job page: %w", err)
-	}
-	items, next, err := s.jobs.ListItems(r.Context(), id, state, jobItemsPageSize, cursor)
 	if err != nil {
 		return fmt.Errorf("show job page: %w", err)
 	}
@@ -144,23 +116,17 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, ale
 // controlJobPage answers POST /jobs/{id}/pause, /resume and /cancel from
 // the job page's buttons: it redirects back to the job (303), or shows the
 // job page with the refusal (a job that finished meanwhile, say).
-func (s *Server) controlJobPage(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
+func (s *Server) controlJobPage(do jobAction) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if s.jobs == nil {
-			return ErrNotFound
-		}
-		id, err := jobID(r)
+		j, err := s.controlJobAt(r, do)
 		if err != nil {
-			return ErrNotFound
-		}
-		if _, err := do(s.jobs, r.Context(), id); err != nil {
 			status, fe, ok := formProblem(err)
 			if !ok || status == http.StatusNotFound {
-				return fmt.Errorf("control job %d: %w", id, err)
+				return err
 			}
 			return s.jobPage(w, r, status, fe)
 		}
-		http.Redirect(w, r, views.JobURL(id), http.StatusSeeOther)
+		http.Redirect(w, r, views.JobURL(j.ID), http.StatusSeeOther)
 		return nil
 	}
 }

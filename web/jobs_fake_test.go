@@ -30,13 +30,13 @@ type fakeJobs struct {
 	// options it refuses, with no plan: as the engine's validation does.
 	checkOptions func(replay.Request) error
 	controlErr   error
-	jobs       map[int64]replay.Job
-	items      map[int64][]replay.Item
-	listCalls  []string // "job state cursor"
-	history    map[int64][]replay.Item
-	copies     []dlq.Record
-	nextID     int64
-	sample     []dlq.Record
+	jobs         map[int64]replay.Job
+	items        map[int64][]replay.Item
+	listCalls    []string // "job state cursor"
+	history      map[int64][]replay.Item
+	copies       []dlq.Record
+	nextID       int64
+	sample       []dlq.Record
 }
 
 func newFakeJobs(sample []dlq.Record) *fakeJobs {

@@ -84,36 +84,22 @@ func parseListForm(r *http.Request) (dlq.Filter, string, error) {
 	return f, cursor, q.done()
 }
 
-// fillMessageList reads the page and the count of matches. They run at the
-// same time on the read pool: a search's count costs about what its page does.
+// fillMessageList reads the page and the count of matches (readMessages,
+// as the API reads its pages).
 func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Filter, cursor string) error {
-	type counted struct {
-		n   int64
-		err error
-	}
-	hide := !s.canSeeBodies(r.Context())
-	f.QueryNotBodies = hide
 	l.CountCap = countCap
 	if strings.TrimSpace(f.Query) != "" {
 		l.CountCap = searchCountCap
 	}
-	ch := make(chan counted, 1)
-	go func() {
-		n, err := s.catalog.CountMessages(r.Context(), f, l.CountCap)
-		ch <- counted{n, err}
-	}()
-	recs, next, err := s.catalog.ListMessages(r.Context(), f, messagePage, cursor)
-	c := <-ch
+	m, err := s.readMessages(r, f, messagePage, cursor, l.CountCap)
 	if err != nil {
-		return fmt.Errorf("list messages page: %w", err)
+		return err
 	}
-	if c.err != nil {
-		return fmt.Errorf("count messages: %w", c.err)
+	l.Matching = m.matching
+	for _, rec := range m.recs {
+		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), m.hide))
 	}
-	l.Matching = c.n
-	for _, rec := range recs {
-		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), hide))
-	}
+	next := m.next
 	// The filter as dlq writes it: the links', the live subscription's
 	// and the replay form's.
 	params := f.Encode()
@@ -191,17 +177,13 @@ func withoutPreview(it views.MessageItem, hide bool) views.MessageItem {
 func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 	id, err := messageID(r)
 	if err != nil {
-		return ErrNotFound
+		return err
 	}
-	rec, err := s.catalog.GetMessage(r.Context(), id)
-	if isNotFound(err) {
-		return ErrNotFound
-	}
+	rec, hide, err := s.readMessage(r, id)
 	if err != nil {
-		return fmt.Errorf("show message page %d: %w", id, err)
+		return err
 	}
 	d := messageDetail(rec)
-	hide := !s.canSeeBodies(r.Context())
 	if hide {
 		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
 		d.Item.Preview = ""
@@ -358,13 +340,13 @@ func editForm(r dlq.Record) (body string, binary bool, props string) {
 // refused.
 func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return ErrNotFound
+		return errNoJobs
 	}
 	id, err := messageID(r)
 	if err != nil {
-		return ErrNotFound
+		return err
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 8<<20)
+	r.Body = http.MaxBytesReader(w, r.Body, maxEditRequest)
 	if err := r.ParseForm(); err != nil {
 		return s.refused(w, r, invalidArgument("form", "the form could not be read: %v", err))
 	}
@@ -375,19 +357,13 @@ func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
 	if p := strings.TrimSpace(r.PostForm.Get("application_properties")); p != "" {
 		er.ApplicationProperties = json.RawMessage(p)
 	}
-	edit, err := er.edit()
+	req, err := er.request(id)
 	if err != nil {
 		return s.refused(w, r, err)
 	}
-	if edit == nil {
-		edit = &replay.Edit{} // replayed as it is, but recorded as an edit
+	if req.Selection.Edit == nil {
+		req.Selection.Edit = &replay.Edit{} // replayed as it is, but recorded as an edit
 	}
-	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination}
-	req, err := jr.request()
-	if err != nil {
-		return s.refused(w, r, err)
-	}
-	req.Selection.Edit = edit
 	_, job, err := s.jobs.Submit(r.Context(), req)
 	if err != nil {
 		return s.refused(w, r, err)

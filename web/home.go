@@ -30,7 +30,7 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Entities = overviewEntities(ents)
 	if s.hub != nil {
-		h.Live = "page=overview"
+		h.Live = views.LiveOverview.Param()
 	}
 	// ListGroups gives the largest first; the overview shows the head.
 	h.Groups = failureGroups(groups)

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -138,8 +137,7 @@ func messageNotFound(id int64) error {
 // page show it; hide says its body is not the caller's to read.
 func (s *Server) readMessage(r *http.Request, id int64) (rec dlq.Record, hide bool, err error) {
 	rec, err = s.catalog.GetMessage(r.Context(), id)
-	var nf notFoundError
-	if errors.As(err, &nf) && nf.NotFound() {
+	if catalogNotFound(err) {
 		return rec, false, messageNotFound(id)
 	}
 	if err != nil {
@@ -188,7 +186,7 @@ func (s *Server) downloadMessageBody(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	body, ct, err := s.catalog.MessageBody(r.Context(), id)
-	if nf := notFoundError(nil); errors.As(err, &nf) && nf.NotFound() {
+	if catalogNotFound(err) {
 		return messageNotFound(id)
 	}
 	if err != nil {

@@ -76,6 +76,12 @@ type (
 	invalidParamError interface{ InvalidParameter() string }
 )
 
+// catalogNotFound reports whether err is the catalog's "no such message".
+func catalogNotFound(err error) bool {
+	var nf notFoundError
+	return errors.As(err, &nf) && nf.NotFound()
+}
+
 // errInternal is the problem of every error not classified: a 500 whose
 // text stays in the log.
 var errInternal = problem{status: http.StatusInternalServerError, code: "internal", title: "Something went wrong",
@@ -90,7 +96,6 @@ func classify(err error) (p problem, ok bool) {
 		pre      *replay.PreconditionError
 		conflict *replay.ConflictError
 		ip       invalidParamError
-		nf       notFoundError
 		si       *signInError
 	)
 	switch {
@@ -109,7 +114,7 @@ func classify(err error) (p problem, ok bool) {
 		return problem{status: http.StatusConflict, code: "conflict", msg: conflict.Error()}, true
 	case errors.Is(err, replay.ErrNotFound):
 		return problem{status: http.StatusNotFound, code: "not_found", msg: replay.ErrNotFound.Error()}, true
-	case errors.Is(err, ErrNotFound), errors.As(err, &nf) && nf.NotFound():
+	case errors.Is(err, ErrNotFound), catalogNotFound(err):
 		return problem{status: http.StatusNotFound, code: "not_found", msg: "there is nothing at this address"}, true
 	case errors.Is(err, dlq.ErrUnreachable), errors.Is(err, dlq.ErrThrottled), errors.Is(err, dlq.ErrUnauthorized):
 		return problem{status: http.StatusServiceUnavailable, code: "unavailable", title: "Service Bus is unavailable", msg: err.Error()}, true
@@ -215,13 +220,16 @@ func titleOf(status int) string {
 	return http.StatusText(status)
 }
 
-// sentence is msg as a sentence: a capital first letter and a full stop.
+// sentence is msg as a sentence: a capital first letter (but dlqdash's
+// name stays as it is written) and a full stop.
 func sentence(msg string) string {
 	if msg == "" {
 		return ""
 	}
-	r, n := utf8.DecodeRuneInString(msg)
-	msg = string(unicode.ToUpper(r)) + msg[n:]
+	if !strings.HasPrefix(msg, "dlqdash") {
+		r, n := utf8.DecodeRuneInString(msg)
+		msg = string(unicode.ToUpper(r)) + msg[n:]
+	}
 	if !strings.HasSuffix(msg, ".") {
 		msg += "."
 	}

@@ -119,6 +119,7 @@ func parseSubscription(r *http.Request) (subscription, error) {
 	return sub, nil
 }
 
+// livePageList names the live pages for an error message.
 func livePageList() string {
 	names := make([]string, len(views.LivePages))
 	for i, p := range views.LivePages {

@@ -31,12 +31,6 @@ func exportFlags(f *flagSet) {
 	}
 }
 
-// boolean adds a flag that is false unless given (--name or --name=true).
-func (f *flagSet) boolean(name, meaning string) {
-	f.bools[name] = f.fs.Bool(name, false, meaning)
-	f.specs = append(f.specs, flagSpec{name: name, meaning: meaning})
-}
-
 // parseExport checks export's flags.
 func parseExport(f *flagSet, bad func(string, ...any) error) (ExportConfig, error) {
 	format := strings.TrimSpace(*f.values["format"])

@@ -22,34 +22,6 @@ type Record struct {
 	ReplayCount int
 }
 
-// Filter selects cataloged messages. The zero value matches every present
-// message. It is the message list's query, export's, and (frozen) a replay
-// selection's.
-type Filter struct {
-	Entity      string   // exact entity path
-	SubQueue    SubQueue // empty for any
-	State       State    // empty for any
-	Reason      string   // exact dead-letter reason
-	Group       string   // failure group id
-	Query       string   // full-text search over body text, reason, description and properties
-	Properties  []PropertyMatch
-	Since       *time.Time // enqueued_at >= Since
-	Until       *time.Time // enqueued_at < Until
-	IncludeGone bool
-
-	// QueryNotBodies keeps Query out of body text: for someone who may not
-	// read bodies, whom a search would otherwise tell what they contain.
-	// Never stored with a job's filter.
-	QueryNotBodies bool `json:"-"`
-}
-
-// PropertyMatch is one application property = value condition. Value is
-// compared with the property's text (a number's digits, a boolean's
-// true/false, a string's characters).
-type PropertyMatch struct {
-	Key, Value string
-}
-
 // Cursor is the ingester's read state of one (entity, subqueue).
 type Cursor struct {
 	Entity   string

@@ -103,7 +103,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		jobs, err := e.cfg.Store.UnfinishedJobs(ctx)
 		if err != nil && ctx.Err() == nil {
-			e.log.Warn("replay: cannot list unfinished jobs", "err", err)
+			e.log.Warn("replay: cannot list unfinished jobs", "error", err.Error())
 		}
 		for _, j := range jobs {
 			e.mu.Lock()
@@ -173,14 +173,14 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := e.cfg.Audit.Append(actx, r); err != nil {
-		e.log.Error("replay: audit entry not written", "action", r.Action, "err", err)
+		e.log.Error("replay: audit entry not written", "action", r.Action, "error", err.Error())
 	}
 }
 
 // Pause stops a job after the batch it is in; Resume continues it.
 func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 	reason := "paused by " + audit.ActorFrom(ctx)
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, StatusQueued, StatusRunning)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, pauseFrom...)
 	if err != nil {
 		return j, precondition(err, "only a queued or running job can be paused")
 	}
@@ -192,7 +192,7 @@ func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 
 // Resume queues a paused job again.
 func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", StatusPaused)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", resumeFrom...)
 	if err != nil {
 		return j, precondition(err, "only a paused job can be resumed")
 	}
@@ -207,7 +207,7 @@ func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
 // stays in its queue.
 func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
 	reason := "cancelled by " + audit.ActorFrom(ctx)
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, StatusQueued, StatusRunning, StatusPaused)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, cancelFrom...)
 	if err != nil {
 		return j, precondition(err, "only a queued, running or paused job can be cancelled")
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -38,6 +39,24 @@ const (
 func (s Status) Finished() bool {
 	return s == StatusCancelled || s == StatusCompleted || s == StatusFailed
 }
+
+// The statuses a person's Pause, Resume and Cancel apply to: the engine
+// changes a job's status only from these (in the store's transaction), and
+// the pages offer a control only where it would be accepted.
+var (
+	pauseFrom  = []Status{StatusQueued, StatusRunning}
+	resumeFrom = []Status{StatusPaused}
+	cancelFrom = []Status{StatusQueued, StatusRunning, StatusPaused}
+)
+
+// CanPause reports whether Pause accepts a job in status s.
+func (s Status) CanPause() bool { return slices.Contains(pauseFrom, s) }
+
+// CanResume reports whether Resume accepts a job in status s.
+func (s Status) CanResume() bool { return slices.Contains(resumeFrom, s) }
+
+// CanCancel reports whether Cancel accepts a job in status s.
+func (s Status) CanCancel() bool { return slices.Contains(cancelFrom, s) }
 
 // ItemState is one message's state within a job. The engine writes each
 // state before the broker call that follows it:

@@ -21,10 +21,8 @@ const SampleSize = 10
 
 // Request asks for a job (POST /api/v1/jobs).
 type Request struct {
-	Action    Action
-	Selection Selection
-	// FilterJSON is the filter as the client sent it, kept with the job.
-	FilterJSON         json.RawMessage
+	Action             Action
+	Selection          Selection
 	Destination        string
 	RatePerSecond      float64
 	ScheduledEnqueueAt *time.Time
@@ -125,9 +123,17 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 				t.Source, t.Path, t.Source)}
 		}
 	}
+	// A filter is kept with the job as the API's filter object
+	// (dlq.Filter's JSON), which the job's page shows.
+	var filterJSON json.RawMessage
+	if req.Selection.Filter != nil {
+		if filterJSON, err = json.Marshal(req.Selection.Filter); err != nil {
+			return plan, job, fmt.Errorf("keep the job's filter: %w", err)
+		}
+	}
 	j := Job{Action: req.Action, CreatedBy: audit.ActorFrom(ctx), Destination: req.Destination, RatePerSecond: req.RatePerSecond,
 		ScheduledEnqueueAt: req.ScheduledEnqueueAt, Reason: req.Reason, AllowPoison: req.AllowPoison,
-		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: req.FilterJSON}
+		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON}
 	job, err = e.cfg.Store.CreateJob(ctx, j, req.Selection, e.cfg.PoisonCap)
 	action := audit.ActionReplayJobCreated
 	if req.Action == ActionDiscard {
@@ -138,8 +144,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	if req.ScheduledEnqueueAt != nil {
 		params["scheduled_enqueue_at"] = req.ScheduledEnqueueAt.UTC().Format(time.RFC3339Nano)
 	}
-	if len(req.FilterJSON) > 0 {
-		params["filter"] = req.FilterJSON
+	if len(filterJSON) > 0 {
+		params["filter"] = filterJSON
 	}
 	var ids []string
 	if len(req.Selection.IDs) > 0 {
@@ -163,7 +169,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	params["job_id"] = strconv.FormatInt(job.ID, 10)
 	params["total"] = job.Total
 	e.audit(ctx, audit.Record{Action: action, Params: params, MessageIDs: ids})
-	e.log.Info("replay: job created", "job", job.ID, "action", job.Action, "total", job.Total, "by", job.CreatedBy)
+	e.log.Info("replay: job created", "job_id", job.ID, "action", job.Action, "total", job.Total, "by", job.CreatedBy)
 	e.changed(job)
 	e.poke()
 	return plan, job, nil

@@ -153,7 +153,7 @@ func InventoryPage(inv Inventory) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = LayoutWith("Deferred and scheduled", NavInventory, "page=inventory").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = LayoutWith("Deferred and scheduled", NavInventory, LiveInventory.Param()).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -14,17 +14,8 @@ import (
 
 // The JSON API under /api/v1 (docs/api.md). Handlers are the same shape as the
 // pages' (they return errors); s.api adapts them with serveAPIError instead
-// of the error pages. Objects are written by package apijson, which export
-// shares.
-
-// api adapts an API handler: errors become {"error": {...}} answers.
-func (s *Server) api(h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			s.serveAPIError(w, r, err)
-		}
-	})
-}
+// of the error pages (handler.go). Objects are written by package apijson,
+// which export shares.
 
 // apiNotFound answers paths under /api/ that name no endpoint.
 func (s *Server) apiNotFound(w http.ResponseWriter, r *http.Request) error {
@@ -103,6 +94,13 @@ func (q *query) one(name string) (string, error) {
 		return vs[0], nil
 	}
 	return "", invalidArgument(name, "%s is given %d times; give it once", name, len(vs))
+}
+
+// mark records names as read by a parser of their own (dlq's filter).
+func (q *query) mark(names ...string) {
+	for _, name := range names {
+		q.read[name] = true
+	}
 }
 
 // all returns every value of a repeatable parameter.

@@ -54,27 +54,17 @@ func parseAuditFilter(q *query) (audit.Filter, error) {
 // listAudit answers GET /api/v1/audit: a page of the audit trail, newest
 // first, filtered by actor, action and time (at in [since, until)).
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
-	if s.audit == nil {
-		return notFound("this dashboard keeps no audit trail")
-	}
 	q, err := newQuery(r)
 	if err != nil {
 		return err
 	}
-	f, err := parseAuditFilter(q)
+	limit, err := q.limit(defaultAuditLimit, maxAuditLimit)
 	if err != nil {
 		return err
 	}
-	limit, cursor, err := q.page(defaultAuditLimit, maxAuditLimit)
+	es, _, next, err := s.readAudit(r, q, limit)
 	if err != nil {
 		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	es, next, err := s.audit.ListAudit(r.Context(), f, limit, cursor)
-	if err != nil {
-		return fmt.Errorf("list audit log: %w", err)
 	}
 	out := struct {
 		Entries    []apijson.AuditEntry `json:"entries"`
@@ -86,4 +76,32 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
+}
+
+// errNoAudit answers the audit trail's endpoint and page of a dashboard
+// that keeps none.
+var errNoAudit = notFound("this dashboard keeps no audit trail")
+
+// readAudit reads a page of the audit trail, newest first, as the API and
+// the audit page list it: the filter and the cursor from q, then no other
+// parameter (the caller has read the limit, or has none).
+func (s *Server) readAudit(r *http.Request, q *query, limit int) (es []audit.Entry, cursor, next string, err error) {
+	if s.audit == nil {
+		return nil, "", "", errNoAudit
+	}
+	f, err := parseAuditFilter(q)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if cursor, err = q.one("cursor"); err != nil {
+		return nil, "", "", err
+	}
+	if err := q.done(); err != nil {
+		return nil, "", "", err
+	}
+	es, next, err = s.audit.ListAudit(r.Context(), f, limit, cursor)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("list audit log: %w", err)
+	}
+	return es, cursor, next, nil
 }

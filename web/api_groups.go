@@ -1,9 +1,12 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
+
+	"github.com/dlqdash/dlqdash/dlq"
 
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
@@ -27,19 +30,40 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	gs, err := s.catalog.ListGroups(r.Context())
+	gs, err := s.readGroups(r.Context(), withGone, entity)
 	if err != nil {
-		return fmt.Errorf("list groups: %w", err)
+		return err
 	}
 	out := struct {
 		Groups []apijson.Group `json:"groups"`
 	}{Groups: []apijson.Group{}}
 	for _, g := range gs {
-		if (g.Present == 0 && !withGone) || (entity != "" && !slices.Contains(g.Entities, entity)) {
-			continue
-		}
 		out.Groups = append(out.Groups, apijson.NewGroup(g))
 	}
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
+}
+
+// readGroups reads the failure groups, the largest first, as the API, the
+// groups page and the overview list them: those with a message left in a
+// dead-letter queue unless withGone, and those seen in entity if given.
+func (s *Server) readGroups(ctx context.Context, withGone bool, entity string) ([]dlq.GroupSummary, error) {
+	gs, err := s.catalog.ListGroups(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	return selectGroups(gs, withGone, entity), nil
+}
+
+// selectGroups keeps the groups with a message left in a dead-letter queue
+// (all if withGone) seen in entity (any if "").
+func selectGroups(gs []dlq.GroupSummary, withGone bool, entity string) []dlq.GroupSummary {
+	out := make([]dlq.GroupSummary, 0, len(gs))
+	for _, g := range gs {
+		if (g.Present == 0 && !withGone) || (entity != "" && !slices.Contains(g.Entities, entity)) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }

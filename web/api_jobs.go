@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -37,16 +36,16 @@ const maxJobRequest = 4 << 20
 
 // jobRequest is the body of POST /api/v1/jobs (docs/api.md).
 type jobRequest struct {
-	Action             string                     `json:"action"`
-	IDs                []string                   `json:"ids"`
-	Filter             map[string]json.RawMessage `json:"filter"`
-	Destination        string                     `json:"destination"`
-	RatePerSecond      *float64                   `json:"rate_per_second"`
-	ScheduledEnqueueAt *string                    `json:"scheduled_enqueue_at"`
-	AcknowledgeFanOut  bool                       `json:"acknowledge_fan_out"`
-	AllowPoison        bool                       `json:"allow_poison"`
-	Reason             string                     `json:"reason"`
-	DryRun             bool                       `json:"dry_run"`
+	Action             string      `json:"action"`
+	IDs                []string    `json:"ids"`
+	Filter             *dlq.Filter `json:"filter"`
+	Destination        string      `json:"destination"`
+	RatePerSecond      *float64    `json:"rate_per_second"`
+	ScheduledEnqueueAt *string     `json:"scheduled_enqueue_at"`
+	AcknowledgeFanOut  bool        `json:"acknowledge_fan_out"`
+	AllowPoison        bool        `json:"allow_poison"`
+	Reason             string      `json:"reason"`
+	DryRun             bool        `json:"dry_run"`
 	// Entity, Subqueue and SequenceNumbers select present messages by
 	// sequence number (deferred messages, as the application knows them).
 	Entity          string  `json:"entity"`
@@ -63,6 +62,10 @@ func decodeBody(r *http.Request, v any, max int64) error {
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
+		var fe *dlq.FilterError
+		if errors.As(err, &fe) {
+			return err // a filter's value, named by dlq
+		}
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return invalidArgument(field, "unknown field %q", field)
@@ -75,71 +78,28 @@ func decodeBody(r *http.Request, v any, max int64) error {
 	return nil
 }
 
-// jsonFilterQuery turns a JSON filter object ({"entity": "orders", "property":
-// ["a=1"], "include_gone": true}) into the message list's query, so both
-// are read by the same code.
-func jsonFilterQuery(obj map[string]json.RawMessage) (*query, error) {
-	v := url.Values{}
-	for k, raw := range obj {
-		var s string
-		var b bool
-		var list []string
-		switch {
-		case json.Unmarshal(raw, &s) == nil:
-			if s != "" {
-				v.Add(k, s)
-			}
-		case json.Unmarshal(raw, &b) == nil:
-			v.Add(k, strconv.FormatBool(b))
-		case json.Unmarshal(raw, &list) == nil:
-			for _, s := range list {
-				v.Add(k, s)
-			}
-		case bytes.Equal(bytes.TrimSpace(raw), []byte("null")):
-		default:
-			return nil, invalidArgument("filter."+k, "filter.%s must be a string (or a list of strings for property)", k)
-		}
-	}
-	return &query{values: v, read: map[string]bool{}}, nil
-}
-
 // selection reads ids, a filter, or an entity's sequence numbers; the
 // engine checks that exactly one is given.
-func (jr *jobRequest) selection() (replay.Selection, json.RawMessage, error) {
+func (jr *jobRequest) selection() (replay.Selection, error) {
 	var sel replay.Selection
 	for _, s := range jr.IDs {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id <= 0 {
-			return sel, nil, invalidArgument("ids", "%q is not a message id", s)
+			return sel, invalidArgument("ids", "%q is not a message id", s)
 		}
 		sel.IDs = append(sel.IDs, id)
 	}
 	sel.Entity, sel.SubQueue, sel.SequenceNumbers = strings.TrimSpace(jr.Entity), dlq.SubQueue(jr.Subqueue), jr.SequenceNumbers
-	if jr.Filter == nil {
-		return sel, nil, nil
-	}
-	q, err := jsonFilterQuery(jr.Filter)
-	if err != nil {
-		return sel, nil, err
-	}
-	f, err := parseFilter(q)
-	if err != nil {
-		return sel, nil, err
-	}
-	if err := q.done(); err != nil {
-		return sel, nil, err
-	}
-	sel.Filter = &f
-	raw, _ := json.Marshal(jr.Filter)
-	return sel, raw, nil
+	sel.Filter = jr.Filter // read by dlq.Filter's UnmarshalJSON
+	return sel, nil
 }
 
 func (jr *jobRequest) request() (replay.Request, error) {
-	sel, filterJSON, err := jr.selection()
+	sel, err := jr.selection()
 	if err != nil {
 		return replay.Request{}, err
 	}
-	req := replay.Request{Action: replay.Action(jr.Action), Selection: sel, FilterJSON: filterJSON,
+	req := replay.Request{Action: replay.Action(jr.Action), Selection: sel,
 		Destination: strings.TrimSpace(jr.Destination), AcknowledgeFanOut: jr.AcknowledgeFanOut,
 		AllowPoison: jr.AllowPoison, Reason: jr.Reason, DryRun: jr.DryRun}
 	if jr.RatePerSecond != nil {
@@ -158,7 +118,7 @@ func (jr *jobRequest) request() (replay.Request, error) {
 // createJob answers POST /api/v1/jobs: a dry run (200) or a new job (201).
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	var jr jobRequest
 	if err := decodeBody(r, &jr, maxJobRequest); err != nil {
@@ -174,7 +134,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Request) error {
 	plan, job, err := s.jobs.Submit(r.Context(), req)
 	if err != nil {
-		return jobError(err)
+		return err
 	}
 	if req.DryRun {
 		writeJSON(w, r, http.StatusOK, apijson.NewDryRun(plan))
@@ -183,28 +143,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Reque
 	w.Header().Set("Location", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10))
 	writeJSON(w, r, http.StatusCreated, apijson.NewJob(job))
 	return nil
-}
-
-// jobError maps the engine's errors to the API's.
-func jobError(err error) error {
-	var (
-		inv      *replay.InvalidError
-		pre      *replay.PreconditionError
-		conflict *replay.ConflictError
-	)
-	switch {
-	case errors.As(err, &inv):
-		return invalidArgument(inv.Param, "%s", inv.Msg)
-	case errors.As(err, &pre):
-		return &apiError{status: http.StatusUnprocessableEntity, code: "failed_precondition", msg: pre.Msg}
-	case errors.As(err, &conflict):
-		return &apiError{status: http.StatusConflict, code: "conflict", msg: conflict.Error()}
-	case errors.Is(err, replay.ErrNotFound):
-		return notFound("%v", err)
-	case errors.Is(err, dlq.ErrUnreachable), errors.Is(err, dlq.ErrThrottled), errors.Is(err, dlq.ErrUnauthorized):
-		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: err.Error()}
-	}
-	return err
 }
 
 // editRequest is the body of POST /api/v1/messages/{id}/replay: one
@@ -225,29 +163,42 @@ type editRequest struct {
 // one message (the catalog keeps the original bytes).
 func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
+		return errNoJobs
 	}
 	id, err := messageID(r)
 	if err != nil {
 		return err
 	}
 	var er editRequest
-	if err := decodeBody(r, &er, 8<<20); err != nil {
+	if err := decodeBody(r, &er, maxEditRequest); err != nil {
 		return err
 	}
-	edit, err := er.edit()
+	req, err := er.request(id)
 	if err != nil {
 		return err
+	}
+	return s.submit(w, r, req)
+}
+
+// maxEditRequest bounds an edit's body (JSON or the page's form).
+const maxEditRequest = 8 << 20
+
+// request is the job an edit asks for: message id replayed with the edit
+// (none for a plain replay). The API and the message page's form share it.
+func (er *editRequest) request(id int64) (replay.Request, error) {
+	edit, err := er.edit()
+	if err != nil {
+		return replay.Request{}, err
 	}
 	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination,
 		ScheduledEnqueueAt: er.ScheduledEnqueueAt, AcknowledgeFanOut: er.AcknowledgeFanOut, AllowPoison: er.AllowPoison,
 		Reason: er.Reason, DryRun: er.DryRun}
 	req, err := jr.request()
 	if err != nil {
-		return err
+		return req, err
 	}
 	req.Selection.Edit = edit
-	return s.submit(w, r, req)
+	return req, nil
 }
 
 func (er *editRequest) edit() (*replay.Edit, error) {
@@ -303,33 +254,48 @@ func checkPropertyValue(raw json.RawMessage) error {
 	return errors.New(`want a string, number, boolean, null or {"base64": "..."}`)
 }
 
-// jobID reads the {id} of a jobs path.
-func jobID(r *http.Request) (int64, error) {
-	s := r.PathValue("id")
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
-		return 0, notFound("there is no job with id %q", s)
+// jobID reads the {id} of a jobs path (the API's and the pages'): a 404
+// without a replay engine or for anything but a canonical positive decimal.
+func (s *Server) jobID(r *http.Request) (int64, error) {
+	if s.jobs == nil {
+		return 0, errNoJobs
+	}
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != v {
+		return 0, notFound("there is no job with id %q", v)
 	}
 	return id, nil
 }
 
+// jobAction is a person's pause, resume or cancel.
+type jobAction func(Jobs, context.Context, int64) (replay.Job, error)
+
+// controlJobAt runs do on the job of r's path: the API's control and the
+// job page's buttons.
+func (s *Server) controlJobAt(r *http.Request, do jobAction) (replay.Job, error) {
+	id, err := s.jobID(r)
+	if err != nil {
+		return replay.Job{}, err
+	}
+	j, err := do(s.jobs, r.Context(), id)
+	if err != nil {
+		return j, fmt.Errorf("control job %d: %w", id, err)
+	}
+	return j, nil
+}
+
 // listJobs answers GET /api/v1/jobs.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
-	}
 	q, err := newQuery(r)
 	if err != nil {
 		return err
 	}
-	limit, cursor, err := q.page(50, 500)
+	limit, err := q.limit(50, 500)
 	if err != nil {
 		return err
 	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	jobs, next, err := s.jobs.ListJobs(r.Context(), limit, cursor)
+	jobs, _, next, err := s.readJobs(r, q, limit)
 	if err != nil {
 		return err
 	}
@@ -347,16 +313,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 
 // showJob answers GET /api/v1/jobs/{id}.
 func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
-	}
-	id, err := jobID(r)
+	id, err := s.jobID(r)
 	if err != nil {
 		return err
 	}
 	j, err := s.jobs.Job(r.Context(), id)
 	if err != nil {
-		return jobError(err)
+		return err
 	}
 	writeJSON(w, r, http.StatusOK, apijson.NewJob(j))
 	return nil
@@ -377,57 +340,87 @@ func parseItemState(q *query) (replay.ItemState, error) {
 
 // listJobMessages answers GET /api/v1/jobs/{id}/messages.
 func (s *Server) listJobMessages(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return notFound("this dashboard runs no replay engine")
-	}
-	id, err := jobID(r)
-	if err != nil {
-		return err
-	}
 	q, err := newQuery(r)
 	if err != nil {
 		return err
 	}
-	limit, cursor, err := q.page(50, 500)
+	limit, err := q.limit(50, 500)
 	if err != nil {
 		return err
 	}
-	st, err := parseItemState(q)
+	m, err := s.readJobItems(r, q, limit)
 	if err != nil {
 		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	items, next, err := s.jobs.ListItems(r.Context(), id, st, limit, cursor)
-	if err != nil {
-		return jobError(err)
 	}
 	out := struct {
 		Messages   []apijson.JobItem `json:"messages"`
 		NextCursor *string           `json:"next_cursor"`
 	}{Messages: []apijson.JobItem{}}
-	for _, it := range items {
+	for _, it := range m.items {
 		out.Messages = append(out.Messages, apijson.NewJobItem(it))
 	}
-	out.NextCursor = nextCursor(next)
+	out.NextCursor = nextCursor(m.next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
 }
 
+// readJobs reads a page of the jobs, newest first, as the API and the jobs
+// page list them: the cursor from q, then no other parameter (the caller
+// has read the limit, or has none).
+func (s *Server) readJobs(r *http.Request, q *query, limit int) (jobs []replay.Job, cursor, next string, err error) {
+	if s.jobs == nil {
+		return nil, "", "", errNoJobs
+	}
+	if cursor, err = q.one("cursor"); err != nil {
+		return nil, "", "", err
+	}
+	if err := q.done(); err != nil {
+		return nil, "", "", err
+	}
+	if jobs, next, err = s.jobs.ListJobs(r.Context(), limit, cursor); err != nil {
+		return nil, "", "", fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, cursor, next, nil
+}
+
+// jobItemsRead is a page of a job's messages (readJobItems).
+type jobItemsRead struct {
+	id           int64
+	state        replay.ItemState // "" for every state
+	items        []replay.Item
+	cursor, next string
+}
+
+// readJobItems reads a page of the messages of the job at r's path, as the
+// API and the job's page list them: the state filter and the cursor from
+// q, then no other parameter.
+func (s *Server) readJobItems(r *http.Request, q *query, limit int) (jobItemsRead, error) {
+	var m jobItemsRead
+	var err error
+	if m.id, err = s.jobID(r); err != nil {
+		return m, err
+	}
+	if m.state, err = parseItemState(q); err != nil {
+		return m, err
+	}
+	if m.cursor, err = q.one("cursor"); err != nil {
+		return m, err
+	}
+	if err := q.done(); err != nil {
+		return m, err
+	}
+	if m.items, m.next, err = s.jobs.ListItems(r.Context(), m.id, m.state, limit, m.cursor); err != nil {
+		return m, fmt.Errorf("job %d's messages: %w", m.id, err)
+	}
+	return m, nil
+}
+
 // controlJob answers POST /api/v1/jobs/{id}/pause, /resume and /cancel.
-func (s *Server) controlJob(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
+func (s *Server) controlJob(do jobAction) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if s.jobs == nil {
-			return notFound("this dashboard runs no replay engine")
-		}
-		id, err := jobID(r)
+		j, err := s.controlJobAt(r, do)
 		if err != nil {
 			return err
-		}
-		j, err := do(s.jobs, r.Context(), id)
-		if err != nil {
-			return jobError(err)
 		}
 		writeJSON(w, r, http.StatusOK, apijson.NewJob(j))
 		return nil

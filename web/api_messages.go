@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -18,64 +17,14 @@ const (
 	maxMessageLimit     = 500
 )
 
-// maxPropertyFilters bounds the property=key=value conditions of one request.
-const maxPropertyFilters = 16
-
-// parseFilter reads the message list's filter parameters (also the
-// selection of a job by filter).
+// parseFilter reads the message list's filter parameters (dlq's one
+// parser of them): the API's rules, or a form's for a page's query.
 func parseFilter(q *query) (dlq.Filter, error) {
-	var f dlq.Filter
-	var err error
-	if f.Entity, err = q.one("entity"); err != nil {
-		return f, err
+	q.mark(dlq.FilterKeys()...)
+	if q.form {
+		return dlq.ParseFilterForm(q.values)
 	}
-	sq, err := q.one("subqueue")
-	if err != nil {
-		return f, err
-	}
-	if f.SubQueue = dlq.SubQueue(sq); sq != "" && !f.SubQueue.Valid() {
-		return f, invalidArgument("subqueue", "unknown subqueue %q: want dead_letter, transfer_dead_letter or main", sq)
-	}
-	st, err := q.one("state")
-	if err != nil {
-		return f, err
-	}
-	if f.State = dlq.State(st); st != "" && !f.State.Valid() {
-		return f, invalidArgument("state", "unknown state %q: want active, deferred or scheduled", st)
-	}
-	if f.Reason, err = q.one("reason"); err != nil {
-		return f, err
-	}
-	if f.Group, err = q.one("group"); err != nil {
-		return f, err
-	}
-	if f.Query, err = q.one("q"); err != nil {
-		return f, err
-	}
-	props := q.all("property")
-	if len(props) > maxPropertyFilters {
-		return f, invalidArgument("property", "at most %d property filters, got %d", maxPropertyFilters, len(props))
-	}
-	for _, p := range props {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return f, invalidArgument("property", "property must be key=value (the key may not be empty), not %q", p)
-		}
-		f.Properties = append(f.Properties, dlq.PropertyMatch{Key: k, Value: v})
-	}
-	if f.Since, err = q.time("since"); err != nil {
-		return f, err
-	}
-	if f.Until, err = q.time("until"); err != nil {
-		return f, err
-	}
-	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
-		return f, invalidArgument("until", "until (%s) must be after since (%s)", f.Until.Format(dlq.TimeFormat), f.Since.Format(dlq.TimeFormat))
-	}
-	if f.IncludeGone, err = q.boolean("include_gone"); err != nil {
-		return f, err
-	}
-	return f, nil
+	return dlq.ParseFilterQuery(q.values)
 }
 
 // listMessages answers GET /api/v1/messages: a page of the messages matching
@@ -96,22 +45,63 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	hide := !s.canSeeBodies(r.Context())
-	f.QueryNotBodies = hide
-	recs, next, err := s.catalog.ListMessages(r.Context(), f, limit, cursor)
+	m, err := s.readMessages(r, f, limit, cursor, 0)
 	if err != nil {
-		return fmt.Errorf("list messages: %w", err)
+		return err
 	}
 	out := struct {
 		Messages   []message `json:"messages"`
 		NextCursor *string   `json:"next_cursor"`
-	}{Messages: make([]message, 0, len(recs))}
-	for _, rec := range recs {
-		out.Messages = append(out.Messages, hideBody(apijson.NewMessage(rec, false), hide))
+	}{Messages: make([]message, 0, len(m.recs))}
+	for _, rec := range m.recs {
+		out.Messages = append(out.Messages, hideBody(apijson.NewMessage(rec, false), m.hide))
 	}
-	out.NextCursor = nextCursor(next)
+	out.NextCursor = nextCursor(m.next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
+}
+
+// messagesRead is a page of the message list as the API and the page read
+// it (readMessages).
+type messagesRead struct {
+	recs []dlq.Record
+	next string // the next page's cursor; "" after the last
+	hide bool   // the caller may not read bodies: previews are left out
+	// matching counts the matches up to the cap readMessages was given.
+	matching int64
+}
+
+// readMessages reads a page of the messages matching f, newest first, for
+// r's caller: a search leaves bodies out for one who may not read them.
+// With countCap > 0 it also counts the matches up to countCap, at the same
+// time on the read pool (a search's count costs about what its page does).
+func (s *Server) readMessages(r *http.Request, f dlq.Filter, limit int, cursor string, countCap int64) (messagesRead, error) {
+	type counted struct {
+		n   int64
+		err error
+	}
+	m := messagesRead{hide: !s.canSeeBodies(r.Context())}
+	f.QueryNotBodies = m.hide
+	ch := make(chan counted, 1)
+	if countCap > 0 {
+		go func() {
+			n, err := s.catalog.CountMessages(r.Context(), f, countCap)
+			ch <- counted{n, err}
+		}()
+	} else {
+		ch <- counted{}
+	}
+	var err error
+	m.recs, m.next, err = s.catalog.ListMessages(r.Context(), f, limit, cursor)
+	c := <-ch
+	if err != nil {
+		return m, fmt.Errorf("list messages: %w", err)
+	}
+	if c.err != nil {
+		return m, fmt.Errorf("count messages: %w", c.err)
+	}
+	m.matching = c.n
+	return m, nil
 }
 
 // messageID reads the {id} of the path. Anything but a canonical positive
@@ -123,11 +113,6 @@ func messageID(r *http.Request) (int64, error) {
 		return 0, notFound("there is no message with id %q", s)
 	}
 	return id, nil
-}
-
-func isNotFound(err error) bool {
-	var nf notFoundError
-	return errors.As(err, &nf) && nf.NotFound()
 }
 
 // messageRequest reads a /api/v1/messages/{id}[/body] request: the id, and
@@ -148,20 +133,29 @@ func messageNotFound(id int64) error {
 	return notFound("message %d is not in the catalog (messages gone from the broker are pruned after a while)", id)
 }
 
+// readMessage reads one message with its body, as the API and the message
+// page show it; hide says its body is not the caller's to read.
+func (s *Server) readMessage(r *http.Request, id int64) (rec dlq.Record, hide bool, err error) {
+	rec, err = s.catalog.GetMessage(r.Context(), id)
+	if catalogNotFound(err) {
+		return rec, false, messageNotFound(id)
+	}
+	if err != nil {
+		return rec, false, fmt.Errorf("show message %d: %w", id, err)
+	}
+	return rec, !s.canSeeBodies(r.Context()), nil
+}
+
 // showMessage answers GET /api/v1/messages/{id}: one message with its body.
 func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 	id, err := messageRequest(r)
 	if err != nil {
 		return err
 	}
-	rec, err := s.catalog.GetMessage(r.Context(), id)
-	if isNotFound(err) {
-		return messageNotFound(id)
-	}
+	rec, hide, err := s.readMessage(r, id)
 	if err != nil {
-		return fmt.Errorf("show message %d: %w", id, err)
+		return err
 	}
-	hide := !s.canSeeBodies(r.Context())
 	writeJSON(w, r, http.StatusOK, hideBody(apijson.NewMessage(rec, !hide), hide))
 	return nil
 }
@@ -192,7 +186,7 @@ func (s *Server) downloadMessageBody(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	body, ct, err := s.catalog.MessageBody(r.Context(), id)
-	if isNotFound(err) {
+	if catalogNotFound(err) {
 		return messageNotFound(id)
 	}
 	if err != nil {

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,18 +24,18 @@ var auditFilterParams = []string{"actor", "action", "since", "until"}
 // filter it cannot use re-renders the form with a 400 naming the field.
 func (s *Server) listAuditPage(w http.ResponseWriter, r *http.Request) error {
 	if s.audit == nil {
-		return ErrNotFound
+		return errNoAudit
 	}
 	raw := r.URL.Query()
 	l := views.AuditList{Actions: audit.Actions(), Filter: views.AuditFilter{Actor: raw.Get("actor"), Action: raw.Get("action"),
 		Since: datetimeLocal(raw.Get("since")), Until: datetimeLocal(raw.Get("until"))}}
-	err := s.fillAuditList(r, &l)
-	if fe, ok := fieldError(err); ok {
+	if err := s.fillAuditList(r, &l); err != nil {
+		status, fe, ok := formProblem(err)
+		if !ok {
+			return err
+		}
 		l.Error = fe
-		return s.write(w, r, http.StatusBadRequest, views.AuditPage(l))
-	}
-	if err != nil {
-		return err
+		return s.write(w, r, status, views.AuditPage(l))
 	}
 	return s.render(w, r, views.AuditPage(l))
 }
@@ -46,23 +45,9 @@ func (s *Server) fillAuditList(r *http.Request, l *views.AuditList) error {
 	if err != nil {
 		return err
 	}
-	f, err := parseAuditFilter(q)
+	es, cursor, next, err := s.readAudit(r, q, auditPageSize)
 	if err != nil {
 		return err
-	}
-	cursor, err := q.one("cursor")
-	if err != nil {
-		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	es, next, err := s.audit.ListAudit(r.Context(), f, auditPageSize, cursor)
-	if err != nil {
-		if isFieldError(err) {
-			return err
-		}
-		return fmt.Errorf("audit page: %w", err)
 	}
 	for _, e := range es {
 		l.Entries = append(l.Entries, auditEntryView(e))

@@ -6,71 +6,40 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
 
-// ErrNotFound makes the adapter answer with the 404 page.
+// The one error classifier. Handlers return errors: their own (below), the
+// domain's (replay's, dlq's, the catalog's), or anything else. classify maps
+// each to one problem: a status, the API's stable error code, the parameter
+// at fault and words a person can act on. The API writes a problem as
+// {"error": {...}} (serveAPIError), the pages as the error page (serveError)
+// or as the refusal shown on the form that was sent (formProblem), so that a
+// page and the API always say the same thing about the same error.
+
+// problem is an error as the dashboard answers it.
+type problem struct {
+	status int
+	code   string // the API's error code (api.md)
+	param  string // the parameter at fault, for invalid_argument
+	msg    string // words a person can act on; never a server error's text
+	// title is the error page's heading ("" for the status's own).
+	title string
+	// signIn offers to sign in again (a failed sign-in).
+	signIn bool
+}
+
+// ErrNotFound makes the adapters answer 404: there is nothing at this address.
 var ErrNotFound = errors.New("not found")
 
-// handlerFunc is a handler that reports failure by returning an error; the
-// adapter below turns it into a page.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// handle adapts a handlerFunc to http.Handler. It is the one place where
-// errors become pages and the one place they are logged.
-func (s *Server) handle(h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := views.WithFeatures(r.Context(), views.Features{Jobs: s.jobs != nil, Audit: s.audit != nil})
-		ctx = views.WithViewer(ctx, viewerOf(ctx))
-		if s.hub != nil {
-			// Before the handler reads anything: see Hub.Seq.
-			ctx = views.WithLiveSeq(ctx, s.hub.Seq())
-		}
-		r = r.WithContext(ctx)
-		if err := h(w, r); err != nil {
-			s.serveError(w, r, err)
-		}
-	})
-}
-
-// serveError writes the error page for err. Server errors are logged once,
-// with the request id the page shows; their text never reaches the browser.
-func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
-	v := views.ErrorView{}
-	switch {
-	case errors.Is(err, ErrNotFound):
-		v.Status, v.Title, v.Message = http.StatusNotFound, "Not found", "There is nothing at this address."
-	case isFieldError(err):
-		fe, _ := fieldError(err)
-		v.Status, v.Title, v.Message = http.StatusBadRequest, "Check the address", "The parameter “"+fe.Field+"” cannot be used: "+fe.Message
-	case errors.Is(err, errCrossOrigin):
-		v.Status, v.Title, v.Message = http.StatusForbidden, "Request refused", "This request came from another site and was refused."
-	case errors.Is(err, errForbidden):
-		v.Status, v.Title, v.Message = http.StatusForbidden, "Not allowed", "You cannot do this: "+err.Error()+"."
-	case errors.Is(err, errUnauthenticated):
-		v.Status, v.Title = http.StatusUnauthorized, "Not signed in"
-		v.Message = "dlqdash did not receive your identity. Open dlqdash through the address of its sign-in proxy."
-	case errors.As(err, new(*signInError)):
-		v.Status, v.Title, v.Message = http.StatusBadRequest, "Sign-in failed", err.Error()+" Sign in again to continue."
-		v.SignIn = s.signIn != nil
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The browser went away; nobody is left to read a page.
-		return
-	default:
-		v.Status, v.Title, v.Message = http.StatusInternalServerError, "Something went wrong", "dlqdash could not complete this request."
-		v.RequestID = requestID(r.Context())
-		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
-			slog.String("request_id", v.RequestID),
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.String("error", err.Error()))
-	}
-	s.renderStatus(w, r, v.Status, views.ErrorPage(v))
-}
-
-// apiError is an API error with the status, code and words it answers with.
+// apiError is an error that says how it is answered.
 type apiError struct {
 	status int
 	code   string
@@ -80,7 +49,7 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.code + ": " + e.msg }
 
-// invalidArgument is a 400 naming the bad query parameter.
+// invalidArgument is a 400 naming the bad parameter.
 func invalidArgument(param, format string, a ...any) error {
 	return &apiError{status: http.StatusBadRequest, code: "invalid_argument", param: param, msg: fmt.Sprintf(format, a...)}
 }
@@ -90,51 +59,201 @@ func notFound(format string, a ...any) error {
 	return &apiError{status: http.StatusNotFound, code: "not_found", msg: fmt.Sprintf(format, a...)}
 }
 
+// unauthenticated is a 401 saying how to sign in.
+func unauthenticated(msg string) error {
+	return &apiError{status: http.StatusUnauthorized, code: "unauthenticated", msg: msg}
+}
+
+// errNoJobs answers the job endpoints and pages of a dashboard without a
+// replay engine.
+var errNoJobs = notFound("this dashboard runs no replay engine")
+
 // The catalog's errors are recognised by behaviour: web must not import the
-// store that makes them.
+// store that makes them. dlq.FilterError and replay.InvalidError are
+// invalidParamErrors too.
 type (
 	notFoundError     interface{ NotFound() bool }
 	invalidParamError interface{ InvalidParameter() string }
 )
 
-// serveAPIError writes err as {"error": {...}}. Like serveError it is the one
-// place API errors are mapped and logged; a 500 carries a request id and
-// never the error's text.
-func (s *Server) serveAPIError(w http.ResponseWriter, r *http.Request, err error) {
-	var (
-		ae *apiError
-		nf notFoundError
-		ip invalidParamError
-	)
-	d := apijson.ErrorDetail{}
-	status := http.StatusInternalServerError
-	switch {
-	case errors.As(err, &ae):
-		status, d.Code, d.Parameter, d.Message = ae.status, ae.code, ae.param, ae.msg
-	case errors.As(err, &ip):
-		status, d.Code, d.Parameter, d.Message = http.StatusBadRequest, "invalid_argument", ip.InvalidParameter(), ip.(error).Error()
-	case errors.Is(err, errForbidden):
-		status, d.Code, d.Message = http.StatusForbidden, "permission_denied", err.Error()
-	case errors.Is(err, ErrNotFound), errors.As(err, &nf) && nf.NotFound():
-		status, d.Code, d.Message = http.StatusNotFound, "not_found", "there is nothing at this address"
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		return // the client went away
-	default:
-		d.Code, d.RequestID = "internal", requestID(r.Context())
-		d.Message = "dlqdash could not complete this request; the server log has the details under request id " + d.RequestID
-		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
-			slog.String("request_id", d.RequestID),
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.String("error", err.Error()))
-	}
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="dlqdash"`)
-	}
-	writeJSON(w, r, status, apijson.Error{Error: d})
+// catalogNotFound reports whether err is the catalog's "no such message".
+func catalogNotFound(err error) bool {
+	var nf notFoundError
+	return errors.As(err, &nf) && nf.NotFound()
 }
 
-func isFieldError(err error) bool {
-	_, ok := fieldError(err)
-	return ok
+// errInternal is the problem of every error not classified: a 500 whose
+// text stays in the log.
+var errInternal = problem{status: http.StatusInternalServerError, code: "internal", title: "Something went wrong",
+	msg: "dlqdash could not complete this request"}
+
+// classify maps err to its problem. ok is false for an error it does not
+// know: a server error (errInternal).
+func classify(err error) (p problem, ok bool) {
+	var (
+		ae       *apiError
+		inv      *replay.InvalidError
+		pre      *replay.PreconditionError
+		conflict *replay.ConflictError
+		ip       invalidParamError
+		si       *signInError
+	)
+	switch {
+	case err == nil:
+		return problem{}, false
+	case errors.As(err, &ae):
+		return problem{status: ae.status, code: ae.code, param: ae.param, msg: ae.msg}, true
+	case errors.As(err, &inv):
+		return problem{status: http.StatusBadRequest, code: "invalid_argument", param: inv.Param, msg: inv.Msg}, true
+	case errors.As(err, &ip):
+		// dlq's filter errors, the catalog's (a cursor it did not issue).
+		return problem{status: http.StatusBadRequest, code: "invalid_argument", param: ip.InvalidParameter(), msg: ip.(error).Error()}, true
+	case errors.As(err, &pre):
+		return problem{status: http.StatusUnprocessableEntity, code: "failed_precondition", msg: pre.Msg}, true
+	case errors.As(err, &conflict):
+		return problem{status: http.StatusConflict, code: "conflict", msg: conflict.Error()}, true
+	case errors.Is(err, replay.ErrNotFound):
+		return problem{status: http.StatusNotFound, code: "not_found", msg: replay.ErrNotFound.Error()}, true
+	case errors.Is(err, ErrNotFound), catalogNotFound(err):
+		return problem{status: http.StatusNotFound, code: "not_found", msg: "there is nothing at this address"}, true
+	case errors.Is(err, dlq.ErrUnreachable), errors.Is(err, dlq.ErrThrottled), errors.Is(err, dlq.ErrUnauthorized):
+		return problem{status: http.StatusServiceUnavailable, code: "unavailable", title: "Service Bus is unavailable", msg: err.Error()}, true
+	case errors.Is(err, errCrossOrigin):
+		return problem{status: http.StatusForbidden, code: "permission_denied", title: "Request refused",
+			msg: "this request came from another site and was refused"}, true
+	case errors.Is(err, errForbidden):
+		return problem{status: http.StatusForbidden, code: "permission_denied", title: "Not allowed", msg: err.Error()}, true
+	case errors.Is(err, errUnauthenticated):
+		return problem{status: http.StatusUnauthorized, code: "unauthenticated", title: "Not signed in",
+			msg: "dlqdash did not receive your identity. Open dlqdash through the address of its sign-in proxy"}, true
+	case errors.As(err, &si):
+		return problem{status: http.StatusBadRequest, code: "invalid_argument", title: "Sign-in failed",
+			msg: strings.TrimSuffix(si.msg, ".") + ". Sign in again to continue", signIn: true}, true
+	}
+	return errInternal, false
+}
+
+// problemFor classifies err for an answer to r: false when there is nobody
+// to answer (the client went away). A server error is logged here, once,
+// with the request id its answer shows.
+func (s *Server) problemFor(r *http.Request, err error) (problem, string, bool) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return problem{}, "", false
+	}
+	p, ok := classify(err)
+	if ok {
+		return p, "", true
+	}
+	id := requestID(r.Context())
+	s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
+		slog.String("request_id", id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("error", err.Error()))
+	return p, id, true
+}
+
+// serveAPIError writes err's problem as {"error": {...}}; a 500 carries a
+// request id and never the error's text.
+func (s *Server) serveAPIError(w http.ResponseWriter, r *http.Request, err error) {
+	p, id, ok := s.problemFor(r, err)
+	if !ok {
+		return
+	}
+	d := apijson.ErrorDetail{Code: p.code, Message: p.msg, Parameter: p.param, RequestID: id}
+	if id != "" {
+		d.Message += "; the server log has the details under request id " + id
+	}
+	if p.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="dlqdash"`)
+	}
+	writeJSON(w, r, p.status, apijson.Error{Error: d})
+}
+
+// serveError writes err's problem as the error page.
+func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
+	s.serveErrorTitled(w, r, err, "")
+}
+
+// serveErrorTitled is serveError with a heading of the caller's for a
+// client error ("Not replayed"); "" keeps the problem's own.
+func (s *Server) serveErrorTitled(w http.ResponseWriter, r *http.Request, err error, title string) {
+	p, id, ok := s.problemFor(r, err)
+	if !ok {
+		return
+	}
+	if title != "" && p.status != http.StatusInternalServerError {
+		p.title = title
+	}
+	s.renderStatus(w, r, p.status, views.ErrorPage(errorView(p, id, s.signIn != nil)))
+}
+
+// errorView is a problem as the error page shows it.
+func errorView(p problem, requestID string, canSignIn bool) views.ErrorView {
+	v := views.ErrorView{Status: p.status, Title: p.title, Message: sentence(p.msg), RequestID: requestID, SignIn: p.signIn && canSignIn}
+	switch {
+	case p.status == http.StatusBadRequest && p.param != "" && p.title == "":
+		v.Title, v.Message = "Check the address", "The parameter “"+p.param+"” cannot be used: "+p.msg
+	case p.param != "" && !strings.HasPrefix(p.msg, p.param):
+		v.Message = p.param + ": " + p.msg
+	case p.status == http.StatusForbidden && p.title == "Not allowed":
+		v.Message = "You cannot do this: " + strings.TrimSuffix(p.msg, ".") + "."
+	}
+	if v.Title == "" {
+		v.Title = titleOf(p.status)
+	}
+	return v
+}
+
+// titleOf is an error page's heading for a status without one of its own.
+func titleOf(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "Not found"
+	case http.StatusBadRequest:
+		return "Check the request"
+	case http.StatusConflict:
+		return "Already in a job"
+	case http.StatusUnprocessableEntity:
+		return "Refused"
+	}
+	return http.StatusText(status)
+}
+
+// sentence is msg as a sentence: a capital first letter (but dlqdash's
+// name stays as it is written) and a full stop.
+func sentence(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	if !strings.HasPrefix(msg, "dlqdash") {
+		r, n := utf8.DecodeRuneInString(msg)
+		msg = string(unicode.ToUpper(r)) + msg[n:]
+	}
+	if !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	return msg
+}
+
+// formProblem is err as the refusal a page shows on the form that was sent:
+// the field at fault and the words, with the status the API answers (a 4xx,
+// or 503 when Service Bus is unavailable); ok is false for server errors
+// (the caller returns those).
+func formProblem(err error) (status int, fe *views.FieldError, ok bool) {
+	p, known := classify(err)
+	if !known {
+		return 0, nil, false
+	}
+	return p.status, &views.FieldError{Field: p.param, Message: p.msg}, true
+}
+
+// filterFieldError names a filter field as a replay form does
+// (filter.<name>).
+func filterFieldError(err error) error {
+	p, ok := classify(err)
+	if !ok || p.param == "" || p.status != http.StatusBadRequest {
+		return err
+	}
+	return invalidArgument("filter."+p.param, "%s", p.msg)
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -23,20 +22,17 @@ func (s *Server) listGroupsPage(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	gs, err := s.catalog.ListGroups(r.Context())
+	gs, err := s.readGroups(r.Context(), withGone, "")
 	if err != nil {
-		return fmt.Errorf("list groups page: %w", err)
+		return err
 	}
-	return s.render(w, r, views.GroupsPage(views.Groups{Groups: failureGroups(gs, withGone), IncludeGone: withGone}))
+	return s.render(w, r, views.GroupsPage(views.Groups{Groups: failureGroups(gs), IncludeGone: withGone}))
 }
 
-// failureGroups are the groups as the groups page shows them.
-func failureGroups(gs []dlq.GroupSummary, withGone bool) []views.FailureGroup {
+// failureGroups are the groups as the pages show them.
+func failureGroups(gs []dlq.GroupSummary) []views.FailureGroup {
 	out := make([]views.FailureGroup, 0, len(gs))
 	for _, g := range gs {
-		if g.Present == 0 && !withGone {
-			continue
-		}
 		ents := make([]string, len(g.Entities))
 		for i, e := range g.Entities {
 			ents[i] = text(e)

@@ -19,7 +19,7 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
-	groups, err := s.catalog.ListGroups(r.Context())
+	groups, err := s.readGroups(r.Context(), false, "")
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
@@ -30,10 +30,10 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	}
 	h.Entities = overviewEntities(ents)
 	if s.hub != nil {
-		h.Live = "page=overview"
+		h.Live = views.LiveOverview.Param()
 	}
 	// ListGroups gives the largest first; the overview shows the head.
-	h.Groups = failureGroups(groups, false)
+	h.Groups = failureGroups(groups)
 	h.Groups = h.Groups[:min(len(h.Groups), homeGroups)]
 	chart, err := depthChart(r.Context(), s.catalog, h.Now)
 	if err != nil {

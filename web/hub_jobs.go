@@ -69,7 +69,7 @@ func (h *Hub) takeJobs() []replay.Job {
 // sendJobs sends the job fragments of the changed jobs (see above). It
 // runs on Run's goroutine.
 func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
-	lists := onPage("jobs")
+	lists := onPage(views.LiveJobs)
 	haveLists := len(h.subscriptions(lists)) > 0
 	for _, j := range jobs {
 		justFinished := false
@@ -83,7 +83,7 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 		}
 		v := jobView(j)
 		id := strconv.FormatInt(j.ID, 10)
-		page := func(s subscription) bool { return s.page == "job" && s.id == j.ID }
+		page := func(s subscription) bool { return s.page == views.LiveJob && s.id == j.ID }
 		switch {
 		case justFinished:
 			h.sendTo(page, resyncFrame)
@@ -114,7 +114,7 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 			continue
 		}
 		h.sendTo(lists, encodeOp(liveOp{Op: "replace", ID: views.FragmentID("job", id), HTML: row}))
-		h.sendTo(func(s subscription) bool { return s.page == "jobs" && s.first && j.ID > s.after },
+		h.sendTo(func(s subscription) bool { return s.page == views.LiveJobs && s.first && j.ID > s.after },
 			encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("job-rows", ""), HTML: row}))
 	}
 }
@@ -122,7 +122,7 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 // sendJobItems replaces the message table of the job's first, unfiltered
 // pages, at most once every itemsEvery.
 func (h *Hub) sendJobItems(ctx context.Context, jobID int64) {
-	first := func(s subscription) bool { return s.page == "job" && s.id == jobID && s.first }
+	first := func(s subscription) bool { return s.page == views.LiveJob && s.id == jobID && s.first }
 	if h.cfg.JobItems == nil || len(h.subscriptions(first)) == 0 {
 		return
 	}

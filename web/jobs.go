@@ -1,8 +1,6 @@
 package web
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -28,11 +26,8 @@ func jobView(j replay.Job) views.Job {
 		Failed: j.Counts.Failed, Skipped: j.Counts.Skipped, Flagged: j.Flagged, PausedReason: text(j.PausedReason),
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Finished: j.Status.Finished(),
 	}
-	// The engine's own rules for Pause, Resume and Cancel (replay/engine.go):
-	// a button is shown only where it would be accepted.
-	v.CanPause = j.Status == replay.StatusQueued || j.Status == replay.StatusRunning
-	v.CanResume = j.Status == replay.StatusPaused
-	v.CanCancel = !j.Status.Finished() && j.Status != replay.StatusCancelling
+	// The engine's own rules: a button only where it would be accepted.
+	v.CanPause, v.CanResume, v.CanCancel = j.Status.CanPause(), j.Status.CanResume(), j.Status.CanCancel()
 	return v
 }
 
@@ -51,23 +46,13 @@ func jobItemView(it replay.Item) views.JobItem {
 
 // listJobsPage renders GET /jobs: the jobs, newest first, a page at a time.
 func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return ErrNotFound
-	}
 	q, err := newFormQuery(r)
 	if err != nil {
 		return err
 	}
-	cursor, err := q.one("cursor")
+	jobs, cursor, next, err := s.readJobs(r, q, jobsPageSize)
 	if err != nil {
 		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
-	jobs, next, err := s.jobs.ListJobs(r.Context(), jobsPageSize, cursor)
-	if err != nil {
-		return pageJobError(err, "list jobs page")
 	}
 	l := views.JobList{Live: s.hub != nil}
 	for _, j := range jobs {
@@ -82,18 +67,6 @@ func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
 	return s.render(w, r, views.JobsPage(l))
 }
 
-// pageJobError maps the engine's errors for a page: no such job is the 404
-// page, a bad input the 400 page; anything else is wrapped for the log.
-func pageJobError(err error, op string) error {
-	if errors.Is(err, replay.ErrNotFound) {
-		return ErrNotFound
-	}
-	if isFieldError(err) {
-		return err
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
 // showJobPage renders GET /jobs/{id}: the job's progress, its request and
 // its messages (state filters them, cursor pages).
 func (s *Server) showJobPage(w http.ResponseWriter, r *http.Request) error {
@@ -103,35 +76,18 @@ func (s *Server) showJobPage(w http.ResponseWriter, r *http.Request) error {
 // jobPage renders a job's page with status, and alert (a refused control)
 // at the top.
 func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, alert *views.FieldError) error {
-	if s.jobs == nil {
-		return ErrNotFound
-	}
-	id, err := jobID(r)
-	if err != nil {
-		return ErrNotFound
-	}
 	q, err := newFormQuery(r)
 	if err != nil {
 		return err
 	}
-	state, err := parseItemState(q)
+	m, err := s.readJobItems(r, q, jobItemsPageSize)
 	if err != nil {
 		return err
 	}
-	cursor, err := q.one("cursor")
-	if err != nil {
-		return err
-	}
-	if err := q.done(); err != nil {
-		return err
-	}
+	id, state, items, cursor, next := m.id, m.state, m.items, m.cursor, m.next
 	j, err := s.jobs.Job(r.Context(), id)
 	if err != nil {
-		return pageJobError(err, "show job page")
-	}
-	items, next, err := s.jobs.ListItems(r.Context(), id, state, jobItemsPageSize, cursor)
-	if err != nil {
-		return pageJobError(err, "show job page")
+		return fmt.Errorf("show job page: %w", err)
 	}
 	d := views.JobDetail{Job: jobView(j), State: string(state), Alert: alert, Live: s.hub != nil}
 	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
@@ -160,26 +116,17 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, ale
 // controlJobPage answers POST /jobs/{id}/pause, /resume and /cancel from
 // the job page's buttons: it redirects back to the job (303), or shows the
 // job page with the refusal (a job that finished meanwhile, say).
-func (s *Server) controlJobPage(do func(Jobs, context.Context, int64) (replay.Job, error)) handlerFunc {
+func (s *Server) controlJobPage(do jobAction) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if s.jobs == nil {
-			return ErrNotFound
-		}
-		id, err := jobID(r)
+		j, err := s.controlJobAt(r, do)
 		if err != nil {
-			return ErrNotFound
-		}
-		if _, err := do(s.jobs, r.Context(), id); err != nil {
-			if errors.Is(err, replay.ErrNotFound) {
-				return ErrNotFound
+			status, fe, ok := formProblem(err)
+			if !ok || status == http.StatusNotFound {
+				return err
 			}
-			status, field, msg, ok := requestError(err)
-			if !ok {
-				return fmt.Errorf("control job %d: %w", id, err)
-			}
-			return s.jobPage(w, r, status, &views.FieldError{Field: field, Message: msg})
+			return s.jobPage(w, r, status, fe)
 		}
-		http.Redirect(w, r, views.JobURL(id), http.StatusSeeOther)
+		http.Redirect(w, r, views.JobURL(j.ID), http.StatusSeeOther)
 		return nil
 	}
 }

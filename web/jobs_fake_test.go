@@ -25,15 +25,18 @@ type fakeJobs struct {
 	plan func(replay.Request) replay.Plan
 	// submitErr, if set, refuses real submissions (dry runs pass), with the
 	// plan as the engine returns it alongside.
-	submitErr  error
-	controlErr error
-	jobs       map[int64]replay.Job
-	items      map[int64][]replay.Item
-	listCalls  []string // "job state cursor"
-	history    map[int64][]replay.Item
-	copies     []dlq.Record
-	nextID     int64
-	sample     []dlq.Record
+	submitErr error
+	// checkOptions, if set, refuses any submission (dry or not) whose
+	// options it refuses, with no plan: as the engine's validation does.
+	checkOptions func(replay.Request) error
+	controlErr   error
+	jobs         map[int64]replay.Job
+	items        map[int64][]replay.Item
+	listCalls    []string // "job state cursor"
+	history      map[int64][]replay.Item
+	copies       []dlq.Record
+	nextID       int64
+	sample       []dlq.Record
 }
 
 func newFakeJobs(sample []dlq.Record) *fakeJobs {
@@ -64,6 +67,11 @@ func (f *fakeJobs) Submit(ctx context.Context, req replay.Request) (replay.Plan,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.submits = append(f.submits, req)
+	if f.checkOptions != nil {
+		if err := f.checkOptions(req); err != nil {
+			return replay.Plan{}, replay.Job{}, err
+		}
+	}
 	if req.Action == replay.ActionDiscard && strings.TrimSpace(req.Reason) == "" && !req.DryRun { // as the engine
 		return replay.Plan{}, replay.Job{}, &replay.InvalidError{Param: "reason", Msg: "a discard needs a reason: it removes the messages for good"}
 	}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/dlqdash/dlqdash/auth"
-	"github.com/dlqdash/dlqdash/dlq"
 )
 
 // One websocket connection: one reader, one writer. The timing constants
@@ -25,104 +23,7 @@ const (
 	pingPeriod = pongWait * 9 / 10 // pings well within pongWait
 	readLimit  = 4 << 10           // frames from the browser are discarded; larger ones end the connection
 	liveBuffer = 4 << 10           // the connection's read and write buffers
-	livePages  = "overview, messages, groups, message, inventory, jobs, job"
 )
-
-// subscription is what one connection receives: its page, and for a
-// message list the filter and whether it shows the first page (only then
-// are new rows prepended).
-type subscription struct {
-	page        string
-	filter      dlq.Filter
-	first       bool
-	id          int64 // page=message, page=job
-	after       int64 // page=jobs&first=1: the newest job the page shows
-	includeGone bool  // page=groups
-	seq         int64 // the hub's Seq when the page was requested; -1 if not given
-	hideBodies  bool  // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
-	readOnly    bool  // a job's progress without its controls (a role below operator)
-	key         string
-}
-
-// parseSubscription reads the /live query: page=overview|messages|groups|
-// message|inventory|jobs|job; for messages the list's filter parameters (as
-// the message list page reads them) and first=1 on the first page; for
-// message and job its id; for groups include_gone; for jobs first=1 and
-// after=<the newest job id shown> on the first page. Unknown parameters are
-// refused.
-func parseSubscription(r *http.Request) (subscription, error) {
-	q, err := newFormQuery(r)
-	if err != nil {
-		return subscription{}, err
-	}
-	var sub subscription
-	if sub.page, err = q.one("page"); err != nil {
-		return sub, err
-	}
-	// seq is the hub's change count when the page's request started; it is
-	// not part of the subscription's key (pages share rendered fragments).
-	sub.seq = -1
-	if v, err := q.one("seq"); err != nil {
-		return sub, err
-	} else if v != "" {
-		if sub.seq, err = strconv.ParseInt(v, 10, 64); err != nil || sub.seq < 0 {
-			return sub, invalidArgument("seq", "seq must be a non-negative number, not %q", v)
-		}
-	}
-	delete(q.values, "seq")
-	switch sub.page {
-	case "overview", "inventory":
-	case "messages":
-		if sub.filter, err = parseFilter(q); err != nil {
-			return sub, err
-		}
-		if sub.first, err = q.boolean("first"); err != nil {
-			return sub, err
-		}
-	case "message", "job":
-		v, err := q.one("id")
-		if err != nil {
-			return sub, err
-		}
-		if sub.id, err = strconv.ParseInt(v, 10, 64); err != nil || sub.id <= 0 {
-			return sub, invalidArgument("id", "id must be a %s id, not %q", sub.page, v)
-		}
-		if sub.page == "job" {
-			// first=1: the page shows the first, unfiltered page of the
-			// job's messages, which is kept current.
-			if sub.first, err = q.boolean("first"); err != nil {
-				return sub, err
-			}
-		}
-	case "jobs":
-		if sub.first, err = q.boolean("first"); err != nil {
-			return sub, err
-		}
-		v, err := q.one("after")
-		if err != nil {
-			return sub, err
-		}
-		if v != "" {
-			if sub.after, err = strconv.ParseInt(v, 10, 64); err != nil || sub.after < 0 {
-				return sub, invalidArgument("after", "after must be a job id, not %q", v)
-			}
-		}
-	case "groups":
-		if sub.includeGone, err = q.boolean("include_gone"); err != nil {
-			return sub, err
-		}
-	case "":
-		return sub, invalidArgument("page", "page is required: one of %s", livePages)
-	default:
-		return sub, invalidArgument("page", "unknown page %q: want one of %s", sub.page, livePages)
-	}
-	if err := q.done(); err != nil {
-		return sub, err
-	}
-	// Connections with equal keys get the same fragments, rendered once.
-	sub.key = sub.page + "?" + q.values.Encode()
-	return sub, nil
-}
 
 // sameOrigin accepts a websocket upgrade from a page of this server: the
 // Origin header's host must be the request's Host. Browsers always send

@@ -35,10 +35,6 @@ const countCap = 10_001
 // is broad; the replay dry run counts exactly what a selection freezes.
 const searchCountCap = 201
 
-// filterParams are the filter's query parameters, in the order the frozen
-// selection carries them.
-var filterParams = []string{"entity", "subqueue", "state", "reason", "group", "q", "property", "since", "until", "include_gone"}
-
 // listMessagesPage renders GET /messages: a page of the messages matching
 // the filter in the URL (the API's parameters, read by the API's parser),
 // newest first. A filter the catalog cannot use re-renders the form with a
@@ -61,12 +57,13 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	if err == nil {
 		err = s.fillMessageList(r, &l, f, cursor)
 	}
-	if fe, ok := fieldError(err); ok {
-		l.Error = fe
-		return s.write(w, r, http.StatusBadRequest, views.MessagesPage(l))
-	}
 	if err != nil {
-		return err
+		status, fe, ok := formProblem(err)
+		if !ok {
+			return err
+		}
+		l.Error = fe
+		return s.write(w, r, status, views.MessagesPage(l))
 	}
 	return s.render(w, r, views.MessagesPage(l))
 }
@@ -87,44 +84,32 @@ func parseListForm(r *http.Request) (dlq.Filter, string, error) {
 	return f, cursor, q.done()
 }
 
-// fillMessageList reads the page and the count of matches. They run at the
-// same time on the read pool: a search's count costs about what its page does.
+// fillMessageList reads the page and the count of matches (readMessages,
+// as the API reads its pages).
 func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Filter, cursor string) error {
-	type counted struct {
-		n   int64
-		err error
-	}
-	hide := !s.canSeeBodies(r.Context())
-	f.QueryNotBodies = hide
 	l.CountCap = countCap
 	if strings.TrimSpace(f.Query) != "" {
 		l.CountCap = searchCountCap
 	}
-	ch := make(chan counted, 1)
-	go func() {
-		n, err := s.catalog.CountMessages(r.Context(), f, l.CountCap)
-		ch <- counted{n, err}
-	}()
-	recs, next, err := s.catalog.ListMessages(r.Context(), f, messagePage, cursor)
-	c := <-ch
+	m, err := s.readMessages(r, f, messagePage, cursor, l.CountCap)
 	if err != nil {
-		return fmt.Errorf("list messages page: %w", err)
+		return err
 	}
-	if c.err != nil {
-		return fmt.Errorf("count messages: %w", c.err)
+	l.Matching = m.matching
+	for _, rec := range m.recs {
+		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), m.hide))
 	}
-	l.Matching = c.n
-	for _, rec := range recs {
-		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), hide))
-	}
-	params := filterQuery(r.URL.Query())
-	for _, name := range filterParams {
+	next := m.next
+	// The filter as dlq writes it: the links', the live subscription's
+	// and the replay form's.
+	params := f.Encode()
+	for _, name := range dlq.FilterKeys() {
 		for _, v := range params[name] {
 			l.Params = append(l.Params, views.Param{Name: name, Value: v})
 		}
 	}
 	if next != "" {
-		p := filterQuery(r.URL.Query())
+		p := f.Encode()
 		p.Set("cursor", next)
 		l.NextURL = "/messages?" + p.Encode()
 	}
@@ -135,20 +120,6 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 		}
 	}
 	return nil
-}
-
-// filterQuery is the URL's filter parameters without empty ones and
-// without the cursor.
-func filterQuery(v url.Values) url.Values {
-	out := url.Values{}
-	for _, name := range filterParams {
-		for _, x := range v[name] {
-			if strings.TrimSpace(x) != "" {
-				out.Add(name, x)
-			}
-		}
-	}
-	return out
 }
 
 // formValues are the filter form's values as the URL has them. Times in
@@ -170,24 +141,6 @@ func datetimeLocal(s string) string {
 		return t.UTC().Format("2006-01-02T15:04:05")
 	}
 	return s
-}
-
-// fieldError is err as a form error naming its field, if it is about an
-// input.
-func fieldError(err error) (*views.FieldError, bool) {
-	var (
-		ae *apiError
-		ip invalidParamError
-	)
-	switch {
-	case err == nil:
-		return nil, false
-	case errors.As(err, &ae) && ae.status == http.StatusBadRequest:
-		return &views.FieldError{Field: ae.param, Message: ae.msg}, true
-	case errors.As(err, &ip):
-		return &views.FieldError{Field: ip.InvalidParameter(), Message: err.Error()}, true
-	}
-	return nil, false
 }
 
 // text makes s safe to show: invalid UTF-8 becomes U+FFFD.
@@ -224,17 +177,13 @@ func withoutPreview(it views.MessageItem, hide bool) views.MessageItem {
 func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 	id, err := messageID(r)
 	if err != nil {
-		return ErrNotFound
+		return err
 	}
-	rec, err := s.catalog.GetMessage(r.Context(), id)
-	if isNotFound(err) {
-		return ErrNotFound
-	}
+	rec, hide, err := s.readMessage(r, id)
 	if err != nil {
-		return fmt.Errorf("show message page %d: %w", id, err)
+		return err
 	}
 	d := messageDetail(rec)
-	hide := !s.canSeeBodies(r.Context())
 	if hide {
 		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
 		d.Item.Preview = ""
@@ -391,13 +340,13 @@ func editForm(r dlq.Record) (body string, binary bool, props string) {
 // refused.
 func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
 	if s.jobs == nil {
-		return ErrNotFound
+		return errNoJobs
 	}
 	id, err := messageID(r)
 	if err != nil {
-		return ErrNotFound
+		return err
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 8<<20)
+	r.Body = http.MaxBytesReader(w, r.Body, maxEditRequest)
 	if err := r.ParseForm(); err != nil {
 		return s.refused(w, r, invalidArgument("form", "the form could not be read: %v", err))
 	}
@@ -408,22 +357,16 @@ func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
 	if p := strings.TrimSpace(r.PostForm.Get("application_properties")); p != "" {
 		er.ApplicationProperties = json.RawMessage(p)
 	}
-	edit, err := er.edit()
+	req, err := er.request(id)
 	if err != nil {
 		return s.refused(w, r, err)
 	}
-	if edit == nil {
-		edit = &replay.Edit{} // replayed as it is, but recorded as an edit
+	if req.Selection.Edit == nil {
+		req.Selection.Edit = &replay.Edit{} // replayed as it is, but recorded as an edit
 	}
-	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination}
-	req, err := jr.request()
-	if err != nil {
-		return s.refused(w, r, err)
-	}
-	req.Selection.Edit = edit
 	_, job, err := s.jobs.Submit(r.Context(), req)
 	if err != nil {
-		return s.refused(w, r, jobError(err))
+		return s.refused(w, r, err)
 	}
 	http.Redirect(w, r, "/jobs/"+strconv.FormatInt(job.ID, 10), http.StatusSeeOther)
 	return nil
@@ -432,18 +375,9 @@ func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
 // refused shows why a form was refused, with the API's status; anything
 // else is a server error.
 func (s *Server) refused(w http.ResponseWriter, r *http.Request, err error) error {
-	var ae *apiError
-	if !errors.As(err, &ae) {
-		var ip invalidParamError
-		if !errors.As(err, &ip) {
-			return err
-		}
-		ae = &apiError{status: http.StatusBadRequest, msg: err.Error()}
+	if _, _, ok := formProblem(err); !ok {
+		return err
 	}
-	msg := ae.msg
-	if ae.param != "" && !strings.HasPrefix(msg, ae.param) {
-		msg = ae.param + ": " + msg
-	}
-	s.renderStatus(w, r, ae.status, views.ErrorPage(views.ErrorView{Status: ae.status, Title: "Not replayed", Message: msg}))
+	s.serveErrorTitled(w, r, err, "Not replayed")
 	return nil
 }

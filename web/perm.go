@@ -214,7 +214,7 @@ func (s *Server) require(rt route) http.Handler {
 				clearCookie(w, sessionCookie)
 			}
 			if api {
-				s.serveAPIError(w, r, &apiError{status: http.StatusUnauthorized, code: "unauthenticated", msg: ce.Reason})
+				s.serveAPIError(w, r, unauthenticated(ce.Reason))
 				return
 			}
 			s.signInOr401(w, r)
@@ -223,8 +223,7 @@ func (s *Server) require(rt route) http.Handler {
 		id := auth.FromContext(ctx)
 		if id.Anonymous() {
 			if api {
-				s.serveAPIError(w, r, &apiError{status: http.StatusUnauthorized, code: "unauthenticated",
-					msg: "sign in first: send Authorization: Bearer <token> (dlqdash token create)"})
+				s.serveAPIError(w, r, unauthenticated("sign in first: send Authorization: Bearer <token> (dlqdash token create)"))
 				return
 			}
 			s.signInOr401(w, r)

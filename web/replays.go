@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -63,7 +62,7 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 	if !form.AllMatching {
 		form.IDs = opts.values["id"]
 	}
-	for _, name := range filterParams {
+	for _, name := range dlq.FilterKeys() {
 		for _, v := range filter.values[name] {
 			form.Filter = append(form.Filter, views.Param{Name: name, Value: v})
 		}
@@ -94,7 +93,6 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 			return form, req, filterFieldError(err)
 		}
 		req.Selection.Filter = &f
-		req.FilterJSON = filterJSON(f)
 	} else {
 		sel := make([]int64, 0, len(ids))
 		for _, s := range ids {
@@ -139,52 +137,6 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 // truthy is a checkbox's value as query.boolean reads it.
 func truthy(v string) bool { return v == "true" || v == "1" }
 
-// filterFieldError names a filter field as the form does (filter.<name>).
-func filterFieldError(err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && ae.param != "" {
-		out := *ae
-		out.param = "filter." + ae.param
-		return &out
-	}
-	return err
-}
-
-// filterJSON is a frozen filter as the API's filter object (the keys of
-// GET /api/v1/messages), kept with the job: times in RFC 3339, UTC.
-func filterJSON(f dlq.Filter) json.RawMessage {
-	m := map[string]any{}
-	set := func(k, v string) {
-		if v != "" {
-			m[k] = v
-		}
-	}
-	set("entity", f.Entity)
-	set("subqueue", string(f.SubQueue))
-	set("state", string(f.State))
-	set("reason", f.Reason)
-	set("group", f.Group)
-	set("q", f.Query)
-	if len(f.Properties) > 0 {
-		ps := make([]string, len(f.Properties))
-		for i, p := range f.Properties {
-			ps[i] = p.Key + "=" + p.Value
-		}
-		m["property"] = ps
-	}
-	if f.Since != nil {
-		m["since"] = f.Since.UTC().Format(dlq.TimeFormat)
-	}
-	if f.Until != nil {
-		m["until"] = f.Until.UTC().Format(dlq.TimeFormat)
-	}
-	if f.IncludeGone {
-		m["include_gone"] = true
-	}
-	b, _ := json.Marshal(m) // strings, a list and a bool: cannot fail
-	return b
-}
-
 // dryRun is req as a dry run.
 func dryRun(req replay.Request) replay.Request {
 	req.DryRun = true // a discard's reason may still be untyped: the engine allows that in a dry run
@@ -206,36 +158,45 @@ func backURL(form views.ReplayForm) string {
 // confirmReplay answers POST /replays: the dry run of the selection with
 // the options given, and the form that starts the job.
 func (s *Server) confirmReplay(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return ErrNotFound
-	}
-	form, req, err := readReplayForm(w, r)
-	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
-	if err != nil {
-		return s.refuseReplay(w, r, c, selectionOf(req), err, replay.Plan{}, false)
-	}
-	plan, _, err := s.jobs.Submit(r.Context(), dryRun(req))
-	if err != nil {
-		return s.refuseReplay(w, r, c, req, err, plan, true)
-	}
-	c.Plan = planView(plan, false)
-	return s.render(w, r, views.ReplayConfirmPage(c))
+	return s.replayForm(w, r, true)
 }
 
 // startReplay answers POST /jobs: it submits the confirmed form and
 // redirects to the new job's page.
 func (s *Server) startReplay(w http.ResponseWriter, r *http.Request) error {
+	return s.replayForm(w, r, false)
+}
+
+// replayForm reads a replay form and submits it: as a dry run (preview,
+// POST /replays) or for real (POST /jobs). Either refusal re-renders the
+// confirm page.
+func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool) error {
 	if s.jobs == nil {
-		return ErrNotFound
+		return errNoJobs
 	}
 	form, req, err := readReplayForm(w, r)
 	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
 	if err != nil {
-		return s.refuseReplay(w, r, c, selectionOf(req), err, replay.Plan{}, false)
+		// The options could not be read: the selection alone can be shown.
+		return s.refuseReplay(w, r, c, err, replay.Plan{}, dryRun(selectionOf(req)), true)
+	}
+	if preview {
+		req = dryRun(req)
 	}
 	plan, job, err := s.jobs.Submit(r.Context(), req)
-	if err != nil {
-		return s.refuseReplay(w, r, c, req, err, plan, true)
+	switch {
+	case err != nil && preview:
+		// The dry run with these options was refused: the selection alone
+		// can be shown.
+		return s.refuseReplay(w, r, c, err, plan, dryRun(selectionOf(req)), true)
+	case err != nil:
+		// A creation was refused. A dry run of the same request checks
+		// everything but what only a creation checks (a discard's reason,
+		// active jobs, the guards), so it shows the whole plan.
+		return s.refuseReplay(w, r, c, err, plan, dryRun(req), false)
+	case preview:
+		c.Plan = planView(plan, false)
+		return s.render(w, r, views.ReplayConfirmPage(c))
 	}
 	http.Redirect(w, r, views.JobURL(job.ID), http.StatusSeeOther)
 	return nil
@@ -243,32 +204,27 @@ func (s *Server) startReplay(w http.ResponseWriter, r *http.Request) error {
 
 // refuseReplay re-renders the confirm page with what was refused, shown
 // first, and the status the API would answer (400, 404, 409, 422, 503).
-// The plan shown is the one the refusal came with; failing that, a dry run
-// of the same request (when its options could be read); failing that, of
-// the selection alone. Errors that are not the request's fault become the
-// 500 page.
-func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.ReplayConfirm, req replay.Request, err error,
-	plan replay.Plan, optionsRead bool) error {
-	status, field, msg, ok := requestError(err)
+// The plan shown is the one the refusal came with; failing that, the one
+// dry run given (preview, of the selection alone if selectionOnly). Errors
+// that are not the request's fault become the 500 page.
+func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.ReplayConfirm, err error,
+	plan replay.Plan, preview replay.Request, selectionOnly bool) error {
+	status, fe, ok := formProblem(err)
 	if !ok {
 		return err
 	}
-	c.Error = &views.FieldError{Field: field, Message: msg}
-	hasSelection := len(req.Selection.IDs) > 0 || req.Selection.Filter != nil
+	c.Error = fe
+	hasSelection := len(preview.Selection.IDs) > 0 || preview.Selection.Filter != nil
 	switch {
 	case plan.Summary.Total > 0:
 		c.Plan = planView(plan, false)
 	case !hasSelection || status == http.StatusServiceUnavailable:
 		// Nothing to summarise, or the broker would refuse the dry run too.
 	default:
-		if optionsRead {
-			if p, _, err := s.jobs.Submit(r.Context(), dryRun(req)); err == nil {
-				c.Plan = planView(p, false)
-				break
-			}
-		}
-		if p, _, err := s.jobs.Submit(r.Context(), dryRun(selectionOf(req))); err == nil || p.Summary.Total > 0 {
-			c.Plan = planView(p, true)
+		// The one dry run of a refusal.
+		p, _, err := s.jobs.Submit(r.Context(), preview)
+		if err == nil || p.Summary.Total > 0 {
+			c.Plan = planView(p, selectionOnly || err != nil)
 		}
 	}
 	return s.write(w, r, status, views.ReplayConfirmPage(c))
@@ -276,26 +232,7 @@ func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.Re
 
 // selectionOf is req without its options: the action and the selection.
 func selectionOf(req replay.Request) replay.Request {
-	return replay.Request{Action: req.Action, Selection: req.Selection, FilterJSON: req.FilterJSON}
-}
-
-// requestError is err as the page shows a refusal: the status the API
-// answers with (jobError's mapping), the parameter it names, and words a
-// person can act on. ok is false for errors that are not about the
-// request (a 500).
-func requestError(err error) (status int, field, msg string, ok bool) {
-	var (
-		ae *apiError
-		ip invalidParamError
-	)
-	mapped := jobError(err)
-	switch {
-	case errors.As(mapped, &ae):
-		return ae.status, ae.param, ae.msg, true
-	case errors.As(mapped, &ip):
-		return http.StatusBadRequest, ip.InvalidParameter(), mapped.Error(), true
-	}
-	return 0, "", "", false
+	return replay.Request{Action: req.Action, Selection: req.Selection}
 }
 
 // planView is a plan as the confirm page shows it; selectionOnly drops

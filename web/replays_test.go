@@ -101,7 +101,7 @@ func TestReplaySelectionByIDs(t *testing.T) {
 		t.Fatalf("%d submissions, want 1 dry run", len(subs))
 	}
 	req := subs[0]
-	if !req.DryRun || req.Action != replay.ActionReplay || req.Selection.Filter != nil || req.FilterJSON != nil ||
+	if !req.DryRun || req.Action != replay.ActionReplay || req.Selection.Filter != nil ||
 		!slices.Equal(req.Selection.IDs, []int64{fx.ids[0], fx.ids[2]}) {
 		t.Errorf("dry run request %+v", req)
 	}
@@ -167,13 +167,18 @@ func TestReplaySelectionAllMatching(t *testing.T) {
 	if req.Selection.IDs != nil {
 		t.Errorf("ids %v with all_matching", req.Selection.IDs)
 	}
+	// What the job keeps of it (the engine marshals the filter).
+	filterJSON, err := json.Marshal(req.Selection.Filter)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var fj map[string]any
-	if err := json.Unmarshal(req.FilterJSON, &fj); err != nil {
-		t.Fatalf("filter JSON %s: %v", req.FilterJSON, err)
+	if err := json.Unmarshal(filterJSON, &fj); err != nil {
+		t.Fatalf("filter JSON %s: %v", filterJSON, err)
 	}
 	if fj["since"] != "2026-11-22T10:42:00.000Z" || fj["entity"] != "orders" || fj["include_gone"] != true ||
 		fmt.Sprint(fj["property"]) != "[tenant=t1 n=3]" || fj["q"] != nil {
-		t.Errorf("filter JSON %s", req.FilterJSON)
+		t.Errorf("filter JSON %s", filterJSON)
 	}
 	wantTestid(t, body, "plan-total", "12")
 	if n := strings.Count(body, `data-testid="sample-row"`); n != 10 {
@@ -465,4 +470,42 @@ func TestEditAndReplayForm(t *testing.T) {
 		t.Errorf("the refusal does not name the field:\n%.2000s", body)
 	}
 	fx.postPage(t, "/messages/"+idStr(textID)+"/edit", url.Values{"application_properties": {`not json`}}, http.StatusBadRequest)
+}
+
+// A refusal makes at most one more submission: the dry run whose plan the
+// page shows (of the selection alone when the options were what was refused).
+func TestReplayRefusalSubmitsOnce(t *testing.T) {
+	for _, target := range []string{"/replays", "/jobs"} {
+		t.Run(target, func(t *testing.T) {
+			fx := newJobsFixture(t)
+			fx.jobs.checkOptions = func(req replay.Request) error {
+				if req.RatePerSecond > 100 {
+					return &replay.InvalidError{Param: "rate_per_second", Msg: "too fast for this test"}
+				}
+				return nil
+			}
+			form := url.Values{"action": {"replay"}, "id": {idStr(fx.ids[0]), idStr(fx.ids[1])}, "rate_per_second": {"500"}}
+			body := fx.postPage(t, target, form, http.StatusBadRequest)
+			if !strings.Contains(body, `data-field="rate_per_second"`) || !strings.Contains(body, "too fast for this test") {
+				t.Errorf("the refusal is not shown:\n%.3000s", body)
+			}
+			subs := fx.jobs.submitted()
+			if len(subs) > 2 {
+				t.Fatalf("%d submissions for one refused form, want at most 2: %+v", len(subs), subs)
+			}
+			last := subs[len(subs)-1]
+			if target == "/replays" && (len(subs) != 2 || !last.DryRun || last.RatePerSecond != 0 || len(last.Selection.IDs) != 2) {
+				t.Errorf("the refusal's dry run %+v, want the selection alone", last)
+			}
+			if target == "/replays" {
+				wantTestid(t, body, "plan-total", "2")
+				if !strings.Contains(body, `data-testid="plan-selection-only"`) {
+					t.Error("the plan is not marked as the selection's alone")
+				}
+			}
+			if len(fx.jobs.jobs) != 0 {
+				t.Error("a job was created")
+			}
+		})
+	}
 }

@@ -39,8 +39,11 @@ func TestParseExport(t *testing.T) {
 		{"every filter", []string{"export", "--db=a.db", "--format", "csv", "--entity", "payments/Subscriptions/audit",
 			"--subqueue", "transfer_dead_letter", "--state", "deferred", "--reason", " Sql Timeout ", "--since", "2026-11-22T10:00:00Z",
 			"--until", "2026-11-22T12:00:00+01:00", "--include-gone"}, env(), "a.db",
-			ExportConfig{Format: "csv", Entity: "payments/Subscriptions/audit", SubQueue: dlq.SubQueueTransferDeadLetter,
-				State: dlq.StateDeferred, Reason: " Sql Timeout ", Since: &since, Until: &until, IncludeGone: true}},
+			ExportConfig{Format: "csv", Filter: dlq.Filter{Entity: "payments/Subscriptions/audit", SubQueue: dlq.SubQueueTransferDeadLetter,
+				State: dlq.StateDeferred, Reason: " Sql Timeout ", Since: &since, Until: &until, IncludeGone: true}}},
+		{"the message list's other keys", []string{"export", "--group", "g1", "--search", "tenant 42", "--property", "a=1", "--property", "b=2"}, env(), "./dlqdash.db",
+			ExportConfig{Format: "jsonl", Filter: dlq.Filter{Group: "g1", Query: "tenant 42",
+				Properties: []dlq.PropertyMatch{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}}}},
 		{"include-gone=false", []string{"export", "--include-gone=false", "--format=JSONL"}, env(), "./dlqdash.db", ExportConfig{Format: "jsonl"}},
 	}
 	for _, tt := range tests {
@@ -53,12 +56,12 @@ func TestParseExport(t *testing.T) {
 				t.Errorf("command %q db %q", c.Command, c.DB)
 			}
 			got, want := c.Export, tt.want
-			if (got.Since == nil) != (want.Since == nil) || (got.Since != nil && !got.Since.Equal(*want.Since)) ||
-				(got.Until == nil) != (want.Until == nil) || (got.Until != nil && !got.Until.Equal(*want.Until)) {
-				t.Errorf("times %v %v, want %v %v", got.Since, got.Until, want.Since, want.Until)
+			if (got.Filter.Since == nil) != (want.Filter.Since == nil) || (got.Filter.Since != nil && !got.Filter.Since.Equal(*want.Filter.Since)) ||
+				(got.Filter.Until == nil) != (want.Filter.Until == nil) || (got.Filter.Until != nil && !got.Filter.Until.Equal(*want.Filter.Until)) {
+				t.Errorf("times %v %v, want %v %v", got.Filter.Since, got.Filter.Until, want.Filter.Since, want.Filter.Until)
 			}
-			got.Since, got.Until, want.Since, want.Until = nil, nil, nil, nil
-			if got != want {
+			got.Filter.Since, got.Filter.Until, want.Filter.Since, want.Filter.Until = nil, nil, nil, nil
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v, want %+v", got, want)
 			}
 		})
@@ -75,6 +78,7 @@ func TestExportUsageErrors(t *testing.T) {
 		{[]string{"export", "--state", "asleep"}, "--state"},
 		{[]string{"export", "--since", "yesterday"}, "--since"},
 		{[]string{"export", "--until", "2026-11-22"}, "--until"},
+		{[]string{"export", "--property", "tenant"}, "--property"},
 		{[]string{"export", "--since", "2026-11-22T10:00:00Z", "--until", "2026-11-22T09:00:00Z"}, "--until"},
 		{[]string{"export", "--db", " "}, "database path"},
 		{[]string{"export", "--q", "x"}, "unknown flag --q"},
@@ -103,7 +107,7 @@ func TestExportHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"dlqdash export", "--db", "env DLQDASH_DB, default ./dlqdash.db", "--format", "default jsonl",
-		"--entity", "--subqueue", "--state", "--reason", "--since", "--until", "--include-gone"} {
+		"--entity", "--subqueue", "--state", "--reason", "--group", "--search", "--property", "--since", "--until", "--include-gone"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, stdout.String())
 		}
@@ -323,6 +327,11 @@ func TestExportFilters(t *testing.T) {
 			return present(r) && r.EnqueuedAt.Minute() >= 10 && r.EnqueuedAt.Minute() < 20
 		}},
 		{[]string{"--entity", "nope"}, func(dlq.Record) bool { return false }},
+		// The message list's other keys, from dlq's one table of them.
+		{[]string{"--property", "i=12"}, func(r dlq.Record) bool { return present(r) && r.SequenceNumber == 13 }},
+		{[]string{"--search", "SqlTimeout", "--entity", "orders"}, func(r dlq.Record) bool {
+			return present(r) && r.Entity == "orders" && r.DeadLetterReason != nil && *r.DeadLetterReason == "SqlTimeout"
+		}},
 	}
 	for _, tt := range tests {
 		if got, w := count(tt.args...), want(tt.keep); got != w {

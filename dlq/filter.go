@@ -1,0 +1,48 @@
+package dlq
+
+import "time"
+
+// Filter selects cataloged messages. The zero value matches every present
+// message. It is the message list's query, export's, a live message list's
+// subscription and (frozen) a replay selection's. Its outside forms (a query
+// string, a form, JSON, command-line flags) are all read and written by
+// filter_forms.go from one table of its keys (filter_keys.go): a new key is
+// a field here and a line there.
+type Filter struct {
+	Entity      string   // exact entity path
+	SubQueue    SubQueue // empty for any
+	State       State    // empty for any
+	Reason      string   // exact dead-letter reason
+	Group       string   // failure group id
+	Query       string   // full-text search over body text, reason, description and properties
+	Properties  []PropertyMatch
+	Since       *time.Time // enqueued_at >= Since
+	Until       *time.Time // enqueued_at < Until
+	IncludeGone bool
+
+	// QueryNotBodies keeps Query out of body text: for someone who may not
+	// read bodies, whom a search would otherwise tell what they contain.
+	// Never part of an outside form: it is the reader's, not the filter's.
+	QueryNotBodies bool
+}
+
+// PropertyMatch is one application property = value condition. Value is
+// compared with the property's text (a number's digits, a boolean's
+// true/false, a string's characters).
+type PropertyMatch struct {
+	Key, Value string
+}
+
+// MaxPropertyMatches bounds the property conditions of one filter.
+const MaxPropertyMatches = 16
+
+// FilterError is a filter value that cannot be used. Param names the
+// parameter as the form it came in names it (subqueue, --subqueue).
+type FilterError struct {
+	Param, Msg string
+}
+
+func (e *FilterError) Error() string { return e.Msg }
+
+// InvalidParameter names the parameter (the API's invalid_argument).
+func (e *FilterError) InvalidParameter() string { return e.Param }

@@ -1,0 +1,180 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// failed logs a catalog read the hub could not do and makes the pages that
+// needed it refetch: they may not miss the update.
+func (h *Hub) failed(ctx context.Context, what string, err error, want func(subscription) bool) {
+	if ctx.Err() != nil {
+		return // shutting down: Close ends every connection anyway
+	}
+	h.log.Warn("live: cannot read the catalog for an update; pages refetch", "update", what, "error", err.Error())
+	h.sendTo(want, resyncFrame)
+}
+
+// sendOverview re-renders the rows of the entities whose counts changed and
+// the totals.
+func (h *Hub) sendOverview(ctx context.Context, changed map[string]bool) {
+	if len(h.subscriptions(onPage(views.LiveOverview))) == 0 {
+		return
+	}
+	ents, err := h.catalog.ListEntities(ctx)
+	if err != nil {
+		h.failed(ctx, "overview", err, onPage(views.LiveOverview))
+		return
+	}
+	home := views.Home{Entities: overviewEntities(ents)}
+	var frames [][]byte
+	for _, e := range home.Entities {
+		if !changed[e.Path] {
+			continue
+		}
+		if f, ok := h.replace(ctx, views.FragmentID("entity", e.Path), views.EntityCounts(e)); ok {
+			frames = append(frames, f)
+		}
+	}
+	if f, ok := h.replace(ctx, views.FragmentID("totals", ""), views.Totals(home)); ok {
+		frames = append(frames, f)
+	}
+	h.sendTo(onPage(views.LiveOverview), frames...)
+}
+
+// overviewEntities are the entities the overview lists: every one not
+// deleted, with the broker's counts and the catalog's deferred count.
+func overviewEntities(ents []dlq.EntitySummary) []views.EntityRow {
+	var out []views.EntityRow
+	for _, e := range ents {
+		if e.DeletedAt != nil {
+			continue
+		}
+		out = append(out, views.EntityRow{Path: e.Path, Kind: string(e.Kind), Status: e.Status,
+			Active: e.Counts.Active, DeadLetter: e.Counts.DeadLetter, TransferDeadLetter: e.Counts.TransferDeadLetter,
+			Scheduled: e.Counts.Scheduled, Deferred: e.Deferred})
+	}
+	return out
+}
+
+// sendChart re-renders the overview's depth chart.
+func (h *Hub) sendChart(ctx context.Context) {
+	if len(h.subscriptions(onPage(views.LiveOverview))) == 0 {
+		return
+	}
+	c, err := depthChart(ctx, h.catalog, time.Now())
+	if err != nil {
+		h.failed(ctx, "depth chart", err, onPage(views.LiveOverview))
+		return
+	}
+	if f, ok := h.replace(ctx, views.FragmentID("depth-chart", ""), views.DepthChartFragment(c)); ok {
+		h.sendTo(onPage(views.LiveOverview), f)
+	}
+}
+
+// sendNew prepends, on the first page of every message list, the new
+// messages that match its filter, newest first.
+func (h *Hub) sendNew(ctx context.Context, ids []int64) {
+	lists := h.subscriptions(func(s subscription) bool { return s.page == views.LiveMessages && s.first })
+	if len(lists) == 0 {
+		return
+	}
+	if len(ids) > maxRowOps {
+		h.sendTo(func(s subscription) bool { return s.page == views.LiveMessages && s.first }, resyncFrame)
+		return
+	}
+	for _, sub := range lists {
+		same := func(s subscription) bool { return s.key == sub.key }
+		recs, err := h.catalog.MessagesByID(ctx, ids, sub.filter)
+		if err != nil {
+			h.failed(ctx, "new messages", err, same)
+			continue
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		var buf bytes.Buffer
+		var rerr error
+		for _, r := range recs {
+			if rerr = views.MessageRow(withoutPreview(messageItem(r), sub.hideBodies)).Render(ctx, &buf); rerr != nil {
+				break
+			}
+		}
+		if rerr != nil {
+			h.log.Warn("live: cannot render message rows", "error", rerr.Error())
+			h.sendTo(same, resyncFrame)
+			continue
+		}
+		h.sendTo(same, encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("message-rows", ""), HTML: buf.String()}))
+	}
+}
+
+// sendChanged re-renders the rows of messages that left the broker or
+// changed, on every message list (a page without the row ignores it), and
+// makes a message's own page refetch.
+func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
+	changed := map[int64]bool{}
+	for _, id := range ids {
+		changed[id] = true
+	}
+	h.sendTo(func(s subscription) bool { return s.page == views.LiveMessage && changed[s.id] }, resyncFrame)
+
+	lists := onPage(views.LiveMessages)
+	if len(h.subscriptions(lists)) == 0 {
+		return
+	}
+	if len(ids) > maxRowOps {
+		h.sendTo(lists, resyncFrame)
+		return
+	}
+	recs, err := h.catalog.MessagesByID(ctx, ids, dlq.Filter{IncludeGone: true})
+	if err != nil {
+		h.failed(ctx, "changed messages", err, lists)
+		return
+	}
+	// Rows are rendered once for all lists, and once more without the
+	// body preview if a list is a viewer's who may not read bodies.
+	for _, hide := range []bool{false, true} {
+		to := func(s subscription) bool { return lists(s) && s.hideBodies == hide }
+		if hide && len(h.subscriptions(to)) == 0 {
+			break
+		}
+		var frames [][]byte
+		for _, r := range recs {
+			id := views.FragmentID("message", strconv.FormatInt(r.ID, 10))
+			if f, ok := h.replace(ctx, id, views.MessageRow(withoutPreview(messageItem(r), hide))); ok {
+				frames = append(frames, f)
+			}
+		}
+		h.sendTo(to, frames...)
+	}
+}
+
+// sendGroups re-renders the failure groups page's table body.
+func (h *Hub) sendGroups(ctx context.Context) {
+	pages := onPage(views.LiveGroups)
+	subs := h.subscriptions(pages)
+	if len(subs) == 0 {
+		return
+	}
+	all, err := h.catalog.ListGroups(ctx)
+	if err != nil {
+		h.failed(ctx, "groups", err, pages)
+		return
+	}
+	for _, include := range []bool{false, true} {
+		same := func(s subscription) bool { return s.page == views.LiveGroups && s.includeGone == include }
+		if !slices.ContainsFunc(subs, same) {
+			continue
+		}
+		if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(selectGroups(all, include, "")))); ok {
+			h.sendTo(same, f)
+		}
+	}
+}

@@ -27,7 +27,7 @@ import (
 // problem is an error as the dashboard answers it.
 type problem struct {
 	status int
-	code   string // the API's error code (api.md)
+	code   string // the API's error code (docs/api.md)
 	param  string // the parameter at fault, for invalid_argument
 	msg    string // words a person can act on; never a server error's text
 	// title is the error page's heading ("" for the status's own).

@@ -1,0 +1,327 @@
+package amqpserver_test
+
+// What clients other than the Go SDK need on the wire, as Azure provides it:
+// the Python SDK's AMQP stacks (uamqp up to azure-servicebus 7.8, pyamqp
+// from 7.9) read performative fields by position, authenticate with SASL
+// MSSBCBS, send $cbs and $management requests without reply-to, and address
+// links with URIs.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/dlqdash/dlqdash/emulator/amqp"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/internal/amqpserver"
+)
+
+// rawFrame is one frame as read off the wire: the decoded frame and the
+// number of fields its performative's list carried.
+type rawFrame struct {
+	f      amqp.Frame
+	fields int
+	raw    []byte
+}
+
+// readRaw reads one frame and counts the fields of its performative's list.
+func (c *rawConn) readRaw() rawFrame {
+	c.t.Helper()
+	var hdr [4]byte
+	if _, err := io.ReadFull(c.nc, hdr[:]); err != nil {
+		c.t.Fatalf("read frame size: %v", err)
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	b := make([]byte, size)
+	copy(b, hdr[:])
+	if _, err := io.ReadFull(c.nc, b[4:]); err != nil {
+		c.t.Fatalf("read frame: %v", err)
+	}
+	f, err := amqp.ParseFrame(b)
+	if err != nil {
+		c.t.Fatalf("parse frame % x: %v", b, err)
+	}
+	body := b[int(b[4])*4:]
+	if len(body) == 0 {
+		return rawFrame{f: f, fields: -1, raw: b}
+	}
+	// 0x00 0x53 <code> then the list: list0, list8 size count, list32 size count.
+	switch body[3] {
+	case 0x45:
+		return rawFrame{f: f, fields: 0, raw: b}
+	case 0xc0:
+		return rawFrame{f: f, fields: int(body[5]), raw: b}
+	case 0xd0:
+		return rawFrame{f: f, fields: int(binary.BigEndian.Uint32(body[8:12])), raw: b}
+	}
+	c.t.Fatalf("performative is not a list: % x", body)
+	return rawFrame{}
+}
+
+// readHeader reads a protocol header straight off the connection (c.fr
+// would buffer past it, and readRaw reads the connection itself).
+func (c *rawConn) readHeader(want []byte) {
+	c.t.Helper()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c.nc, got); err != nil || !bytes.Equal(got, want) {
+		c.t.Fatalf("protocol header % x, %v; want % x", got, err, want)
+	}
+}
+
+// rawHandshake is handshake with the SASL mechanism of the caller's choice; it
+// returns the mechanisms the server offered. Read the connection with readRaw
+// only.
+func (c *rawConn) rawHandshake(mechanism amqp.Symbol) []amqp.Symbol {
+	c.t.Helper()
+	c.write(amqp.ProtocolHeader(amqp.ProtoSASL))
+	c.readHeader(amqp.ProtocolHeader(amqp.ProtoSASL))
+	mechs, ok := c.readRaw().f.Body.(*amqp.SASLMechanisms)
+	if !ok {
+		c.t.Fatal("no sasl-mechanisms")
+	}
+	b, _ := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeSASL, Body: &amqp.SASLInit{Mechanism: mechanism}})
+	c.write(b)
+	if o, ok := c.readRaw().f.Body.(*amqp.SASLOutcome); !ok || o.Code != 0 {
+		c.t.Fatalf("sasl %s: outcome not ok", mechanism)
+	}
+	c.write(amqp.ProtocolHeader(amqp.ProtoAMQP))
+	c.readHeader(amqp.ProtocolHeader(amqp.ProtoAMQP))
+	c.writeFrame(0, &amqp.Open{ContainerID: "raw", MaxFrameSize: 65536, ChannelMax: 65535})
+	if r := c.readRaw(); r.fields != 10 {
+		c.t.Fatalf("open: %d fields, want all 10 (%#v)", r.fields, r.f.Body)
+	}
+	return mechs.Mechanisms
+}
+
+// TestEveryFieldOnTheWire drives a connection as uamqp does (SASL MSSBCBS, a
+// sender to amqps://<host>/q1) and checks that each performative the emulator
+// sends carries its full field list, and that the attach reply carries
+// max-message-size.
+func TestEveryFieldOnTheWire(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
+	c := dialRaw(t, env)
+	mechs := c.rawHandshake("MSSBCBS")
+	if !slices.Contains(mechs, "MSSBCBS") || !slices.Contains(mechs, "ANONYMOUS") {
+		t.Fatalf("sasl mechanisms %v, want MSSBCBS and ANONYMOUS", mechs)
+	}
+	c.writeFrame(0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 65536, OutgoingWindow: 65536, HandleMax: math.MaxUint32})
+	if r := c.readRaw(); r.fields != 8 {
+		t.Fatalf("begin: %d fields, want 8", r.fields)
+	}
+	uri := "amqps://" + env.srv.Addr().String() + "/q1"
+	mode := amqp.ReceiverSettleModeFirst
+	c.writeFrame(0, &amqp.Attach{Name: "s", Handle: 0, Role: amqp.RoleSender, RcvSettleMode: &mode,
+		Source: &amqp.Source{Address: "client"}, Target: &amqp.Target{Address: uri}})
+	r := c.readRaw()
+	a, ok := r.f.Body.(*amqp.Attach)
+	if !ok || r.fields != 14 {
+		t.Fatalf("attach reply: %d fields (%#v), want an attach with 14", r.fields, r.f.Body)
+	}
+	if a.Target == nil || a.Target.Address != uri || a.MaxMessageSize != 262144 {
+		t.Fatalf("attach reply target %+v max-message-size %d, want %s and 262144", a.Target, a.MaxMessageSize, uri)
+	}
+	if r := c.readRaw(); r.fields != 11 {
+		t.Fatalf("flow: %d fields, want 11 (%#v)", r.fields, r.f.Body)
+	}
+	id, format := uint32(0), uint32(0)
+	msg, err := (&goamqp.Message{Data: [][]byte{[]byte("hi")}}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.writeFrame(0, &amqp.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}, MessageFormat: &format, Payload: msg})
+	r = c.readRaw()
+	d, ok := r.f.Body.(*amqp.Disposition)
+	if !ok || r.fields != 6 {
+		t.Fatalf("disposition: %d fields (%#v), want 6", r.fields, r.f.Body)
+	}
+	if _, ok := d.State.(*amqp.Accepted); !ok {
+		t.Fatalf("disposition state %#v, want accepted", d.State)
+	}
+	if n := env.ns.Stats().Totals.Send; n != 1 {
+		t.Fatalf("sent %d messages through the URI address, want 1", n)
+	}
+}
+
+// TestRejectedErrorIsComplete: the error of a rejected outcome carries
+// condition, description and info, as the Python SDK indexes them.
+func TestRejectedErrorIsComplete(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
+	c := dialRaw(t, env)
+	c.rawHandshake("ANONYMOUS")
+	c.writeFrame(0, &amqp.Begin{IncomingWindow: 100, OutgoingWindow: 100, HandleMax: 10})
+	c.readRaw()
+	c.writeFrame(0, &amqp.Attach{Name: "s", Handle: 0, Role: amqp.RoleSender, Source: &amqp.Source{}, Target: &amqp.Target{Address: "q1"}})
+	c.readRaw() // attach
+	c.readRaw() // flow
+	id, format := uint32(0), uint32(0)
+	c.writeFrame(0, &amqp.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}, MessageFormat: &format, Payload: []byte{0xff, 0x00}})
+	var body []byte
+	for body == nil {
+		r := c.readRaw()
+		if d, ok := r.f.Body.(*amqp.Disposition); ok {
+			rej, ok := d.State.(*amqp.Rejected)
+			if !ok || rej.Error == nil || rej.Error.Condition != "amqp:decode-error" {
+				t.Fatalf("state %#v, want rejected with amqp:decode-error", d.State)
+			}
+			body = r.raw
+		}
+	}
+	// The error list: 00 53 1d, then list8 size count with count 3.
+	i := slices.Index(body, 0x1d)
+	if i < 2 || body[i-2] != 0x00 || body[i-1] != 0x53 || body[i+1] != 0xc0 || body[i+3] != 3 {
+		t.Fatalf("rejected error is not a 3-field list: % x", body)
+	}
+}
+
+// TestPutTokenWithoutReplyTo: uamqp sends put-token without reply-to; the
+// answer goes to the receiver attached from $cbs, as Azure does. The same
+// holds for $management requests.
+func TestPutTokenWithoutReplyTo(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
+	ctx := testCtx(t)
+	host := env.srv.Addr().String()
+	conn, err := goamqp.Dial(ctx, "amqp://"+host, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc := func(node string, req *goamqp.Message) *goamqp.Message {
+		t.Helper()
+		snd, err := sess.NewSender(ctx, node, nil)
+		if err != nil {
+			t.Fatalf("attach sender to %s: %v", node, err)
+		}
+		defer snd.Close(ctx)
+		rcv, err := sess.NewReceiver(ctx, node, &goamqp.ReceiverOptions{Credit: 1})
+		if err != nil {
+			t.Fatalf("attach receiver from %s: %v", node, err)
+		}
+		defer rcv.Close(ctx)
+		if err := snd.Send(ctx, req, nil); err != nil {
+			t.Fatalf("send to %s: %v", node, err)
+		}
+		resp, err := rcv.Receive(ctx, nil)
+		if err != nil {
+			t.Fatalf("no reply from %s: %v", node, err)
+		}
+		return resp
+	}
+	audience := "sb://" + host + "/q1"
+	resp := rpc("$cbs", &goamqp.Message{
+		Properties:            &goamqp.MessageProperties{MessageID: uint64(7)},
+		ApplicationProperties: map[string]any{"operation": "put-token", "type": "servicebus.windows.net:sastoken", "name": audience},
+		Value:                 sasToken(audience, amqpserver.DefaultKeyName, amqpserver.DefaultKey, time.Now().Add(time.Hour)),
+	})
+	if resp.ApplicationProperties["status-code"] != int32(202) || resp.Properties == nil || resp.Properties.CorrelationID != uint64(7) {
+		t.Fatalf("put-token reply %v %+v, want 202 correlated to 7", resp.ApplicationProperties, resp.Properties)
+	}
+	resp = rpc("amqps://"+host+"/q1/$management", &goamqp.Message{
+		Properties:            &goamqp.MessageProperties{MessageID: "peek-1"},
+		ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
+		Value:                 map[string]any{"from-sequence-number": int64(1), "message-count": int32(1)},
+	})
+	if resp.ApplicationProperties["statusCode"] != int32(204) {
+		t.Fatalf("peek reply %v, want 204 (empty queue)", resp.ApplicationProperties)
+	}
+}
+
+// TestURIAddresses: links addressed amqps://<namespace>/<entity> (the Python
+// SDK) or sb://<namespace>/<entity> reach the entity; a URI naming a missing
+// entity is refused as not found, like its bare path.
+func TestURIAddresses(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
+	ctx := testCtx(t)
+	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sess.NewSender(ctx, "amqps://example.servicebus.windows.net/q1", nil)
+	if err != nil {
+		t.Fatalf("sender to amqps URI: %v", err)
+	}
+	if err := snd.Send(ctx, &goamqp.Message{Data: [][]byte{[]byte("via uri")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := sess.NewReceiver(ctx, "sb://example.servicebus.windows.net/q1/", &goamqp.ReceiverOptions{Credit: 1})
+	if err != nil {
+		t.Fatalf("receiver from sb URI: %v", err)
+	}
+	m, err := rcv.Receive(ctx, nil)
+	if err != nil || string(m.GetData()) != "via uri" {
+		t.Fatalf("receive through URI: %v %v", m, err)
+	}
+	_, err = sess.NewSender(ctx, "amqps://example.servicebus.windows.net/nope", nil)
+	var ae *goamqp.Error
+	if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound {
+		t.Fatalf("sender to a missing entity's URI: %v, want not-found", err)
+	}
+}
+
+// TestSecondCBSLink: Azure allows one $cbs sender and one $cbs receiver per
+// connection and refuses another with amqp:not-allowed (the Go SDK resets the
+// connection on that when a $cbs link it could not close is still open); once
+// the first is detached, a new one attaches.
+func TestSecondCBSLink(t *testing.T) {
+	env := startEmulator(t, nil)
+	ctx := testCtx(t)
+	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s1, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s1.NewSender(ctx, "$cbs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := s1.NewReceiver(ctx, "$cbs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notAllowed := func(what string, err error) {
+		t.Helper()
+		var ae *goamqp.Error
+		if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotAllowed {
+			t.Fatalf("%s: %v, want amqp:not-allowed", what, err)
+		}
+	}
+	_, err = s2.NewSender(ctx, "$cbs", nil)
+	notAllowed("second $cbs sender", err)
+	_, err = s1.NewReceiver(ctx, "amqps://ns/$cbs", nil)
+	notAllowed("second $cbs receiver", err)
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rcv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.NewSender(ctx, "$cbs", nil); err != nil {
+		t.Fatalf("$cbs sender after the first closed: %v", err)
+	}
+	if _, err := s2.NewReceiver(ctx, "$cbs", nil); err != nil {
+		t.Fatalf("$cbs receiver after the first closed: %v", err)
+	}
+}

@@ -325,3 +325,90 @@ func TestSecondCBSLink(t *testing.T) {
 		t.Fatalf("$cbs receiver after the first closed: %v", err)
 	}
 }
+
+// TestMessageSizeLimitOnTheWire: the link's max-message-size bounds a
+// delivery's transfer payload, as on Azure: a batch of exactly 262,144 bytes
+// (what an SDK that sizes batches to the byte builds at the limit) is taken, a
+// byte more is rejected with amqp:link:message-size-exceeded in Azure's words,
+// and the link stays usable. Raw frames: go-amqp refuses oversized sends itself.
+func TestMessageSizeLimitOnTheWire(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
+	c := dialRaw(t, env)
+	c.rawHandshake("ANONYMOUS")
+	c.writeFrame(0, &amqp.Begin{IncomingWindow: 1000, OutgoingWindow: 1000, HandleMax: 10})
+	c.readRaw()
+	c.writeFrame(0, &amqp.Attach{Name: "s", Handle: 0, Role: amqp.RoleSender, Source: &amqp.Source{}, Target: &amqp.Target{Address: "q1"}})
+	if a, ok := c.readRaw().f.Body.(*amqp.Attach); !ok || a.MaxMessageSize != 262144 {
+		t.Fatalf("attach reply %#v, want max-message-size 262144", a)
+	}
+	c.readRaw() // flow
+
+	// batchOf encodes a batch (one data section per message, format
+	// 0x80013700) of exactly total bytes.
+	batchOf := func(total int) []byte {
+		t.Helper()
+		enc := func(m *goamqp.Message) []byte {
+			b, err := m.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		small := enc(&goamqp.Message{Data: [][]byte{[]byte("small")}})
+		filler := func(n int) []byte { return enc(&goamqp.Message{Data: [][]byte{bytes.Repeat([]byte("z"), n)}}) }
+		base := len(enc(&goamqp.Message{Data: [][]byte{small, filler(1000)}}))
+		b := enc(&goamqp.Message{Data: [][]byte{small, filler(1000 + total - base)}})
+		if len(b) != total {
+			t.Fatalf("batch of %d bytes, want %d", len(b), total)
+		}
+		return b
+	}
+	format := uint32(0x80013700)
+	deliver := func(id uint32, payload []byte) *amqp.Disposition {
+		t.Helper()
+		for first := true; len(payload) > 0; first = false {
+			n := min(len(payload), 60000)
+			tr := &amqp.Transfer{Handle: 0, More: n < len(payload), Payload: payload[:n]}
+			if first {
+				tr.DeliveryID, tr.DeliveryTag, tr.MessageFormat = &id, []byte{byte(id)}, &format
+			}
+			c.writeFrame(0, tr)
+			payload = payload[n:]
+		}
+		for {
+			if d, ok := c.readRaw().f.Body.(*amqp.Disposition); ok {
+				return d
+			}
+		}
+	}
+	if d := deliver(0, batchOf(262144)); !isAccepted(d.State) {
+		t.Fatalf("batch of exactly the limit: %#v, want accepted", d.State)
+	}
+	d := deliver(1, batchOf(262145))
+	rej, ok := d.State.(*amqp.Rejected)
+	if !ok || rej.Error == nil || rej.Error.Condition != "amqp:link:message-size-exceeded" {
+		t.Fatalf("batch one byte over the limit: %#v, want rejected with amqp:link:message-size-exceeded", d.State)
+	}
+	// The size is the payload received when the limit was crossed: the
+	// frames of 60,000 bytes put that at the fifth frame, the whole batch.
+	want := "The received message (delivery-id:1, size:262145 bytes) exceeds the limit (262144 bytes) currently allowed on the link."
+	if rej.Error.Description != want {
+		t.Fatalf("description %q, want Azure's %q", rej.Error.Description, want)
+	}
+	msg, err := (&goamqp.Message{Data: [][]byte{[]byte("after")}}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	format = 0
+	if d := deliver(2, msg); !isAccepted(d.State) {
+		t.Fatalf("send on the same link after the refusal: %#v", d.State)
+	}
+	if n := env.ns.Stats().Totals.Send; n != 3 {
+		t.Fatalf("broker took %d messages, want 3 (the 2 of the batch at the limit and 1 after)", n)
+	}
+}
+
+func isAccepted(s amqp.DeliveryState) bool {
+	_, ok := s.(*amqp.Accepted)
+	return ok
+}

@@ -67,6 +67,7 @@ type link struct {
 	inBuf      []byte
 	inTooBig   bool
 	inSize     uint64
+	inTooBigAt uint64 // inSize when it first passed the limit
 
 	// outbound (client receivers)
 	consumer *broker.Consumer
@@ -558,6 +559,9 @@ func (s *session) handleTransfer(t *amqp.Transfer) error {
 		max = 4 << 20 // RPC requests (schedule batches) may exceed the message size
 	}
 	if l.inSize > max {
+		if !l.inTooBig {
+			l.inTooBigAt = l.inSize
+		}
 		l.inTooBig = true
 		l.inBuf = nil
 	} else if l.inBuf != nil {
@@ -574,14 +578,18 @@ func (s *session) handleTransfer(t *amqp.Transfer) error {
 		return nil
 	}
 	l.inProgress = false
-	payload, id, settled, format, tooBig := l.inBuf, l.inID, l.inSettled, l.inFormat, l.inTooBig
+	payload, id, settled, format, tooBig, tooBigAt := l.inBuf, l.inID, l.inSettled, l.inFormat, l.inTooBig, l.inTooBigAt
 	l.inBuf = nil
 	kind := l.kind
 	c.mu.Unlock()
 
 	if tooBig {
+		// As Azure (Microsoft.Azure.Amqp's receiving link): a delivery whose transfer
+		// payloads add up to more than the link's max-message-size is rejected when
+		// the frame that crosses it arrives, worded as below (clients match on the
+		// text), and the link stays attached. Exactly max-message-size bytes pass.
 		s.dispose(id, settled, &amqp.Rejected{Error: &amqp.Error{Condition: condMessageSize,
-			Description: fmt.Sprintf("the message is larger than the maximum of %d bytes", max)}})
+			Description: fmt.Sprintf("The received message (delivery-id:%d, size:%d bytes) exceeds the limit (%d bytes) currently allowed on the link.", id, tooBigAt, max)}})
 		return nil
 	}
 	switch kind {

@@ -247,7 +247,9 @@ func TestPythonSDKSmoke(t *testing.T) {
 }
 
 // TestPyAMQPSmoke runs testdata/pyamqp_smoke.py: send, receive and settle
-// (accept, and reject as the dead-letter the pyamqp-based SDK sends) with
+// (accept, and reject as the dead-letter the pyamqp-based SDK sends), and
+// accept the next available session reading the attach reply as the SDK does,
+// with
 // pyamqp, the AMQP stack of azure-servicebus 7.9 and later, which Debian ships
 // inside azure-eventhub. pyamqp reads performative fields by position.
 func TestPyAMQPSmoke(t *testing.T) {
@@ -260,16 +262,24 @@ func TestPyAMQPSmoke(t *testing.T) {
 	if _, err := ns.CreateQueue("pyamqp-queue", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)
 	}
+	sessions := broker.DefaultQueueProperties()
+	sessions.RequiresSession = true
+	if _, err := ns.CreateQueue("pyamqp-sessions", sessions); err != nil {
+		t.Fatal(err)
+	}
 	out := runScript(t, py, emu, "pyamqp_smoke.py")
 	var got struct {
-		Sent     int      `json:"sent"`
-		Received []string `json:"received"`
-		Settled  int      `json:"settled"`
+		Sent            int      `json:"sent"`
+		Received        []string `json:"received"`
+		Settled         int      `json:"settled"`
+		Session         string   `json:"session"`
+		SessionMessages []string `json:"session_messages"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Sent != 3 || !slices.Equal(got.Received, []string{"pyamqp-0", "pyamqp-1", "pyamqp-2"}) || got.Settled != 3 {
+	if got.Sent != 3 || !slices.Equal(got.Received, []string{"pyamqp-0", "pyamqp-1", "pyamqp-2"}) || got.Settled != 3 ||
+		got.Session != "alpha" || !slices.Equal(got.SessionMessages, []string{"alpha-0", "alpha-1"}) {
 		t.Fatalf("observed %+v", got)
 	}
 	// The settlements reached the broker: the queue is empty and the

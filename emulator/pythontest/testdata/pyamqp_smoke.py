@@ -21,6 +21,7 @@ from azure.eventhub._pyamqp import ReceiveClient, SendClient
 from azure.eventhub._pyamqp._connection import Connection
 from azure.eventhub._pyamqp.authentication import SASTokenAuth
 from azure.eventhub._pyamqp.constants import ReceiverSettleMode
+from azure.eventhub._pyamqp.endpoints import Source
 from azure.eventhub._pyamqp.error import AMQPError
 from azure.eventhub._pyamqp.message import Message, Properties
 
@@ -110,6 +111,47 @@ def main():
     receiver.close()
     conn.close()
     result["settled"] = 3
+
+    step = "session"
+    # The pyamqp-based SDK accepts a session with a plain-string filter and
+    # reads the attach reply by position: the locked session id from the
+    # source's filter, the lock expiry from the link properties.
+    sq = os.environ.get("SB_SESSION_QUEUE", "pyamqp-sessions")
+    s_entity = "amqps://{}/{}".format(host, sq)
+    s_audience = "sb://{}/{}".format(host, sq)
+    auth = SASTokenAuth(s_audience, s_audience, key_name, key)
+    conn = connect(host, port, ca, auth)
+    sender = SendClient(host, s_entity, auth=auth, connection_verify=ca)
+    sender.open(connection=conn)
+    while not sender.client_ready():
+        time.sleep(0.05)
+    for i in range(2):
+        sender.send_message(Message(data=[b"alpha-%d" % i], properties=Properties(message_id="a%d" % i, group_id="alpha")))
+    sender.close()
+    attached = []
+    receiver = Receiver(host, Source(address=s_entity, filters={b"com.microsoft:session-filter": None}),
+                        auth=auth, connection_verify=ca, receive_settle_mode=ReceiverSettleMode.Second,
+                        link_credit=10, on_attach=attached.append)
+    receiver.open(connection=conn)
+    while not receiver.client_ready():
+        time.sleep(0.05)
+    got = []
+    deadline = time.time() + 15
+    while len(got) < 2 and time.time() < deadline:
+        got.extend(receiver.receive_message_batch(max_batch_size=10, timeout=1))
+    check(len(attached) == 1, "on_attach ran %d times" % len(attached))
+    session_id = attached[0].source.filters[b"com.microsoft:session-filter"]
+    check(session_id in (b"alpha", "alpha"), "locked session %r" % session_id)
+    locked_until = (attached[0].properties or {}).get(b"com.microsoft:locked-until-utc")
+    check(isinstance(locked_until, int) and locked_until > 0, "locked-until-utc %r" % locked_until)
+    bodies = [b"".join(m.data).decode() for m in got]
+    check(bodies == ["alpha-0", "alpha-1"], "session messages %r" % bodies)
+    for m in got:
+        receiver.settle_messages(receiver.delivery_ids[id(m)], "accepted")
+    receiver.close()
+    conn.close()
+    result["session"] = session_id.decode() if isinstance(session_id, bytes) else session_id
+    result["session_messages"] = bodies
 
 
 if __name__ == "__main__":

@@ -246,7 +246,8 @@ func TestPythonSDKSmoke(t *testing.T) {
 	}
 }
 
-// TestPyAMQPSmoke runs testdata/pyamqp_smoke.py: send, receive and settle
+// TestPyAMQPSmoke runs testdata/pyamqp_smoke.py: send, receive (a 200 kB
+// message too: several transfer frames each way) and settle
 // (accept, and reject as the dead-letter the pyamqp-based SDK sends), and
 // accept the next available session reading the attach reply as the SDK does,
 // with
@@ -272,13 +273,14 @@ func TestPyAMQPSmoke(t *testing.T) {
 		Sent            int      `json:"sent"`
 		Received        []string `json:"received"`
 		Settled         int      `json:"settled"`
+		BigBytes        int      `json:"big_bytes"`
 		Session         string   `json:"session"`
 		SessionMessages []string `json:"session_messages"`
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Sent != 3 || !slices.Equal(got.Received, []string{"pyamqp-0", "pyamqp-1", "pyamqp-2"}) || got.Settled != 3 ||
+	if got.Sent != 3 || !slices.Equal(got.Received, []string{"pyamqp-0", "pyamqp-1", "pyamqp-2"}) || got.Settled != 3 || got.BigBytes != 204800 ||
 		got.Session != "alpha" || !slices.Equal(got.SessionMessages, []string{"alpha-0", "alpha-1"}) {
 		t.Fatalf("observed %+v", got)
 	}

@@ -75,6 +75,9 @@ def main():
         time.sleep(0.05)
     for i in range(3):
         sender.send_message(Message(data=[b"pyamqp-%d" % i], properties=Properties(message_id="p%d" % i)))
+    # 200 kB: several transfer frames each way.
+    big = bytes(range(256)) * 800
+    sender.send_message(Message(data=[big], properties=Properties(message_id="big")))
     sender.close()
     conn.close()
     result["sent"] = 3
@@ -89,9 +92,14 @@ def main():
         time.sleep(0.05)
     got = []
     deadline = time.time() + 15
-    while len(got) < 3 and time.time() < deadline:
+    while len(got) < 4 and time.time() < deadline:
         got.extend(receiver.receive_message_batch(max_batch_size=10, timeout=1))
-    check(len(got) == 3, "received %d of 3 messages" % len(got))
+    check(len(got) == 4, "received %d of 4 messages" % len(got))
+    large = [m for m in got if m.properties.message_id in (b"big", "big")]
+    check(len(large) == 1 and b"".join(large[0].data) == big, "the 200 kB message came back different")
+    receiver.settle_messages(receiver.delivery_ids[id(large[0])], "accepted")
+    result["big_bytes"] = len(b"".join(large[0].data))
+    got = [m for m in got if m is not large[0]]
     bodies = sorted(b"".join(m.data).decode() for m in got)
     check(bodies == ["pyamqp-0", "pyamqp-1", "pyamqp-2"], "bodies %r" % bodies)
     result["received"] = bodies

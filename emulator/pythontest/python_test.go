@@ -246,13 +246,12 @@ func TestPythonSDKSmoke(t *testing.T) {
 	}
 }
 
-// TestPyAMQPSmoke runs testdata/pyamqp_smoke.py: send, receive (a 200 kB
-// message too: several transfer frames each way) and settle
-// (accept, and reject as the dead-letter the pyamqp-based SDK sends), and
-// accept the next available session reading the attach reply as the SDK does,
-// with
-// pyamqp, the AMQP stack of azure-servicebus 7.9 and later, which Debian ships
-// inside azure-eventhub. pyamqp reads performative fields by position.
+// TestPyAMQPSmoke runs testdata/pyamqp_smoke.py with pyamqp, the AMQP stack
+// of azure-servicebus 7.9 and later, which Debian ships inside azure-eventhub
+// and which reads performative fields by position: send and receive (a 200 kB
+// message too: several transfer frames each way), settle (accept, and reject
+// as the dead-letter the pyamqp-based SDK sends), and accept the next
+// available session, reading the attach reply as that SDK does.
 func TestPyAMQPSmoke(t *testing.T) {
 	py := pythonWithSDK(t)
 	if out, err := exec.Command(py, "-c", "import azure.eventhub._pyamqp").CombinedOutput(); err != nil {

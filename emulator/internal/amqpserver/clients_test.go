@@ -101,9 +101,9 @@ func (c *rawConn) rawHandshake(mechanism amqp.Symbol) []amqp.Symbol {
 }
 
 // TestEveryFieldOnTheWire drives a connection as uamqp does (SASL MSSBCBS, a
-// sender to amqps://<host>/q1) and checks that each performative the emulator
-// sends carries its full field list, and that the attach reply carries
-// max-message-size.
+// sender and a receiver on amqps://<host>/q1) and checks that each
+// performative the emulator sends carries its full field list, and that the
+// attach reply carries max-message-size.
 func TestEveryFieldOnTheWire(t *testing.T) {
 	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
 	c := dialRaw(t, env)
@@ -146,6 +146,45 @@ func TestEveryFieldOnTheWire(t *testing.T) {
 	}
 	if n := env.ns.Stats().Totals.Send; n != 1 {
 		t.Fatalf("sent %d messages through the URI address, want 1", n)
+	}
+
+	// Receive it back: the transfer carries all 11 fields, then detach 3 and
+	// close 1.
+	c.writeFrame(0, &amqp.Attach{Name: "r", Handle: 1, Role: amqp.RoleReceiver, RcvSettleMode: &mode,
+		Source: &amqp.Source{Address: uri}, Target: &amqp.Target{Address: "client"}})
+	if r := c.readRaw(); r.fields != 14 {
+		t.Fatalf("receiver attach reply: %d fields (%#v), want 14", r.fields, r.f.Body)
+	}
+	h, credit, next := uint32(1), uint32(1), uint32(1)
+	c.writeFrame(0, &amqp.Flow{NextIncomingID: &next, IncomingWindow: 100, OutgoingWindow: 100, Handle: &h, DeliveryCount: new(uint32), LinkCredit: &credit})
+	for {
+		r := c.readRaw()
+		if tr, ok := r.f.Body.(*amqp.Transfer); ok {
+			if r.fields != 11 || tr.Handle != 1 {
+				t.Fatalf("transfer: %d fields on handle %d, want 11 on 1", r.fields, tr.Handle)
+			}
+			break
+		}
+	}
+	c.writeFrame(0, &amqp.Detach{Handle: 1, Closed: true})
+	for {
+		r := c.readRaw()
+		if _, ok := r.f.Body.(*amqp.Detach); ok {
+			if r.fields != 3 {
+				t.Fatalf("detach: %d fields, want 3", r.fields)
+			}
+			break
+		}
+	}
+	c.writeFrame(0, &amqp.Close{})
+	for {
+		r := c.readRaw()
+		if _, ok := r.f.Body.(*amqp.Close); ok {
+			if r.fields != 1 {
+				t.Fatalf("close: %d fields, want 1", r.fields)
+			}
+			break
+		}
 	}
 }
 

@@ -6,14 +6,18 @@ import (
 	"time"
 )
 
-// listEncoder writes the fields of a described list. Trailing null fields are
-// trimmed when the list is finished.
+// listEncoder writes the fields of a described list. Every field of the
+// type is written, an absent one as null: AMQP lets a sender leave out
+// trailing nulls, but Service Bus never does (Microsoft.Azure.Amqp encodes
+// each described list with its full field count), and clients that read
+// fields by position depend on it: uamqp (the Python SDK up to 7.8) reports
+// an attach without max-message-size, and pyamqp (the Python SDK from 7.9)
+// indexes begin, attach and transfer fields and appends a transfer's payload
+// after the last decoded field.
 type listEncoder struct {
 	b     []byte
 	hdr   int // offset of the reserved compound header
 	n     int // fields written so far
-	keep  int // len(b) after the last non-null field
-	keepN int // fields up to and including the last non-null field
 	depth int
 	err   error
 }
@@ -22,14 +26,10 @@ func beginList(dst []byte, code uint64, depth int) listEncoder {
 	dst = append(dst, codeDescribed)
 	dst = appendUlong(dst, code)
 	dst, hdr := reserveCompound(dst)
-	return listEncoder{b: dst, hdr: hdr, keep: len(dst), depth: depth}
+	return listEncoder{b: dst, hdr: hdr, depth: depth}
 }
 
-func (l *listEncoder) mark() {
-	l.n++
-	l.keep = len(l.b)
-	l.keepN = l.n
-}
+func (l *listEncoder) mark() { l.n++ }
 
 func (l *listEncoder) null() {
 	l.b = append(l.b, codeNull)
@@ -200,11 +200,10 @@ func (l *listEncoder) finish() ([]byte, error) {
 	if l.err != nil {
 		return l.b, l.err
 	}
-	l.b = l.b[:l.keep]
-	if l.keepN == 0 {
+	if l.n == 0 {
 		return append(l.b[:l.hdr], codeList0), nil
 	}
-	return finishCompound(l.b, l.hdr, codeList8, codeList32, l.keepN)
+	return finishCompound(l.b, l.hdr, codeList8, codeList32, l.n)
 }
 
 func isNilState(s DeliveryState) bool {

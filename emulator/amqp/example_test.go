@@ -39,6 +39,6 @@ func Example() {
 	// *amqp.SASLInit ANONYMOUS
 	// protocol 0
 	// open from client max-frame-size 65536
-	// 00 00 00 21 02 00 00 00
+	// 00 00 00 27 02 00 00 00
 	// 00 00 00 08 02 00 00 00
 }

@@ -171,20 +171,23 @@ func TestFrameGolden(t *testing.T) {
 		want string
 	}{
 		{"keep-alive", Frame{}, "00000008 02 00 0000"},
-		{"sasl-outcome ok", Frame{Type: FrameTypeSASL, Body: &SASLOutcome{}}, "00000010 02 01 0000 00 53 44 c0 03 01 50 00"},
+		// Every field is written, absent ones as null (40), as Azure does.
+		{"sasl-outcome ok", Frame{Type: FrameTypeSASL, Body: &SASLOutcome{}}, "00000011 02 01 0000 00 53 44 c0 04 02 50 00 40"},
 		{"sasl-mechanisms anonymous", Frame{Type: FrameTypeSASL, Body: &SASLMechanisms{Mechanisms: []Symbol{"ANONYMOUS"}}},
 			"0000001c 02 01 0000 00 53 40 c0 0f 01 e0 0c 01 a3 09 414e4f4e594d4f5553"},
 		{"open", Frame{Body: &Open{ContainerID: "c", MaxFrameSize: 65536, ChannelMax: 65535}},
-			"0000001a 02 00 0000 00 53 10 c0 0d 04 a1 01 63 40 70 00010000 60 ffff"},
+			"00000020 02 00 0000 00 53 10 c0 13 0a a1 01 63 40 70 00010000 60 ffff 40 40 40 40 40 40"},
 		{"begin", Frame{Channel: 1, Body: &Begin{RemoteChannel: ptr(uint16(0)), NextOutgoingID: 1, IncomingWindow: 5000, OutgoingWindow: 0, HandleMax: math.MaxUint32}},
-			"0000001e 02 00 0001 00 53 11 c0 11 05 60 0000 52 01 70 00001388 43 70 ffffffff"},
-		{"flow trims trailing nulls", Frame{Body: &Flow{IncomingWindow: 1, NextOutgoingID: 2, OutgoingWindow: 3}},
-			"00000015 02 00 0000 00 53 13 c0 08 04 40 52 01 52 02 52 03"},
+			"00000021 02 00 0001 00 53 11 c0 14 08 60 0000 52 01 70 00001388 43 70 ffffffff 40 40 40"},
+		{"flow keeps trailing nulls", Frame{Body: &Flow{IncomingWindow: 1, NextOutgoingID: 2, OutgoingWindow: 3}},
+			"0000001c 02 00 0000 00 53 13 c0 0f 0b 40 52 01 52 02 52 03 40 40 40 40 40 40 40"},
 		{"transfer", Frame{Body: &Transfer{Handle: 0, DeliveryID: ptr(uint32(1)), DeliveryTag: []byte{0xaa}, MessageFormat: ptr(uint32(0)), Settled: ptr(true), Payload: []byte{0x00, 0x53, 0x75}}},
-			"00000019 02 00 0000 00 53 14 c0 09 05 43 52 01 a0 01 aa 43 41 005375"},
+			"0000001f 02 00 0000 00 53 14 c0 0f 0b 43 52 01 a0 01 aa 43 41 40 40 40 40 40 40 005375"},
 		{"disposition accepted", Frame{Body: &Disposition{Role: RoleReceiver, First: 5, Settled: true, State: &Accepted{}}},
-			"00000017 02 00 0000 00 53 15 c0 0a 05 41 52 05 40 41 00 53 24 45"},
-		{"close empty", Frame{Body: &Close{}}, "0000000c 02 00 0000 00 53 18 45"},
+			"00000018 02 00 0000 00 53 15 c0 0b 06 41 52 05 40 41 00 53 24 45 40"},
+		{"close empty", Frame{Body: &Close{}}, "0000000f 02 00 0000 00 53 18 c0 02 01 40"},
+		{"rejected error complete", Frame{Body: &Disposition{Role: RoleReceiver, First: 1, Settled: true, State: &Rejected{Error: &Error{Condition: "c"}}}},
+			"00000025 02 00 0000 00 53 15 c0 18 06 41 52 01 40 41 00 53 25 c0 0c 01 00 53 1d c0 06 03 a3 01 63 40 40 40"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

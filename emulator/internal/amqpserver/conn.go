@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -206,8 +207,8 @@ func (c *conn) shutdownWith(e *amqp.Error) {
 	c.w.close(&amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Close{Error: e}})
 }
 
-// handshake performs the protocol headers and SASL ANONYMOUS, leaving the reader at the
-// AMQP frames.
+// handshake performs the protocol headers and SASL (ANONYMOUS or MSSBCBS), leaving the
+// reader at the AMQP frames.
 func (c *conn) handshake(fr *amqp.FrameReader) error {
 	_ = c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
@@ -247,10 +248,15 @@ func (c *conn) handshake(fr *amqp.FrameReader) error {
 	return nil
 }
 
+// saslMechanisms are the mechanisms offered, both meaning "authorise later over $cbs":
+// MSSBCBS is Service Bus's own, which uamqp (the AMQP stack of the Python SDK up to
+// 7.8) insists on; every other SDK picks ANONYMOUS.
+var saslMechanisms = []amqp.Symbol{"MSSBCBS", "ANONYMOUS"}
+
 func (c *conn) sasl(fr *amqp.FrameReader) error {
 	fr.SetMaxFrameSize(minPeerFrameSize * 8)
 	out, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeSASL, Body: &amqp.SASLMechanisms{
-		Mechanisms: []amqp.Symbol{"ANONYMOUS"},
+		Mechanisms: saslMechanisms,
 	}})
 	if err != nil {
 		return fmt.Errorf("encode sasl-mechanisms: %w", err)
@@ -264,7 +270,7 @@ func (c *conn) sasl(fr *amqp.FrameReader) error {
 	}
 	init, ok := f.Body.(*amqp.SASLInit)
 	code := uint8(0)
-	if !ok || init.Mechanism != "ANONYMOUS" {
+	if !ok || !slices.Contains(saslMechanisms, init.Mechanism) {
 		code = 1 // auth failure
 	}
 	out, err = amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeSASL, Body: &amqp.SASLOutcome{Code: code}})

@@ -3,7 +3,8 @@
 // namespace of package broker. The real azservicebus SDK (v1.11.0, over go-amqp
 // v1.7.0) talks to it over plain TCP, exactly as it talks to Azure: SASL
 // ANONYMOUS, `$cbs` put-token with a SAS token, data links, and the
-// `$management` request/response operations. The protocol contract it
+// `$management` request/response operations. The Python SDK (uamqp up to
+// azure-servicebus 7.8, pyamqp from 7.9) works too, behind TLS. The protocol contract it
 // implements is docs/servicebus-protocol.md.
 //
 // It must not grow business logic: entity semantics (locks, delivery counts,
@@ -61,8 +62,11 @@
 // Marked [choice] or [unverified] in docs/servicebus-protocol.md, or decided here:
 //
 // Connection
-//   - SASL offers only ANONYMOUS; any other mechanism gets outcome auth (1). A client that
-//     skips SASL and sends the plain AMQP header is accepted too. Authorisation is CBS only.
+//   - SASL offers MSSBCBS (Service Bus's own, the only one uamqp uses) and ANONYMOUS; any
+//     other mechanism gets outcome auth (1). A client that skips SASL and sends the plain
+//     AMQP header is accepted too. Authorisation is CBS only.
+//   - Every performative, terminus, error and outcome is encoded with all its fields
+//     (absent ones as null), as Service Bus does; clients read fields by position.
 //   - A bad protocol header is answered with the SASL header, then the socket is closed.
 //   - open: max-frame-size 65536, channel-max 65535 (explicit), idle-time-out
 //     4×HeartbeatInterval (60 s by default), so clients send keep-alives every 30 s.
@@ -102,8 +106,17 @@
 //   - Client senders get link-credit 5000 right after attach, topped up to 5000 when it
 //     falls below 2500; attach replies carry max-message-size = Options.MaxMessageSize
 //     (262144) and com.microsoft:max-message-batch-size with the same value (ulong).
-//     Client receivers get initial-delivery-count 0 and max-message-size 0 (unlimited).
-//     Settle modes, source (with filter) and target are echoed verbatim.
+//     Client receivers get initial-delivery-count 0 and max-message-size
+//     Options.MaxMessageSize; $cbs and $management links get 2^64-1 either way (as
+//     Azure). Settle modes, source (with filter) and target are echoed verbatim.
+//   - Link addresses are bare paths (q1, q1/$management, $cbs) or URIs whose path after
+//     the host is one (amqps://<namespace>/q1, as the Python SDK sends them; sb://…).
+//   - A delivery whose transfer payloads exceed max-message-size is rejected with
+//     amqp:link:message-size-exceeded, worded as Azure's "The received message
+//     (delivery-id:N, size:N bytes) exceeds the limit (N bytes) currently allowed on the
+//     link."; the link stays attached. Exactly max-message-size bytes pass.
+//   - One $cbs sender and one $cbs receiver per connection, as Azure: another attach in
+//     the same direction while one is attached is refused with amqp:not-allowed.
 //   - Attach refusals (null terminus + detach{error}): unknown entity → amqp:not-found;
 //     sending to a subscription or sub-queue, receiving from a topic, session filter on a
 //     non-session entity or none on a session entity → amqp:not-allowed; session held →
@@ -165,6 +178,9 @@
 //     the audience (equal to it or a path prefix, scheme ignored); otherwise 401. JWT tokens
 //     are accepted unchecked. An audience naming a missing entity → 404; a namespace-level
 //     audience is accepted. Success is 202. Other operations or token types → 400.
+//   - Replies ($cbs and $management) go to the receiver named by the request's reply-to;
+//     a request without reply-to (uamqp sends none) is answered on the client's receiver
+//     attached from the same node.
 //
 // $management
 //   - Replies carry status-code and statusCode (int32) and status-description and

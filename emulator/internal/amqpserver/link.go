@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -66,6 +67,7 @@ type link struct {
 	inBuf      []byte
 	inTooBig   bool
 	inSize     uint64
+	inTooBigAt uint64 // inSize when it first passed the limit
 
 	// outbound (client receivers)
 	consumer *broker.Consumer
@@ -190,23 +192,83 @@ func isMgmtAddress(addr string) bool {
 	return len(addr) >= len(mgmtSuffix) && strings.EqualFold(addr[len(addr)-len(mgmtSuffix):], mgmtSuffix)
 }
 
+// nodeAddress is the node a link address names, without the namespace: the Go, .NET
+// and JavaScript SDKs send the bare path (q1, q1/$management, $cbs), the Python SDK a
+// URI (amqps://<namespace>/q1, sb://<namespace>/q1/$management), and Azure takes both.
+func nodeAddress(addr string) string {
+	i := strings.Index(addr, "://")
+	if i < 0 {
+		return addr
+	}
+	rest := addr[i+3:]
+	j := strings.IndexByte(rest, '/')
+	if j < 0 {
+		return ""
+	}
+	return strings.TrimSuffix(rest[j+1:], "/")
+}
+
+// linkMaxMessageSize is the max-message-size of an attach reply: Azure sends the
+// namespace's message size on entity links and 2^64-1 on $cbs and $management links
+// (the Python SDK reads the field and the Java SDK treats an absent one as zero).
+func (c *conn) linkMaxMessageSize(l *link) uint64 {
+	if l.kind == linkData {
+		return c.s.opts.MaxMessageSize
+	}
+	return math.MaxUint64
+}
+
+// cbsInUseLocked reports whether the connection already has an attached $cbs link in
+// the same direction as l. Azure allows one $cbs sender and one $cbs receiver per
+// connection and refuses another with amqp:not-allowed; the Go SDK relies on that to
+// notice a $cbs link it failed to close, and resets the connection. Caller holds c.mu.
+func (c *conn) cbsInUseLocked(l *link) bool {
+	for _, s := range c.sessions {
+		for _, o := range s.links {
+			if o != l && o.kind == linkCBS && o.clientSender == l.clientSender && !o.detached && !o.refused {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// attachCBS accepts l as the connection's $cbs link in its direction, or refuses it.
+func (s *session) attachCBS(l *link, a *amqp.Attach) (refused bool) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l.kind = linkCBS
+	if !c.cbsInUseLocked(l) {
+		return false
+	}
+	if !l.detached && !s.ended {
+		s.refuseLocked(l, a, &amqp.Error{Condition: condNotAllowed,
+			Description: "a $cbs link in this direction is already open on the connection; only one $cbs sender and one $cbs receiver are allowed per connection"})
+	}
+	return true
+}
+
 func (s *session) attachClientSender(l *link, a *amqp.Attach) error {
 	c := s.c
 	ns := c.s.ns
+	node := nodeAddress(l.targetAddr)
 	switch {
 	case l.targetAddr == "" && a.Target == nil:
 		return s.refuse(l, a, &amqp.Error{Condition: condNotAllowed, Description: "attach without a target"})
-	case strings.EqualFold(l.targetAddr, cbsAddress):
-		l.kind = linkCBS
-	case isMgmtAddress(l.targetAddr):
+	case strings.EqualFold(node, cbsAddress):
+		if s.attachCBS(l, a) {
+			return nil
+		}
+	case isMgmtAddress(node):
 		l.kind = linkMgmt
-		l.path = l.targetAddr[:len(l.targetAddr)-len(mgmtSuffix)]
+		l.path = node[:len(node)-len(mgmtSuffix)]
 		if _, err := ns.Resolve(l.path); err != nil {
 			return s.refuse(l, a, brokerError(err))
 		}
 	default:
 		l.kind = linkData
-		l.path = l.targetAddr
+		l.path = node
 		addr, err := ns.Resolve(l.path)
 		if err != nil {
 			return s.refuse(l, a, brokerError(err))
@@ -225,7 +287,7 @@ func (s *session) attachClientSender(l *link, a *amqp.Attach) error {
 		r.Target = &amqp.Target{Address: l.targetAddr}
 	}
 	// Must be > 0: the SDK uses it as the batch byte limit.
-	r.MaxMessageSize = c.s.opts.MaxMessageSize
+	r.MaxMessageSize = c.linkMaxMessageSize(l)
 	if l.kind == linkData {
 		r.Properties = map[amqp.Symbol]any{propMaxBatchSize: c.s.opts.MaxMessageSize}
 	}
@@ -242,22 +304,25 @@ func (s *session) attachClientReceiver(l *link, a *amqp.Attach) error {
 	ns := c.s.ns
 	l.wake = make(chan struct{}, 1)
 	l.stop = make(chan struct{})
+	node := nodeAddress(l.sourceAddr)
 	switch {
 	case a.Source == nil:
 		return s.refuse(l, a, &amqp.Error{Condition: condNotAllowed, Description: "attach without a source"})
-	case strings.EqualFold(l.sourceAddr, cbsAddress):
-		l.kind = linkCBS
+	case strings.EqualFold(node, cbsAddress):
+		if s.attachCBS(l, a) {
+			return nil
+		}
 		return s.acceptReceiver(l, a, nil)
-	case isMgmtAddress(l.sourceAddr):
+	case isMgmtAddress(node):
 		l.kind = linkMgmt
-		l.path = l.sourceAddr[:len(l.sourceAddr)-len(mgmtSuffix)]
+		l.path = node[:len(node)-len(mgmtSuffix)]
 		if _, err := ns.Resolve(l.path); err != nil {
 			return s.refuse(l, a, brokerError(err))
 		}
 		return s.acceptReceiver(l, a, nil)
 	}
 	l.kind = linkData
-	l.path = l.sourceAddr
+	l.path = node
 	if _, err := ns.Resolve(l.path); err != nil {
 		return s.refuse(l, a, brokerError(err))
 	}
@@ -357,6 +422,7 @@ func (s *session) acceptReceiver(l *link, a *amqp.Attach, cons *broker.Consumer)
 	}
 	r := attachReply(l, a)
 	r.InitialDeliveryCount = 0
+	r.MaxMessageSize = c.linkMaxMessageSize(l)
 	if cons != nil && a.Source != nil {
 		if _, ok := a.Source.Filter[sessionFilterKey]; ok {
 			// The client replaces its filter with ours and requires the locked session id
@@ -493,6 +559,9 @@ func (s *session) handleTransfer(t *amqp.Transfer) error {
 		max = 4 << 20 // RPC requests (schedule batches) may exceed the message size
 	}
 	if l.inSize > max {
+		if !l.inTooBig {
+			l.inTooBigAt = l.inSize
+		}
 		l.inTooBig = true
 		l.inBuf = nil
 	} else if l.inBuf != nil {
@@ -509,14 +578,18 @@ func (s *session) handleTransfer(t *amqp.Transfer) error {
 		return nil
 	}
 	l.inProgress = false
-	payload, id, settled, format, tooBig := l.inBuf, l.inID, l.inSettled, l.inFormat, l.inTooBig
+	payload, id, settled, format, tooBig, tooBigAt := l.inBuf, l.inID, l.inSettled, l.inFormat, l.inTooBig, l.inTooBigAt
 	l.inBuf = nil
 	kind := l.kind
 	c.mu.Unlock()
 
 	if tooBig {
+		// As Azure (Microsoft.Azure.Amqp's receiving link): a delivery whose transfer
+		// payloads add up to more than the link's max-message-size is rejected when
+		// the frame that crosses it arrives, worded as below (clients match on the
+		// text), and the link stays attached. Exactly max-message-size bytes pass.
 		s.dispose(id, settled, &amqp.Rejected{Error: &amqp.Error{Condition: condMessageSize,
-			Description: fmt.Sprintf("the message is larger than the maximum of %d bytes", max)}})
+			Description: fmt.Sprintf("The received message (delivery-id:%d, size:%d bytes) exceeds the limit (%d bytes) currently allowed on the link.", id, tooBigAt, max)}})
 		return nil
 	}
 	switch kind {
@@ -536,7 +609,7 @@ func (s *session) handleTransfer(t *amqp.Transfer) error {
 		} else {
 			resp = c.s.handleMgmt(l.path, &req)
 		}
-		s.reply(&req, resp)
+		s.reply(l, &req, resp)
 	}
 	return nil
 }
@@ -587,8 +660,12 @@ func (s *session) enqueue(l *link, payload []byte, format uint32) amqp.DeliveryS
 }
 
 // reply routes an RPC response to the client receiver whose target address (or link
-// name, or source address) equals the request's reply-to, preferring this session.
-func (s *session) reply(req, resp *goamqp.Message) {
+// name, or source address) equals the request's reply-to, preferring this session. A
+// request without reply-to (uamqp, the Python SDK's AMQP stack up to 7.8, sends $cbs
+// and $management requests without one) is answered as Azure does, on the client's
+// receiver from the same node: the link attached with the request link's target as
+// its source.
+func (s *session) reply(from *link, req, resp *goamqp.Message) {
 	if resp == nil {
 		return
 	}
@@ -610,11 +687,15 @@ func (s *session) reply(req, resp *goamqp.Message) {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := s.findReplyLink(replyTo)
+	find := func(s *session) *link { return s.findReplyLink(replyTo) }
+	if replyTo == "" {
+		find = func(s *session) *link { return s.findNodeReceiver(from) }
+	}
+	l := find(s)
 	if l == nil {
 		for _, other := range c.sessions {
 			if other != s {
-				if l = other.findReplyLink(replyTo); l != nil {
+				if l = find(other); l != nil {
 					break
 				}
 			}
@@ -625,6 +706,18 @@ func (s *session) reply(req, resp *goamqp.Message) {
 		return
 	}
 	l.transferLocked(payload, nil, true)
+}
+
+// findNodeReceiver is the client receiver attached from the node the request link
+// sends to ($cbs, or the same entity's $management). Caller holds c.mu.
+func (s *session) findNodeReceiver(from *link) *link {
+	for _, l := range s.links {
+		if l.clientSender || l.detached || l.refused || l.kind != from.kind || l.path != from.path {
+			continue
+		}
+		return l
+	}
+	return nil
 }
 
 // findReplyLink: caller holds c.mu.

@@ -54,19 +54,26 @@ type fieldTable[T any] struct {
 
 // decode reads the n fields of a list body into v.
 func (t *fieldTable[T]) decode(d *decoder, n int, v *T) error {
-	for i := 0; i < n; i++ {
-		if i >= len(t.fields) {
-			if _, err := d.value(); err != nil {
-				return malformed("%s field %d: %v", t.name, i, unwrapMalformed(err))
-			}
-			continue
-		}
+	declared := t.fields[:min(n, len(t.fields))]
+	for i := range declared {
+		f := &declared[i]
 		null, err := d.isNull()
 		if err == nil && !null {
-			err = d.into(t.fields[i].dst(v))
+			// The most frequent destination skips into's type switch.
+			p := f.dst(v)
+			if u, ok := p.(*uint32); ok {
+				err = uintInto(d, u, math.MaxUint32)
+			} else {
+				err = d.into(p)
+			}
 		}
 		if err != nil {
-			return malformed("%s field %d (%s): %v", t.name, i, t.fields[i].name, unwrapMalformed(err))
+			return malformed("%s field %d (%s): %v", t.name, i, f.name, unwrapMalformed(err))
+		}
+	}
+	for i := len(declared); i < n; i++ {
+		if _, err := d.value(); err != nil {
+			return malformed("%s field %d: %v", t.name, i, unwrapMalformed(err))
 		}
 	}
 	return nil

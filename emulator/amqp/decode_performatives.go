@@ -413,9 +413,9 @@ func (d *decoder) into(p any) error {
 		return nested(d, DescriptorTarget, "a target", &targetFields, *p)
 	case *filterSet:
 		return d.filterInto((*map[Symbol]any)(p))
-	case *map[any]any:
+	case *map[any]any: // an attach's unsettled map
 		return d.unsettledInto(p)
-	case *any:
+	case *any: // a source's default-outcome
 		return d.outcomeInto(p)
 	}
 	return malformed("no decoder for a field of Go type %T", p)

@@ -256,6 +256,9 @@ func (ns *Namespace) UpdateQueue(name string, p QueueProperties) (QueueInfo, err
 	if s.deleted {
 		return QueueInfo{}, fmt.Errorf("queue %q: %w", name, ErrNotFound)
 	}
+	// These refusals start with the service's own sentence (capitalised,
+	// unlike other errors here) because the admin API passes them on and
+	// clients match on that text.
 	if p.RequiresSession != s.session {
 		return QueueInfo{}, fmt.Errorf("The value for the RequiresSession property of an existing Queue cannot be changed (queue %q): %w", name, ErrInvalidProperties)
 	}

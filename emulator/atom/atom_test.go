@@ -316,7 +316,8 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		EnableBatchedOperations:                         to.Ptr(false),
 		AutoDeleteOnIdle:                                to.Ptr("PT11M"),
 		UserMetadata:                                    to.Ptr("user metadata"),
-		ForwardDeadLetteredMessagesTo:                   to.Ptr("fwd"),
+		// Returned as an absolute URL on the namespace the client addressed.
+		ForwardDeadLetteredMessagesTo: to.Ptr("sb://127.0.0.1:5300/fwd"),
 	}
 	if created.SubscriptionName != "s1" || created.TopicName != "t" {
 		t.Errorf("names = %q %q", created.TopicName, created.SubscriptionName)

@@ -99,9 +99,21 @@
 //     ISO-8601; a zero TTL or AutoDeleteOnIdle (the broker's "never") is
 //     written as TimeSpan.MaxValue, P10675199DT2H48M5.4775807S, and read back
 //     the same way.
-//   - Forwarding targets are stored as names; an absolute URL is reduced to
-//     its path. AuthorizationRules are accepted and not stored; responses
-//     carry an empty list.
+//   - Forwarding targets are stored as given and returned as absolute URLs,
+//     as the service does: a URL the client sent comes back unchanged, a
+//     name comes back as sb://<host>/<name>, host being the Host header of
+//     the request (the namespace the client addressed, which the SDK keeps
+//     behind a rewriting transport).
+//   - A partitioned queue or topic reports MaxSizeInMegabytes as 16
+//     partitions of the size it was created with (4096 → 65536), as the
+//     service does; a value of 16384 or more that divides by 16, sent for a
+//     partitioned entity, is read as that total (so a read-modify-update
+//     round trip keeps it). Changing EnablePartitioning is refused (400,
+//     "Partitioning cannot be changed for Queue. ").
+//   - AuthorizationRules of queues and topics are stored and returned
+//     (keys generated when absent; no CreatedTime or ModifiedTime unless
+//     given); an update without the element keeps them. They do not
+//     authorize requests.
 //   - SqlFilter and SqlRuleAction Parameters are stored and returned:
 //     string, int, long, short, double, float, decimal, boolean, dateTime
 //     and duration (a TimeSpan, ISO-8601) are read; they are written back

@@ -413,26 +413,86 @@ func parseStatus(s *string, dst *broker.EntityStatus) error {
 	return badRequest("Status: %q is not one of Active, Disabled, SendDisabled, ReceiveDisabled", *s)
 }
 
-// entityName accepts a forwarding target as a name or as an absolute URL
-// (some clients send https://<namespace>/<name>) and returns the name.
-func entityName(s string) string {
-	s = strings.TrimSpace(s)
-	if u, err := url.Parse(s); err == nil && u.IsAbs() && u.Host != "" {
-		return strings.TrimPrefix(u.Path, "/")
-	}
-	return s
-}
-
 func setString(s *string, dst *string) {
 	if s != nil {
 		*dst = *s
 	}
 }
 
+// setForward keeps a forwarding target as the client wrote it, an entity
+// name or an absolute URL; the broker resolves it (broker.ForwardTarget).
 func setForward(s *string, dst *string) {
 	if s != nil {
-		*dst = entityName(*s)
+		*dst = strings.TrimSpace(*s)
 	}
+}
+
+// forwardText is a forwarding target as the service returns it: an
+// absolute URL. A target given as a URL comes back as given; one given as a
+// name (the admin API, Config.json) becomes sb://<namespace>/<name>, the
+// namespace being the host the client addressed (the Host header, which
+// an SDK behind a rewriting transport still sets to the namespace).
+func forwardText(rq *request, v string) string {
+	if u, err := url.Parse(v); v == "" || (err == nil && u.IsAbs()) {
+		return v
+	}
+	return (&url.URL{Scheme: "sb", Host: rq.r.Host, Path: "/" + strings.TrimPrefix(v, "/")}).String()
+}
+
+// partitions is how many partitions the service gives a partitioned entity
+// (standard tier); it reports MaxSizeInMegabytes as the total over them.
+const partitions = 16
+
+// maxSizeText is MaxSizeInMegabytes as the service reports it: the size of
+// one partition times 16 for a partitioned entity.
+func maxSizeText(mb int32, partitioned bool) int32 {
+	if partitioned {
+		return mb * partitions
+	}
+	return mb
+}
+
+// setMaxSize reads MaxSizeInMegabytes. On a partitioned entity a value of
+// at least 16 GB that divides by 16 is the reported total (what a client
+// that read the entity sends back on update) and is stored per partition;
+// smaller values are a partition's size, as at creation.
+func setMaxSize(v *int32, partitioned bool, dst *int32) error {
+	if err := setInt32("MaxSizeInMegabytes", v, dst); err != nil {
+		return err
+	}
+	if v != nil && partitioned && *dst >= partitions*1024 && *dst%partitions == 0 {
+		*dst /= partitions
+	}
+	return nil
+}
+
+// setAuthRules replaces dst with the rules of the request when it has an
+// <AuthorizationRules> element.
+func setAuthRules(in *authRulesIn, dst *[]broker.AuthorizationRule) {
+	if in == nil {
+		return
+	}
+	out := make([]broker.AuthorizationRule, 0, len(in.Rules))
+	for _, r := range in.Rules {
+		out = append(out, broker.AuthorizationRule{
+			KeyName: strings.TrimSpace(r.KeyName), Rights: r.Rights,
+			PrimaryKey: r.PrimaryKey, SecondaryKey: r.SecondaryKey,
+			CreatedTime: r.CreatedTime, ModifiedTime: r.ModifiedTime,
+		})
+	}
+	*dst = out
+}
+
+func authRulesText(rules []broker.AuthorizationRule) authRulesXML {
+	var out authRulesXML
+	for _, r := range rules {
+		out.Rules = append(out.Rules, authRuleXML{
+			Type: "SharedAccessAuthorizationRule", ClaimType: "SharedAccessKey", ClaimValue: "None",
+			Rights: r.Rights, KeyName: r.KeyName, CreatedTime: r.CreatedTime, ModifiedTime: r.ModifiedTime,
+			PrimaryKey: r.PrimaryKey, SecondaryKey: r.SecondaryKey,
+		})
+	}
+	return out
 }
 
 func setBool(b *bool, dst *bool) {

@@ -112,7 +112,8 @@ func applyQueue(in *queueIn, p *broker.QueueProperties) error {
 	if err := parseDuration("AutoDeleteOnIdle", in.AutoDeleteOnIdle, &p.AutoDeleteOnIdle, true); err != nil {
 		return err
 	}
-	if err := setInt32("MaxSizeInMegabytes", in.MaxSizeInMegabytes, &p.MaxSizeInMegabytes); err != nil {
+	setBool(in.EnablePartitioning, &p.EnablePartitioning)
+	if err := setMaxSize(in.MaxSizeInMegabytes, p.EnablePartitioning, &p.MaxSizeInMegabytes); err != nil {
 		return err
 	}
 	if err := setInt32("MaxDeliveryCount", in.MaxDeliveryCount, &p.MaxDeliveryCount); err != nil {
@@ -128,10 +129,10 @@ func applyQueue(in *queueIn, p *broker.QueueProperties) error {
 	setBool(in.RequiresSession, &p.RequiresSession)
 	setBool(in.DeadLetteringOnMessageExpiration, &p.DeadLetteringOnMessageExpiration)
 	setBool(in.EnableBatchedOperations, &p.EnableBatchedOperations)
-	setBool(in.EnablePartitioning, &p.EnablePartitioning)
 	setForward(in.ForwardTo, &p.ForwardTo)
 	setForward(in.ForwardDeadLetteredMessagesTo, &p.ForwardDeadLetteredMessagesTo)
 	setString(in.UserMetadata, &p.UserMetadata)
+	setAuthRules(in.AuthorizationRules, &p.AuthorizationRules)
 	return nil
 }
 
@@ -140,7 +141,7 @@ func (h *handler) queueEntry(rq *request, q broker.QueueInfo) *entryXML {
 	d := &queueXML{
 		nsAttrs:                             descNS(),
 		LockDuration:                        isodur.Format(p.LockDuration),
-		MaxSizeInMegabytes:                  p.MaxSizeInMegabytes,
+		MaxSizeInMegabytes:                  maxSizeText(p.MaxSizeInMegabytes, p.EnablePartitioning),
 		RequiresDuplicateDetection:          p.RequiresDuplicateDetection,
 		RequiresSession:                     p.RequiresSession,
 		DefaultMessageTimeToLive:            durationText(p.DefaultMessageTimeToLive, true),
@@ -150,8 +151,9 @@ func (h *handler) queueEntry(rq *request, q broker.QueueInfo) *entryXML {
 		EnableBatchedOperations:             p.EnableBatchedOperations,
 		SizeInBytes:                         q.Counts.SizeInBytes,
 		MessageCount:                        q.Counts.Total,
+		AuthorizationRules:                  authRulesText(p.AuthorizationRules),
 		Status:                              string(p.Status),
-		ForwardTo:                           p.ForwardTo,
+		ForwardTo:                           forwardText(rq, p.ForwardTo),
 		CreatedAt:                           timeText(q.CreatedAt),
 		UpdatedAt:                           timeText(q.UpdatedAt),
 		AccessedAt:                          timeText(q.AccessedAt),
@@ -160,7 +162,7 @@ func (h *handler) queueEntry(rq *request, q broker.QueueInfo) *entryXML {
 		AutoDeleteOnIdle:                    durationText(p.AutoDeleteOnIdle, true),
 		EnablePartitioning:                  p.EnablePartitioning,
 		EntityAvailabilityStatus:            "Available",
-		ForwardDeadLetteredMessagesTo:       p.ForwardDeadLetteredMessagesTo,
+		ForwardDeadLetteredMessagesTo:       forwardText(rq, p.ForwardDeadLetteredMessagesTo),
 		UserMetadata:                        p.UserMetadata,
 		MaxMessageSizeInKilobytes:           p.MaxMessageSizeInKilobytes,
 	}

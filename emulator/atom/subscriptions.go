@@ -128,14 +128,14 @@ func (h *handler) subscriptionEntry(rq *request, s broker.SubscriptionInfo) *ent
 		MaxDeliveryCount:              p.MaxDeliveryCount,
 		EnableBatchedOperations:       p.EnableBatchedOperations,
 		Status:                        string(p.Status),
-		ForwardTo:                     p.ForwardTo,
+		ForwardTo:                     forwardText(rq, p.ForwardTo),
 		CreatedAt:                     timeText(s.CreatedAt),
 		UpdatedAt:                     timeText(s.UpdatedAt),
 		AccessedAt:                    timeText(s.AccessedAt),
 		CountDetails:                  countDetails(s.Counts),
 		AutoDeleteOnIdle:              durationText(p.AutoDeleteOnIdle, true),
 		EntityAvailabilityStatus:      "Available",
-		ForwardDeadLetteredMessagesTo: p.ForwardDeadLetteredMessagesTo,
+		ForwardDeadLetteredMessagesTo: forwardText(rq, p.ForwardDeadLetteredMessagesTo),
 		UserMetadata:                  p.UserMetadata,
 	}
 	return h.entry(rq, subscriptionPath(s.Topic, s.Name), s.Name, s.CreatedAt, s.UpdatedAt, contentXML{Subscription: d})

@@ -67,7 +67,8 @@ func applyTopic(in *topicIn, p *broker.TopicProperties) error {
 	if err := parseDuration("AutoDeleteOnIdle", in.AutoDeleteOnIdle, &p.AutoDeleteOnIdle, true); err != nil {
 		return err
 	}
-	if err := setInt32("MaxSizeInMegabytes", in.MaxSizeInMegabytes, &p.MaxSizeInMegabytes); err != nil {
+	setBool(in.EnablePartitioning, &p.EnablePartitioning)
+	if err := setMaxSize(in.MaxSizeInMegabytes, p.EnablePartitioning, &p.MaxSizeInMegabytes); err != nil {
 		return err
 	}
 	if err := setInt64("MaxMessageSizeInKilobytes", in.MaxMessageSizeInKilobytes, &p.MaxMessageSizeInKilobytes); err != nil {
@@ -79,8 +80,8 @@ func applyTopic(in *topicIn, p *broker.TopicProperties) error {
 	setBool(in.RequiresDuplicateDetection, &p.RequiresDuplicateDetection)
 	setBool(in.EnableBatchedOperations, &p.EnableBatchedOperations)
 	setBool(in.SupportOrdering, &p.SupportOrdering)
-	setBool(in.EnablePartitioning, &p.EnablePartitioning)
 	setString(in.UserMetadata, &p.UserMetadata)
+	setAuthRules(in.AuthorizationRules, &p.AuthorizationRules)
 	return nil
 }
 
@@ -109,11 +110,12 @@ func (h *handler) topicEntry(rq *request, t broker.TopicInfo) (*entryXML, error)
 	d := &topicXML{
 		nsAttrs:                             descNS(),
 		DefaultMessageTimeToLive:            durationText(p.DefaultMessageTimeToLive, true),
-		MaxSizeInMegabytes:                  p.MaxSizeInMegabytes,
+		MaxSizeInMegabytes:                  maxSizeText(p.MaxSizeInMegabytes, p.EnablePartitioning),
 		RequiresDuplicateDetection:          p.RequiresDuplicateDetection,
 		DuplicateDetectionHistoryTimeWindow: isodur.Format(p.DuplicateDetectionHistoryTimeWindow),
 		EnableBatchedOperations:             p.EnableBatchedOperations,
 		SizeInBytes:                         t.Counts.SizeInBytes,
+		AuthorizationRules:                  authRulesText(p.AuthorizationRules),
 		Status:                              string(p.Status),
 		CreatedAt:                           timeText(t.CreatedAt),
 		UpdatedAt:                           timeText(t.UpdatedAt),

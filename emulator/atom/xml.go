@@ -80,8 +80,23 @@ type countDetailsXML struct {
 	TransferDeadLetter int32  `xml:"d2p1:TransferDeadLetterMessageCount"`
 }
 
-// emptyXML is an element written with no content, e.g. <AuthorizationRules></AuthorizationRules>.
-type emptyXML struct{}
+// authRulesXML is an entity's <AuthorizationRules>, written (empty or not)
+// on every queue and topic as the service does.
+type authRulesXML struct {
+	Rules []authRuleXML `xml:"AuthorizationRule"`
+}
+
+type authRuleXML struct {
+	Type         string   `xml:"i:type,attr"`
+	ClaimType    string   `xml:"ClaimType"`
+	ClaimValue   string   `xml:"ClaimValue"`
+	Rights       []string `xml:"Rights>AccessRights"`
+	KeyName      string   `xml:"KeyName"`
+	CreatedTime  string   `xml:"CreatedTime,omitempty"`
+	ModifiedTime string   `xml:"ModifiedTime,omitempty"`
+	PrimaryKey   string   `xml:"PrimaryKey"`
+	SecondaryKey string   `xml:"SecondaryKey"`
+}
 
 type queueXML struct {
 	nsAttrs
@@ -97,7 +112,7 @@ type queueXML struct {
 	SizeInBytes                         int64           `xml:"SizeInBytes"`
 	MessageCount                        int64           `xml:"MessageCount"`
 	IsAnonymousAccessible               bool            `xml:"IsAnonymousAccessible"`
-	AuthorizationRules                  emptyXML        `xml:"AuthorizationRules"`
+	AuthorizationRules                  authRulesXML    `xml:"AuthorizationRules"`
 	Status                              string          `xml:"Status"`
 	ForwardTo                           string          `xml:"ForwardTo,omitempty"`
 	CreatedAt                           string          `xml:"CreatedAt"`
@@ -124,7 +139,7 @@ type topicXML struct {
 	SizeInBytes                         int64           `xml:"SizeInBytes"`
 	FilteringMessagesBeforePublishing   bool            `xml:"FilteringMessagesBeforePublishing"`
 	IsAnonymousAccessible               bool            `xml:"IsAnonymousAccessible"`
-	AuthorizationRules                  emptyXML        `xml:"AuthorizationRules"`
+	AuthorizationRules                  authRulesXML    `xml:"AuthorizationRules"`
 	Status                              string          `xml:"Status"`
 	CreatedAt                           string          `xml:"CreatedAt"`
 	UpdatedAt                           string          `xml:"UpdatedAt"`
@@ -247,36 +262,53 @@ type contentIn struct {
 }
 
 type queueIn struct {
-	LockDuration                        *string `xml:"LockDuration"`
-	MaxSizeInMegabytes                  *int32  `xml:"MaxSizeInMegabytes"`
-	RequiresDuplicateDetection          *bool   `xml:"RequiresDuplicateDetection"`
-	RequiresSession                     *bool   `xml:"RequiresSession"`
-	DefaultMessageTimeToLive            *string `xml:"DefaultMessageTimeToLive"`
-	DeadLetteringOnMessageExpiration    *bool   `xml:"DeadLetteringOnMessageExpiration"`
-	DuplicateDetectionHistoryTimeWindow *string `xml:"DuplicateDetectionHistoryTimeWindow"`
-	MaxDeliveryCount                    *int32  `xml:"MaxDeliveryCount"`
-	EnableBatchedOperations             *bool   `xml:"EnableBatchedOperations"`
-	Status                              *string `xml:"Status"`
-	AutoDeleteOnIdle                    *string `xml:"AutoDeleteOnIdle"`
-	EnablePartitioning                  *bool   `xml:"EnablePartitioning"`
-	ForwardTo                           *string `xml:"ForwardTo"`
-	ForwardDeadLetteredMessagesTo       *string `xml:"ForwardDeadLetteredMessagesTo"`
-	UserMetadata                        *string `xml:"UserMetadata"`
-	MaxMessageSizeInKilobytes           *int64  `xml:"MaxMessageSizeInKilobytes"`
+	LockDuration                        *string      `xml:"LockDuration"`
+	MaxSizeInMegabytes                  *int32       `xml:"MaxSizeInMegabytes"`
+	RequiresDuplicateDetection          *bool        `xml:"RequiresDuplicateDetection"`
+	RequiresSession                     *bool        `xml:"RequiresSession"`
+	DefaultMessageTimeToLive            *string      `xml:"DefaultMessageTimeToLive"`
+	DeadLetteringOnMessageExpiration    *bool        `xml:"DeadLetteringOnMessageExpiration"`
+	DuplicateDetectionHistoryTimeWindow *string      `xml:"DuplicateDetectionHistoryTimeWindow"`
+	MaxDeliveryCount                    *int32       `xml:"MaxDeliveryCount"`
+	EnableBatchedOperations             *bool        `xml:"EnableBatchedOperations"`
+	Status                              *string      `xml:"Status"`
+	AutoDeleteOnIdle                    *string      `xml:"AutoDeleteOnIdle"`
+	EnablePartitioning                  *bool        `xml:"EnablePartitioning"`
+	ForwardTo                           *string      `xml:"ForwardTo"`
+	ForwardDeadLetteredMessagesTo       *string      `xml:"ForwardDeadLetteredMessagesTo"`
+	UserMetadata                        *string      `xml:"UserMetadata"`
+	MaxMessageSizeInKilobytes           *int64       `xml:"MaxMessageSizeInKilobytes"`
+	AuthorizationRules                  *authRulesIn `xml:"AuthorizationRules"`
+}
+
+// authRulesIn is a request's <AuthorizationRules>; present and empty clears
+// the entity's rules, absent keeps them.
+type authRulesIn struct {
+	Rules []struct {
+		ClaimType    string   `xml:"ClaimType"`
+		ClaimValue   string   `xml:"ClaimValue"`
+		Rights       []string `xml:"Rights>AccessRights"`
+		KeyName      string   `xml:"KeyName"`
+		CreatedTime  string   `xml:"CreatedTime"`
+		ModifiedTime string   `xml:"ModifiedTime"`
+		PrimaryKey   string   `xml:"PrimaryKey"`
+		SecondaryKey string   `xml:"SecondaryKey"`
+	} `xml:"AuthorizationRule"`
 }
 
 type topicIn struct {
-	DefaultMessageTimeToLive            *string `xml:"DefaultMessageTimeToLive"`
-	MaxSizeInMegabytes                  *int32  `xml:"MaxSizeInMegabytes"`
-	RequiresDuplicateDetection          *bool   `xml:"RequiresDuplicateDetection"`
-	DuplicateDetectionHistoryTimeWindow *string `xml:"DuplicateDetectionHistoryTimeWindow"`
-	EnableBatchedOperations             *bool   `xml:"EnableBatchedOperations"`
-	Status                              *string `xml:"Status"`
-	UserMetadata                        *string `xml:"UserMetadata"`
-	SupportOrdering                     *bool   `xml:"SupportOrdering"`
-	AutoDeleteOnIdle                    *string `xml:"AutoDeleteOnIdle"`
-	EnablePartitioning                  *bool   `xml:"EnablePartitioning"`
-	MaxMessageSizeInKilobytes           *int64  `xml:"MaxMessageSizeInKilobytes"`
+	DefaultMessageTimeToLive            *string      `xml:"DefaultMessageTimeToLive"`
+	MaxSizeInMegabytes                  *int32       `xml:"MaxSizeInMegabytes"`
+	RequiresDuplicateDetection          *bool        `xml:"RequiresDuplicateDetection"`
+	DuplicateDetectionHistoryTimeWindow *string      `xml:"DuplicateDetectionHistoryTimeWindow"`
+	EnableBatchedOperations             *bool        `xml:"EnableBatchedOperations"`
+	Status                              *string      `xml:"Status"`
+	UserMetadata                        *string      `xml:"UserMetadata"`
+	SupportOrdering                     *bool        `xml:"SupportOrdering"`
+	AutoDeleteOnIdle                    *string      `xml:"AutoDeleteOnIdle"`
+	EnablePartitioning                  *bool        `xml:"EnablePartitioning"`
+	MaxMessageSizeInKilobytes           *int64       `xml:"MaxMessageSizeInKilobytes"`
+	AuthorizationRules                  *authRulesIn `xml:"AuthorizationRules"`
 }
 
 type subscriptionIn struct {

@@ -69,7 +69,7 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 	case o.Session && (!s.session || q != &s.main):
 		return nil, fmt.Errorf("%q is not a session entity: %w", path, ErrNotAllowed)
 	case !o.Session && s.session && q == &s.main:
-		return nil, fmt.Errorf("%q requires a session receiver: %w", path, ErrNotAllowed)
+		return nil, fmt.Errorf("%q: %w (%w)", path, ErrSessionRequired, ErrNotAllowed)
 	}
 	c := &Consumer{ns: ns, st: s, q: q, mode: o.Mode, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	// Start signalled: messages may already be waiting.
@@ -86,7 +86,7 @@ func (ns *Namespace) NewConsumer(ctx context.Context, path string, o ConsumerOpt
 		q.consumers[c] = struct{}{}
 		return c, nil
 	}
-	if o.SessionID != "" {
+	if o.SessionID != "" || o.ExactSession {
 		s.mu.Lock()
 		defer s.unlockFlush()
 		if err := s.receivable(); err != nil {

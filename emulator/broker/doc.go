@@ -103,7 +103,26 @@
 //     ErrSessionLockLost and expires every message lock of that session;
 //     Close releases the session lock but leaves message locks valid.
 //   - SizeInBytes is an estimate of the encoded size, not a marshal.
-//   - RequiresSession cannot change after creation (ErrInvalidProperties).
+//   - RequiresSession and EnablePartitioning cannot change after creation
+//     (ErrInvalidProperties, worded as the service's refusal: "The value
+//     for the RequiresSession property of an existing Queue cannot be
+//     changed", "Partitioning cannot be changed for Topic. ").
+//   - A message sent or scheduled without a message-id gets one, a random
+//     GUID in 32 lower-case hex digits (the service assigns one too; its
+//     exact format is not documented).
+//   - The empty string is a session id: a session entity refuses only a
+//     message whose group-id is absent or null, and ConsumerOptions
+//     ExactSession locks session "" by name.
+//   - Delivered and peeked messages carry x-opt-message-state only when it
+//     is not Active (deferred 1, scheduled 2), as the service does.
+//   - AccessedAt: a new queue or topic reads as never accessed (the zero
+//     time) until a send, schedule or receive; a new subscription reads as
+//     accessed at its creation (the SDK's live tests expect both).
+//   - Entity authorization rules (queues, topics) are validated (KeyName
+//     unique, rights Manage/Send/Listen, Manage with Send and Listen),
+//     stored with generated keys where none were given, and returned; they
+//     do not authorize anything (tokens are checked against the namespace
+//     key).
 //   - Server-busy faults affect Send, Schedule, CancelScheduled,
 //     NewConsumer, Peek and ReceiveDeferred, not settlement.
 //   - Topic counts are the sums of their subscriptions' counts plus the
@@ -156,6 +175,11 @@
 //     TransferMessageCount) so counts do not lose it, but Peek does not
 //     show it. Forwarding order follows sequence numbers for one caller;
 //     concurrent callers may interleave.
+//   - ForwardTo and ForwardDeadLetteredMessagesTo are kept as the client
+//     gave them, an entity name or an absolute URL such as
+//     "sb://<namespace>/<name>" (what the service stores and returns);
+//     ForwardTarget gives the entity they name. The URL's host is not
+//     compared with the namespace.
 //   - Create and Update refuse (ErrInvalidProperties) a forward target that
 //     is not an existing queue or topic, or that is the entity itself.
 //     Deleting or disabling a target later is allowed; forwards then fail

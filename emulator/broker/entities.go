@@ -2,6 +2,8 @@ package broker
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -61,6 +63,10 @@ func normalizeQueue(p *QueueProperties) error {
 	if p.MaxMessageSizeInKilobytes <= 0 {
 		p.MaxMessageSizeInKilobytes = defaultMaxMessageSizeKB
 	}
+	var err error
+	if p.AuthorizationRules, err = normalizeRules(p.AuthorizationRules); err != nil {
+		return err
+	}
 	return checkStatus(&p.Status)
 }
 
@@ -80,7 +86,70 @@ func normalizeTopic(p *TopicProperties) error {
 	if p.MaxMessageSizeInKilobytes <= 0 {
 		p.MaxMessageSizeInKilobytes = defaultMaxMessageSizeKB
 	}
+	var err error
+	if p.AuthorizationRules, err = normalizeRules(p.AuthorizationRules); err != nil {
+		return err
+	}
 	return checkStatus(&p.Status)
+}
+
+// normalizeRules validates an entity's authorization rules and returns a
+// copy the caller cannot change, with a key generated for each one left
+// empty (as the service does). Names are unique (case-insensitive), rights
+// are Manage, Send and Listen, and Manage needs the other two.
+func normalizeRules(in []AuthorizationRule) ([]AuthorizationRule, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := cloneRules(in)
+	seen := map[string]bool{}
+	for i := range out {
+		r := &out[i]
+		if r.KeyName == "" {
+			return nil, fmt.Errorf("authorization rule %d: a KeyName is required: %w", i+1, ErrInvalidProperties)
+		}
+		if seen[strings.ToLower(r.KeyName)] {
+			return nil, fmt.Errorf("authorization rule %q: the KeyName is used twice: %w", r.KeyName, ErrInvalidProperties)
+		}
+		seen[strings.ToLower(r.KeyName)] = true
+		if len(r.Rights) == 0 {
+			return nil, fmt.Errorf("authorization rule %q: at least one of the rights Manage, Send, Listen is required: %w", r.KeyName, ErrInvalidProperties)
+		}
+		for _, right := range r.Rights {
+			if right != "Manage" && right != "Send" && right != "Listen" {
+				return nil, fmt.Errorf("authorization rule %q: right %q is not one of Manage, Send, Listen: %w", r.KeyName, right, ErrInvalidProperties)
+			}
+		}
+		if slices.Contains(r.Rights, "Manage") && (!slices.Contains(r.Rights, "Send") || !slices.Contains(r.Rights, "Listen")) {
+			return nil, fmt.Errorf("authorization rule %q: the Manage right requires the Send and Listen rights: %w", r.KeyName, ErrInvalidProperties)
+		}
+		if r.PrimaryKey == "" {
+			r.PrimaryKey = newSASKey()
+		}
+		if r.SecondaryKey == "" {
+			r.SecondaryKey = newSASKey()
+		}
+	}
+	return out, nil
+}
+
+func cloneRules(in []AuthorizationRule) []AuthorizationRule {
+	if in == nil {
+		return nil
+	}
+	out := slices.Clone(in)
+	for i := range out {
+		out[i].Rights = slices.Clone(out[i].Rights)
+	}
+	return out
+}
+
+// newSASKey returns a random 256-bit key in base64, the form of the keys
+// the service generates.
+func newSASKey() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func normalizeSubscription(p *SubscriptionProperties) error {
@@ -137,13 +206,24 @@ func (ns *Namespace) CreateQueue(name string, p QueueProperties) (QueueInfo, err
 }
 
 func (s *store) queueInfo() QueueInfo {
-	return QueueInfo{Name: s.name, Properties: s.qp, CreatedAt: unixTime(s.created), UpdatedAt: unixTime(s.updated),
-		AccessedAt: unixTime(s.accessed.Load()), Counts: s.counts()}
+	p := s.qp
+	p.AuthorizationRules = cloneRules(p.AuthorizationRules)
+	return QueueInfo{Name: s.name, Properties: p, CreatedAt: unixTime(s.created), UpdatedAt: unixTime(s.updated),
+		AccessedAt: accessedTime(s.accessed.Load()), Counts: s.counts()}
+}
+
+// accessedTime is the zero time for an entity never accessed (0), as the
+// service reports a queue or topic nobody has sent to or received from.
+func accessedTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return unixTime(ns)
 }
 
 func (s *store) subscriptionInfo() SubscriptionInfo {
 	return SubscriptionInfo{Topic: s.topic.name, Name: s.subName, Properties: s.sp, CreatedAt: unixTime(s.created),
-		UpdatedAt: unixTime(s.updated), AccessedAt: unixTime(s.accessed.Load()), Counts: s.counts()}
+		UpdatedAt: unixTime(s.updated), AccessedAt: accessedTime(s.accessed.Load()), Counts: s.counts()}
 }
 
 func (ns *Namespace) queue(name string) (*store, error) {
@@ -176,8 +256,14 @@ func (ns *Namespace) UpdateQueue(name string, p QueueProperties) (QueueInfo, err
 	if s.deleted {
 		return QueueInfo{}, fmt.Errorf("queue %q: %w", name, ErrNotFound)
 	}
+	// These refusals start with the service's own sentence (capitalised,
+	// unlike other errors here) because the admin API passes them on and
+	// clients match on that text.
 	if p.RequiresSession != s.session {
-		return QueueInfo{}, fmt.Errorf("queue %q: RequiresSession cannot be changed: %w", name, ErrInvalidProperties)
+		return QueueInfo{}, fmt.Errorf("The value for the RequiresSession property of an existing Queue cannot be changed (queue %q): %w", name, ErrInvalidProperties)
+	}
+	if p.EnablePartitioning != s.qp.EnablePartitioning {
+		return QueueInfo{}, fmt.Errorf("Partitioning cannot be changed for Queue. Queue %q was created with EnablePartitioning %t: %w", name, s.qp.EnablePartitioning, ErrInvalidProperties)
 	}
 	s.qp = p
 	s.updated = ns.nowNano()
@@ -266,8 +352,10 @@ func (ns *Namespace) CreateTopic(name string, p TopicProperties) (TopicInfo, err
 
 // info describes t. Caller holds t.mu.
 func (t *topic) info() TopicInfo {
-	ti := TopicInfo{Name: t.name, Properties: t.props, CreatedAt: unixTime(t.created), UpdatedAt: unixTime(t.updated),
-		AccessedAt: unixTime(t.accessed.Load()), SubscriptionCount: len(t.subs)}
+	p := t.props
+	p.AuthorizationRules = cloneRules(p.AuthorizationRules)
+	ti := TopicInfo{Name: t.name, Properties: p, CreatedAt: unixTime(t.created), UpdatedAt: unixTime(t.updated),
+		AccessedAt: accessedTime(t.accessed.Load()), SubscriptionCount: len(t.subs)}
 	for _, s := range t.subs {
 		s.mu.Lock()
 		c := s.counts()
@@ -310,6 +398,9 @@ func (ns *Namespace) UpdateTopic(name string, p TopicProperties) (TopicInfo, err
 	defer t.mu.Unlock()
 	if t.deleted {
 		return TopicInfo{}, fmt.Errorf("topic %q: %w", name, ErrNotFound)
+	}
+	if p.EnablePartitioning != t.props.EnablePartitioning {
+		return TopicInfo{}, fmt.Errorf("Partitioning cannot be changed for Topic. Topic %q was created with EnablePartitioning %t: %w", name, t.props.EnablePartitioning, ErrInvalidProperties)
 	}
 	t.props = p
 	t.updated = ns.nowNano()
@@ -464,7 +555,7 @@ func (ns *Namespace) UpdateSubscription(topicName, name string, p SubscriptionPr
 		return SubscriptionInfo{}, fmt.Errorf("subscription %q of %q: %w", name, topicName, ErrNotFound)
 	}
 	if p.RequiresSession != s.session {
-		return SubscriptionInfo{}, fmt.Errorf("subscription %q: RequiresSession cannot be changed: %w", name, ErrInvalidProperties)
+		return SubscriptionInfo{}, fmt.Errorf("The value for the RequiresSession property of an existing Subscription cannot be changed (subscription %q): %w", name, ErrInvalidProperties)
 	}
 	s.sp = p
 	s.updated = ns.nowNano()

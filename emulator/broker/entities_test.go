@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestEntityCRUD(t *testing.T) {
 	mustNil(t, err)
 	want := DefaultQueueProperties()
 	want.EnableBatchedOperations = false // a bool cannot be defaulted from its zero value
-	if qi.Properties != want || !qi.CreatedAt.Equal(clk.Now()) {
+	if !reflect.DeepEqual(qi.Properties, want) || !qi.CreatedAt.Equal(clk.Now()) {
 		t.Fatalf("zero properties not defaulted: %+v", qi.Properties)
 	}
 	mustQueue(t, ns, "alpha", nil)

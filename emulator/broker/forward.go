@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"strings"
 	"time"
 
@@ -43,16 +44,30 @@ type fwdItem struct {
 
 func (s *store) forwardTo() string {
 	if s.kind == KindQueue {
-		return s.qp.ForwardTo
+		return ForwardTarget(s.qp.ForwardTo)
 	}
-	return s.sp.ForwardTo
+	return ForwardTarget(s.sp.ForwardTo)
 }
 
 func (s *store) forwardDLQTo() string {
 	if s.kind == KindQueue {
-		return s.qp.ForwardDeadLetteredMessagesTo
+		return ForwardTarget(s.qp.ForwardDeadLetteredMessagesTo)
 	}
-	return s.sp.ForwardDeadLetteredMessagesTo
+	return ForwardTarget(s.sp.ForwardDeadLetteredMessagesTo)
+}
+
+// ForwardTarget is the entity name a ForwardTo or
+// ForwardDeadLetteredMessagesTo value designates. The value is kept as the
+// client gave it: an entity name ("orders") or an absolute URL
+// ("sb://<namespace>/orders", "https://<namespace>/orders"), which is what
+// the service stores and returns; the URL's host is not compared with the
+// namespace's (a local transport rewrites it).
+func ForwardTarget(v string) string {
+	v = strings.TrimSpace(v)
+	if u, err := url.Parse(v); err == nil && u.IsAbs() && u.Host != "" {
+		v = u.Path
+	}
+	return strings.TrimPrefix(v, "/")
 }
 
 // queueForward puts a detached record in the outbox. Caller holds s.mu and
@@ -180,7 +195,7 @@ func (ns *Namespace) checkForward(field, target, self string) error {
 	if target == "" {
 		return nil
 	}
-	key := strings.ToLower(strings.TrimPrefix(target, "/"))
+	key := strings.ToLower(ForwardTarget(target))
 	if strings.EqualFold(key, self) {
 		return fmt.Errorf("%s %q: an entity cannot forward to itself: %w", field, target, ErrInvalidProperties)
 	}

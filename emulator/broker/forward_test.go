@@ -91,7 +91,7 @@ func TestForwardKeepsTTLAndScheduled(t *testing.T) {
 	ns.Tick()
 	// Activation gives it the source's next number, which the forward keeps.
 	ds := peekAll(t, ns, "dst")
-	if len(ds) != 1 || body(ds[0]) != "later" || ann(ds[0], annEnqueueSequenceNumber) != seqs[0]+1 || ann(ds[0], annMessageState) != int64(0) {
+	if len(ds) != 1 || body(ds[0]) != "later" || ann(ds[0], annEnqueueSequenceNumber) != seqs[0]+1 || ann(ds[0], annMessageState) != nil {
 		t.Fatalf("dst = %+v", ds)
 	}
 	if got := counts(t, ns, "src"); got.Total != 0 {

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"time"
@@ -90,8 +92,24 @@ func prepare(m *goamqp.Message) (time.Time, error) {
 			}
 		}
 	}
+	if m.Properties == nil {
+		m.Properties = &goamqp.MessageProperties{}
+	}
+	if m.Properties.MessageID == nil {
+		m.Properties.MessageID = newMessageID()
+	}
 	m.DeliveryTag = nil
 	return sched, nil
+}
+
+// newMessageID is the message-id the broker gives a message sent without
+// one, as the service does: a random GUID in 32 hex digits.
+func newMessageID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return hex.EncodeToString(b)
 }
 
 // sessionID returns the message's group-id, or nil.
@@ -254,7 +272,12 @@ func stamp(r *record, withLock bool) *goamqp.Message {
 	maps.Copy(ann, src.Annotations)
 	ann[annSequenceNumber] = r.seq
 	ann[annEnqueuedTime] = time.UnixMilli(r.enqueued).UTC()
-	ann[annMessageState] = int64(r.state)
+	// The service sends the state only when it is not Active (0): deferred
+	// and scheduled messages carry it, an active one does not (its
+	// absence reads as Active).
+	if r.state != stateActive {
+		ann[annMessageState] = int64(r.state)
+	}
 	if withLock {
 		ann[annLockedUntil] = time.Unix(0, r.lockedUntil).UTC()
 	}

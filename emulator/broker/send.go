@@ -119,7 +119,9 @@ func (e *sessionIDNullError) Error() string {
 func (e *sessionIDNullError) Unwrap() error { return ErrInvalidMessage }
 
 func requireSession(m *goamqp.Message, entity string) error {
-	if id := sessionID(m); id == nil || *id == "" {
+	// Only an absent (or null) session id is refused: the empty string is
+	// a session id like any other, as in the service.
+	if id := sessionID(m); id == nil {
 		return &sessionIDNullError{entity}
 	}
 	return nil

@@ -161,7 +161,12 @@ type store struct {
 
 func newStore(ns *Namespace, kind Kind, name string, now int64) *store {
 	s := &store{ns: ns, kind: kind, name: name, created: now, updated: now}
-	s.accessed.Store(now)
+	// A new subscription reads as accessed at creation, a new queue as
+	// never accessed: what the service reports (the SDK's live tests
+	// check both).
+	if kind == KindSubscription {
+		s.accessed.Store(now)
+	}
 	s.active.Store(now)
 	for i, q := range []*subQueue{&s.main, &s.dlq, &s.tdlq} {
 		q.st = s
@@ -626,7 +631,7 @@ type topic struct {
 func newTopic(ns *Namespace, name string, p TopicProperties, now int64) *topic {
 	t := &topic{ns: ns, name: name, props: p, subs: map[string]*store{}, schedBySeq: map[int64]*record{}, created: now, updated: now}
 	t.sched.kind = hSched
-	t.accessed.Store(now)
+	// AccessedAt stays "never" until the first send or schedule.
 	t.active.Store(now)
 	return t
 }

@@ -22,6 +22,9 @@ var (
 	ErrInvalidMessage  = errors.New("broker: invalid message")
 	ErrEntityDeleted   = errors.New("broker: entity deleted")
 	ErrEntityDisabled  = errors.New("broker: entity disabled")
+	// ErrSessionRequired: a receiver without a session on the main queue of
+	// an entity that requires sessions. Such errors are also ErrNotAllowed.
+	ErrSessionRequired = errors.New("broker: the entity requires a session receiver")
 
 	// ErrInvalidProperties is returned by Create*/Update* for property
 	// values Service Bus would reject (for example LockDuration above 5m).
@@ -96,6 +99,20 @@ type QueueProperties struct {
 	ForwardDeadLetteredMessagesTo       string
 	Status                              EntityStatus // default Active
 	UserMetadata                        string
+	AuthorizationRules                  []AuthorizationRule // stored and returned; not used to authorize (doc.go)
+}
+
+// AuthorizationRule is an entity's shared access authorization rule, as the
+// admin API carries it. The broker stores it and hands it back; tokens are
+// checked against the namespace key only.
+type AuthorizationRule struct {
+	KeyName      string
+	Rights       []string // Manage, Send, Listen
+	PrimaryKey   string
+	SecondaryKey string
+	// CreatedTime and ModifiedTime are kept as the client sent them (the
+	// service returns none unless given).
+	CreatedTime, ModifiedTime string
 }
 
 // TopicProperties are the admin settings of a topic.
@@ -111,6 +128,7 @@ type TopicProperties struct {
 	AutoDeleteOnIdle                    time.Duration
 	Status                              EntityStatus
 	UserMetadata                        string
+	AuthorizationRules                  []AuthorizationRule // stored and returned; not used to authorize
 }
 
 // SubscriptionProperties are the admin settings of a subscription.
@@ -263,5 +281,9 @@ const (
 type ConsumerOptions struct {
 	Mode      ReceiveMode
 	Session   bool
-	SessionID string // with Session: "" means the next available session
+	SessionID string // with Session: "" means the next available session, unless ExactSession
+	// ExactSession, with Session, locks the session SessionID names even
+	// when it is "": a message's session id may be the empty string (a
+	// group-id present and empty), which Service Bus accepts as a session.
+	ExactSession bool
 }

@@ -44,7 +44,7 @@ func TestApplyExample(t *testing.T) {
 	want.LockDuration = 30 * time.Second
 	want.MaxDeliveryCount = 5
 	want.RequiresDuplicateDetection = true
-	if orders.Properties != want {
+	if !reflect.DeepEqual(orders.Properties, want) {
 		t.Errorf("orders:\n got %+v\nwant %+v", orders.Properties, want)
 	}
 
@@ -54,7 +54,7 @@ func TestApplyExample(t *testing.T) {
 	want.DuplicateDetectionHistoryTimeWindow = 20 * time.Second
 	want.LockDuration = time.Minute
 	want.MaxDeliveryCount = 3
-	if minimal.Properties != want {
+	if !reflect.DeepEqual(minimal.Properties, want) {
 		t.Errorf("minimal (Microsoft's defaults):\n got %+v\nwant %+v", minimal.Properties, want)
 	}
 	if q, _ := ns.Queue("payments/incoming"); !q.Properties.RequiresSession {

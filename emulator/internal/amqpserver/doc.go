@@ -121,13 +121,20 @@
 //     sending to a subscription or sub-queue, receiving from a topic, session filter on a
 //     non-session entity or none on a session entity → amqp:not-allowed; session held →
 //     com.microsoft:session-cannot-be-locked; no session before the deadline →
-//     com.microsoft:timeout. The accept-next deadline is the link's com.microsoft:timeout
+//     com.microsoft:timeout. Descriptions clients match on by text begin with the
+//     service's sentence, the emulator's detail following in parentheses: a receiver
+//     without a session on a session entity ("It is not possible for an entity that
+//     requires sessions to create a non-sessionful message receiver."), a lost message
+//     lock ("The lock supplied is invalid. Either the lock expired, or the message has
+//     already been removed from the queue."; also in $management replies) and a lost
+//     session lock. The accept-next deadline is the link's com.microsoft:timeout
 //     property less a fifth of it (at most 1 s), so the refusal beats the caller's own
 //     context deadline from which the SDK derived it; 60 s without the property.
 //   - Session receivers: the com.microsoft:session-filter value may be described
 //     (0x137000000C, as the Go, .NET and Java SDKs send it) or plain (the JavaScript
 //     SDK sends a bare string); its value is the session id, or null for the next
-//     available session; anything else is refused with amqp:not-allowed. The reply's
+//     available session (a string, even "", names a session: "" is a valid session id);
+//     anything else is refused with amqp:not-allowed. The reply's
 //     filter carries the locked session id as a string in the encoding the client used
 //     (the JavaScript SDK compares it, as a plain string, with the id it asked for), and
 //     the link property com.microsoft:locked-until-utc (.NET ticks).

@@ -57,7 +57,33 @@ func brokerCondition(err error) amqp.Symbol {
 }
 
 func brokerError(err error) *amqp.Error {
-	return &amqp.Error{Condition: brokerCondition(err), Description: err.Error()}
+	return &amqp.Error{Condition: brokerCondition(err), Description: brokerDescription(err)}
+}
+
+// Descriptions the service gives for errors that clients (and the Azure SDK
+// for Go's own tests) match on by text.
+const (
+	descLockLost        = "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
+	descSessionLockLost = "The session lock has expired on the MessageSession. Accept a new MessageSession."
+	descSessionRequired = "It is not possible for an entity that requires sessions to create a non-sessionful message receiver."
+)
+
+// brokerDescription is the error description of a broker error on the wire:
+// the service's wording first where clients match on it, then the
+// emulator's detail in parentheses.
+func brokerDescription(err error) string {
+	var lead string
+	switch {
+	case errors.Is(err, broker.ErrLockLost):
+		lead = descLockLost
+	case errors.Is(err, broker.ErrSessionLockLost):
+		lead = descSessionLockLost
+	case errors.Is(err, broker.ErrSessionRequired):
+		lead = descSessionRequired
+	default:
+		return err.Error()
+	}
+	return lead + " (" + err.Error() + ")"
 }
 
 // Management status codes (docs/servicebus-protocol.md §9, §11).

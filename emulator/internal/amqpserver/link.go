@@ -332,12 +332,13 @@ func (s *session) attachClientReceiver(l *link, a *amqp.Attach) error {
 	}
 	opts := broker.ConsumerOptions{Mode: l.mode}
 	if v, ok := a.Source.Filter[sessionFilterKey]; ok {
-		id, plain, err := sessionFilterValue(v)
+		id, exact, plain, err := sessionFilterValue(v)
 		if err != nil {
 			return s.refuse(l, a, &amqp.Error{Condition: condNotAllowed, Description: err.Error()})
 		}
 		opts.Session = true
 		opts.SessionID = id
+		opts.ExactSession = exact
 		l.plainSessionFilter = plain
 	}
 	if !opts.Session {
@@ -388,11 +389,12 @@ func (s *session) attachClientReceiver(l *link, a *amqp.Attach) error {
 	return nil
 }
 
-// sessionFilterValue reads a com.microsoft:session-filter value: the session id, or ""
-// for the next available session, and whether the client sent it plain. The Go, .NET
-// and Java SDKs send a value described by 0x137000000C (null for accept-next); the
-// JavaScript SDK sends the bare string (or null).
-func sessionFilterValue(v any) (id string, plain bool, err error) {
+// sessionFilterValue reads a com.microsoft:session-filter value: the session id and
+// exact (a string was given, possibly "", a valid session id), or null for the next
+// available session; and whether the client sent it plain. The Go, .NET and Java SDKs
+// send a value described by 0x137000000C (null for accept-next); the JavaScript SDK
+// sends the bare string (or null).
+func sessionFilterValue(v any) (id string, exact, plain bool, err error) {
 	plain = true
 	if d, ok := v.(*amqp.Described); ok {
 		plain = false
@@ -400,13 +402,13 @@ func sessionFilterValue(v any) (id string, plain bool, err error) {
 	}
 	switch x := v.(type) {
 	case nil:
-		return "", plain, nil
+		return "", false, plain, nil
 	case string:
-		return x, plain, nil
+		return x, true, plain, nil
 	case amqp.Symbol:
-		return string(x), plain, nil
+		return string(x), true, plain, nil
 	}
-	return "", plain, fmt.Errorf("session filter value must be a string or null, got %T", v)
+	return "", false, plain, fmt.Errorf("session filter value must be a string or null, got %T", v)
 }
 
 // acceptReceiver sends the attach reply for a client receiver and starts its deliverer.

@@ -110,7 +110,7 @@ func (s *Server) handleMgmt(path string, req *goamqp.Message) *goamqp.Message {
 			return rpcResponse(me.code, me.msg, nil)
 		}
 		s.log.Debug("emulator: management operation failed", "operation", op, "entity", path, "error", err)
-		return rpcResponse(brokerStatus(err), err.Error(), nil)
+		return rpcResponse(brokerStatus(err), brokerDescription(err), nil)
 	}
 	desc := "OK"
 	if code == statusNoContent {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/emulator/amqp"
@@ -450,4 +451,26 @@ func TestMessageSizeLimitOnTheWire(t *testing.T) {
 func isAccepted(s amqp.DeliveryState) bool {
 	_, ok := s.(*amqp.Accepted)
 	return ok
+}
+
+// TestMessageNearTheLimitIsReceived: a message the SDK was allowed to send
+// at nearly the size limit comes back to the SDK's receiver. The delivery is
+// larger than what was sent (the broker adds annotations, a header and a lock
+// token), so a receive link that advertised the send limit made go-amqp
+// refuse it and close the link: 262,000 bytes were sent and never received.
+func TestMessageNearTheLimitIsReceived(t *testing.T) {
+	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "big", nil) })
+	ctx := testCtx(t)
+	for _, size := range []int{261_000, 262_000} {
+		body := bytes.Repeat([]byte{'b'}, size)
+		send(t, ctx, env.sender(t, "big"), &azservicebus.Message{Body: body})
+		r := env.receiver(t, "big", nil)
+		got := receiveN(t, r, 1)
+		if !bytes.Equal(got[0].Body, body) {
+			t.Fatalf("received %d bytes, want the %d sent", len(got[0].Body), size)
+		}
+		if err := r.CompleteMessage(ctx, got[0], nil); err != nil {
+			t.Fatalf("complete the %d-byte message: %v", size, err)
+		}
+	}
 }

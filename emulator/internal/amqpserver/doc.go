@@ -104,14 +104,14 @@
 //   - A client detach is always answered with detach{closed:true}, once the link's
 //     broker consumer (and session lock) has been released.
 //   - Client senders get link-credit 5000 right after attach, topped up to 5000 when it
-//     falls below 2500. Attach replies on entity links carry max-message-size =
-//     Options.MaxMessageSize (262144), senders' also com.microsoft:max-message-batch-size
-//     with the same value (ulong); client receivers get initial-delivery-count 0.
-//     $cbs and $management links get max-message-size 2^64-1 either way and no batch
-//     size (as Azure). go-amqp enforces a receiver's advertised size on deliveries, so a
-//     message sent near the limit, larger once stamped, is refused by the Go SDK's
-//     receiver (docs/servicebus-protocol.md §5.2). Settle modes, source (with filter) and
-//     target are echoed verbatim.
+//     falls below 2500. Attach replies to client senders on entities carry
+//     max-message-size = Options.MaxMessageSize (262144) and
+//     com.microsoft:max-message-batch-size with the same value (ulong); client
+//     receivers get initial-delivery-count 0. Receive links, $cbs and $management
+//     links get max-message-size 2^64-1 and no batch size: go-amqp enforces a
+//     receiver's advertised size on deliveries, and a message sent near the limit is
+//     larger once stamped (docs/servicebus-protocol.md §5.2). Settle modes, source
+//     (with filter) and target are echoed verbatim.
 //   - Link addresses are bare paths (q1, q1/$management, $cbs) or URIs whose path after
 //     the host is one (amqps://<namespace>/q1, as the Python SDK sends them; sb://…).
 //   - A delivery whose transfer payloads exceed max-message-size is rejected with

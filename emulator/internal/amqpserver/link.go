@@ -208,11 +208,16 @@ func nodeAddress(addr string) string {
 	return strings.TrimSuffix(rest[j+1:], "/")
 }
 
-// linkMaxMessageSize is the max-message-size of an attach reply: Azure sends the
-// namespace's message size on entity links and 2^64-1 on $cbs and $management links
-// (the Python SDK reads the field and the Java SDK treats an absent one as zero).
-func (c *conn) linkMaxMessageSize(l *link) uint64 {
-	if l.kind == linkData {
+// linkMaxMessageSize is the max-message-size of an attach reply: the namespace's
+// message size where the client sends messages to an entity, 2^64-1 everywhere
+// else: $cbs and $management links, and links the client receives on (the Python
+// SDK reads the field and the Java SDK treats an absent one as zero). A receive
+// link must not carry the send limit: go-amqp applies the peer's value to what it
+// receives, and a delivery is larger than the message that was sent (the broker
+// adds its annotations and header), so a message sent near the limit could never
+// be received.
+func (c *conn) linkMaxMessageSize(l *link, clientSends bool) uint64 {
+	if l.kind == linkData && clientSends {
 		return c.s.opts.MaxMessageSize
 	}
 	return math.MaxUint64
@@ -287,7 +292,7 @@ func (s *session) attachClientSender(l *link, a *amqp.Attach) error {
 		r.Target = &amqp.Target{Address: l.targetAddr}
 	}
 	// Must be > 0: the SDK uses it as the batch byte limit.
-	r.MaxMessageSize = c.linkMaxMessageSize(l)
+	r.MaxMessageSize = c.linkMaxMessageSize(l, true)
 	if l.kind == linkData {
 		r.Properties = map[amqp.Symbol]any{propMaxBatchSize: c.s.opts.MaxMessageSize}
 	}
@@ -424,7 +429,7 @@ func (s *session) acceptReceiver(l *link, a *amqp.Attach, cons *broker.Consumer)
 	}
 	r := attachReply(l, a)
 	r.InitialDeliveryCount = 0
-	r.MaxMessageSize = c.linkMaxMessageSize(l)
+	r.MaxMessageSize = c.linkMaxMessageSize(l, false)
 	if cons != nil && a.Source != nil {
 		if _, ok := a.Source.Filter[sessionFilterKey]; ok {
 			// The client replaces its filter with ours and requires the locked session id

@@ -38,6 +38,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Retry tunes the SDKs' own retries; zero fields take the defaults.
 	Retry Retry
+	// Timeouts bound every Service Bus call; zero fields take
+	// DefaultTimeout.
+	Timeouts Timeouts
 }
 
 // Retry is how often and how fast the Service Bus SDKs retry a failing
@@ -82,6 +85,7 @@ type Client struct {
 	log       *slog.Logger
 	sb        *azservicebus.Client
 	admin     *admin.Client
+	timeouts  Timeouts
 
 	mu        sync.Mutex
 	closed    bool
@@ -161,6 +165,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 		log:       log.With("namespace", cs.namespace()),
 		sb:        sbClient,
 		admin:     adminClient,
+		timeouts:  opts.Timeouts.withDefaults(),
 		receivers: map[receiverKey]*peekReceiver{},
 	}, nil
 }

@@ -31,6 +31,59 @@
 // client does not retry 429 and 503 at all: they come back at once as
 // throttling, with the server's Retry-After.
 //
+// # Deadlines
+//
+// Every call the adapter makes to Service Bus has a deadline of its own,
+// whatever the caller's context says (a sooner deadline of the caller's
+// still applies), so that a broker that stops answering (a stopped
+// process, a dead network path, a connection the SDK is still recovering)
+// is reported within seconds instead of never. Options.Timeouts sets them
+// per kind of call; zero takes DefaultTimeout (10 s):
+//
+//	kind      bounds                                                   default
+//	--------  -------------------------------------------------------  ---------------------
+//	Attach    connecting, $cbs and attaching a link; added to the      10 s
+//	          first call of a sender or receiver (and to the first
+//	          after its link was replaced)
+//	Send      one batch of copies (one round trip)                     10 s
+//	Receive   margin over the caller's wait (a receive that waits     wait + 10 s
+//	          for its context alone has none)
+//	Settle    one complete or abandon                                  10 s
+//	Peek      one $management read: a peek, a receive by sequence     10 s + 2 ms per message
+//	          number, the check after an empty receive                 asked for
+//	Admin     one admin API request (each page of a listing, a Get)   10 s
+//
+// A call that runs out of its deadline fails with an *Error that matches
+// dlq.ErrUnreachable and context.DeadlineExceeded (so the ingester and the
+// replay engine retry it like a lost connection), worded as "send to
+// orders: Service Bus unreachable: the broker did not answer a send to
+// orders within 10 s: ...". If the SDK does not return within a second of
+// the deadline (a few of its paths wait on a lock or for its background
+// releaser without a context), the adapter returns the timeout anyway and
+// leaves the SDK's call to end on its own.
+//
+// A sender or receiver whose call timed out gets a fresh SDK sender or
+// receiver (a new link, attached by the next call); the old one is closed
+// in the background within Timeouts.Attach. A call that was in flight on
+// the old one fails with a retryable dlq.ErrUnreachable, not ErrClosed.
+// Messages received on the old link are settled over the new receiver's
+// $management link. A cached peek receiver whose peek timed out is
+// dropped, and the next peek makes another.
+//
+// The SDK returns no messages and no error from a receive whose link or
+// connection failed, and from one that spent its wait retrying a busy
+// broker. So Receive does not take an empty answer at its word: one that
+// ends before the wait is made again within the wait, and one that waited
+// in vain is confirmed by a one-message peek, whose error (busy,
+// unreachable, not found) becomes the receive's. An empty Receive
+// therefore means the broker answered and had nothing to give.
+//
+// What the deadlines cannot shorten: the SDK shares one AMQP connection
+// per Client, and a connection whose peer vanished without closing it is
+// torn down only when go-amqp's idle timeout (1 minute without a frame)
+// notices; until then every call times out after its deadline (and is
+// retried by its caller), then the SDK reconnects on the next call.
+//
 // # Errors
 //
 // Every error names the operation ("peek orders/$DeadLetterQueue", "list
@@ -54,7 +107,8 @@
 //	azservicebus.Error CodeConnectionLost, CodeTimeout dlq.ErrUnreachable
 //	admin HTTP 408, 502, 504; com.microsoft:timeout    dlq.ErrUnreachable
 //	net errors (DNS, refused, reset, EOF), TLS         dlq.ErrUnreachable
-//	certificate errors, the caller's deadline
+//	certificate errors, the caller's deadline,
+//	the call's own deadline (see Deadlines)
 //	azservicebus.Error CodeClosed, use after Close     ErrClosed
 //	the caller's cancellation                          context.Canceled, wrapped with the operation
 //	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
@@ -116,7 +170,8 @@
 //   - OpenReceiver gives a peek-lock receiver on one subqueue. Receive
 //     asks for at most 5000 messages (the SDK's limit), bounds its wait
 //     with a timeout (no messages then is (nil, nil)) and, once a message
-//     arrived, collects for 100 ms so a batch fills on a latent link.
+//     arrived, collects for 100 ms so a batch fills on a latent link. An
+//     empty answer is confirmed with a peek (see Deadlines).
 //     Messages that arrive between calls are released by the SDK, so an
 //     idle receiver holds no locks. ReceiveDeferred fetches deferred
 //     messages by sequence number, leaving out numbers Service Bus does

@@ -35,6 +35,8 @@ type peekReceiver struct {
 	// peeks take turns rather than race inside the SDK.
 	sem    chan struct{}
 	closed atomic.Bool
+	// attached: a peek succeeded, so the links are open (guarded by sem).
+	attached bool
 }
 
 func (p *peekReceiver) acquire(ctx context.Context) error {
@@ -108,15 +110,28 @@ func (c *Client) Peek(ctx context.Context, entity string, q dlq.SubQueue, from i
 			}
 			return nil, fmt.Errorf("%s: %w", op, ErrClosed)
 		}
-		got, err := pr.r.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		d := c.timeouts.peek(max)
+		if !pr.attached {
+			d += c.timeouts.Attach
+		}
+		var got []*azservicebus.ReceivedMessage
+		err, o := c.bounded(ctx, op, "a peek of "+q.Path(entity), d, func(ctx context.Context) (err error) {
+			got, err = pr.r.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+			return err
+		})
 		if err != nil {
-			mapped := c.mapError(op, err)
-			if errors.Is(mapped, dlq.ErrEntityNotFound) {
+			switch {
+			case errors.Is(err, dlq.ErrEntityNotFound):
 				c.drop(ctx, pr)
+			case o.broken():
+				// The next peek attaches a fresh receiver rather than
+				// wait on this one's links again.
+				c.dropBroken(pr)
 			}
 			pr.release()
-			return nil, mapped
+			return nil, err
 		}
+		pr.attached = true
 		pr.release()
 		return c.messages(entity, q, from, got), nil
 	}
@@ -168,6 +183,26 @@ func (c *Client) drop(ctx context.Context, pr *peekReceiver) {
 	c.mu.Unlock()
 	pr.closeLocked(ctx)
 	c.log.Debug("peek receiver dropped", "entity", pr.key.entity, "subqueue", string(pr.key.q))
+}
+
+// dropBroken forgets pr, whose peek timed out, and closes it in the
+// background (a link that does not answer may not answer its detach
+// either); the caller holds it.
+func (c *Client) dropBroken(pr *peekReceiver) {
+	c.mu.Lock()
+	if c.receivers[pr.key] == pr {
+		delete(c.receivers, pr.key)
+	}
+	c.mu.Unlock()
+	if pr.closed.Swap(true) {
+		return
+	}
+	c.log.Debug("peek receiver dropped after a timeout", "entity", pr.key.entity, "subqueue", string(pr.key.q))
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeouts.Attach)
+		defer cancel()
+		_ = pr.r.Close(ctx)
+	}()
 }
 
 // messages converts a peeked page, keeping the interface's promise of

@@ -1,6 +1,8 @@
 package emulatortest
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/amqp"
 )
 
 // Freezable puts TCP proxies in front of an emulator's AMQP and admin
@@ -30,7 +33,7 @@ func StartFreezable(tb testing.TB, emu *emulator.Emulator) *Freezable {
 	tb.Helper()
 	return &Freezable{
 		emu:   emu,
-		amqp:  StartProxy(tb, emu.AMQPAddr().String()),
+		amqp:  startProxy(tb, emu.AMQPAddr().String(), true),
 		admin: StartProxy(tb, emu.AdminAddr().String()),
 	}
 }
@@ -54,21 +57,37 @@ func (f *Freezable) AMQP() *Proxy  { return f.amqp }
 func (f *Freezable) Admin() *Proxy { return f.admin }
 
 // Proxy forwards every TCP connection it accepts to a target address,
-// byte for byte, until frozen (see Freezable).
+// byte for byte, until frozen (see Freezable). The AMQP proxy of a
+// Freezable forwards what the broker sends frame by frame, so that
+// CloseConnections can slip a close frame in between two.
 type Proxy struct {
 	ln     net.Listener
 	target string
+	amqp   bool // forward server-to-client whole AMQP frames
 
 	mu     sync.Mutex
 	gate   chan struct{} // closed while forwarding; open (blocking) while frozen
 	closed bool
 	conns  map[net.Conn]struct{}
+	pairs  map[*pair]struct{}
 	wg     sync.WaitGroup
+}
+
+// pair is one proxied connection.
+type pair struct {
+	client, server net.Conn
+	wmu            sync.Mutex // held while writing a whole frame to client
+	open           bool       // the broker's AMQP open was forwarded (under wmu)
 }
 
 // StartProxy listens on 127.0.0.1 (a free port) and forwards to target for
 // the rest of the test.
 func StartProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	return startProxy(tb, target, false)
+}
+
+func startProxy(tb testing.TB, target string, amqpFrames bool) *Proxy {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +95,7 @@ func StartProxy(tb testing.TB, target string) *Proxy {
 	}
 	gate := make(chan struct{})
 	close(gate)
-	p := &Proxy{ln: ln, target: target, gate: gate, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, amqp: amqpFrames, gate: gate, conns: map[net.Conn]struct{}{}, pairs: map[*pair]struct{}{}}
 	p.wg.Go(p.accept)
 	tb.Cleanup(p.Close)
 	return p
@@ -199,10 +218,99 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(server)
+	pr := &pair{client: client, server: server}
+	p.mu.Lock()
+	p.pairs[pr] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.pairs, pr)
+		p.mu.Unlock()
+	}()
 	var wg sync.WaitGroup
 	wg.Go(func() { p.pipe(server, client) })
-	wg.Go(func() { p.pipe(client, server) })
+	if p.amqp {
+		wg.Go(func() { p.pipeFrames(pr) })
+	} else {
+		wg.Go(func() { p.pipe(client, server) })
+	}
 	wg.Wait()
+}
+
+// CloseConnections ends every AMQP connection through the proxy as a broker
+// that closes it with an error would: a close frame carrying condition and
+// description goes to the client (between two frames of the broker's),
+// then both sockets close. Connections whose AMQP open has not been
+// forwarded yet are closed without a frame. Only for the AMQP proxy of a
+// Freezable.
+func (p *Proxy) CloseConnections(condition, description string) error {
+	if !p.amqp {
+		return errors.New("proxy: CloseConnections needs the AMQP proxy of a Freezable")
+	}
+	frame, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Close{
+		Error: &amqp.Error{Condition: amqp.Symbol(condition), Description: description}}})
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	pairs := make([]*pair, 0, len(p.pairs))
+	for pr := range p.pairs {
+		pairs = append(pairs, pr)
+	}
+	p.mu.Unlock()
+	for _, pr := range pairs {
+		pr.wmu.Lock()
+		if pr.open {
+			_, _ = pr.client.Write(frame)
+		}
+		_ = pr.server.Close()
+		_ = pr.client.Close()
+		pr.wmu.Unlock()
+	}
+	return nil
+}
+
+// pipeFrames copies the broker's side of an AMQP connection to the client
+// whole protocol headers and frames at a time (waiting out freezes like
+// pipe), so that CloseConnections can write a frame in between.
+func (p *Proxy) pipeFrames(pr *pair) {
+	defer pr.client.Close()
+	r := bufio.NewReaderSize(pr.server, 64<<10)
+	amqpHeader := false // the AMQP (not SASL) protocol header was forwarded
+	for {
+		if !p.wait() {
+			return
+		}
+		head, err := r.Peek(8)
+		if err != nil {
+			return
+		}
+		n := 8 // a protocol header: "AMQP" and 4 bytes
+		if string(head[:4]) != "AMQP" {
+			n = int(binary.BigEndian.Uint32(head[:4]))
+			if n < 8 {
+				return // not AMQP: give up on this connection
+			}
+		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		if !p.wait() {
+			return
+		}
+		pr.wmu.Lock()
+		_, err = pr.client.Write(buf)
+		if n == 8 && string(buf[:4]) == "AMQP" {
+			amqpHeader = buf[4] == 0
+		} else if amqpHeader {
+			pr.open = true // the first frame after the AMQP header is the open
+		}
+		pr.wmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
 }
 
 // pipe copies from src to dst, waiting out freezes before every read and

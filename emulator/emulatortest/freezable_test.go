@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/emulator"
 	"github.com/dlqdash/dlqdash/emulator/broker"
@@ -131,5 +132,42 @@ func TestFreezableEmulator(t *testing.T) {
 	}
 	if n := emu.Stats().Totals.Send; n < 2 {
 		t.Fatalf("the emulator counted %d sends, want at least 2", n)
+	}
+}
+
+// CloseConnections ends the SDK's connection with the condition given, as
+// a broker closing it would.
+func TestFreezableCloseConnections(t *testing.T) {
+	emu := emulatortest.Start(t, emulator.Config{})
+	if _, err := emu.Namespace().CreateQueue("orders", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	fz := emulatortest.StartFreezable(t, emu)
+	if err := fz.Admin().CloseConnections("amqp:not-allowed", "x"); err == nil {
+		t.Fatal("CloseConnections on the admin proxy: no error")
+	}
+	sb, err := azservicebus.NewClientFromConnectionString(fz.ConnectionString(), &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	s, err := sb.NewSender("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := fz.AMQP().CloseConnections("amqp:not-allowed", "closed by the test"); err != nil {
+		t.Fatal(err)
+	}
+	err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("y")}, nil)
+	var connErr *goamqp.ConnError
+	if !errors.As(err, &connErr) || connErr.RemoteErr == nil || connErr.RemoteErr.Condition != goamqp.ErrCondNotAllowed ||
+		connErr.RemoteErr.Description != "closed by the test" {
+		t.Fatalf("send after CloseConnections: %v, want the connection closed with amqp:not-allowed", err)
 	}
 }

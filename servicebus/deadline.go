@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -181,67 +183,106 @@ type sdkLink interface {
 }
 
 // link holds the SDK sender or receiver behind one of the adapter's, and
-// replaces it when a call on it timed out: the SDK keeps a link whose
-// calls time out (it recovers only from errors it recognises), and a call
-// the adapter abandoned may hold the SDK object's lock for a minute. The
-// replacement attaches a new link on the next call; the old one is closed
-// in the background, within Timeouts.Attach.
+// replaces it
+//
+//   - when a call on it timed out: the SDK keeps a link whose calls time
+//     out (it recovers only from errors it recognises), and a call the
+//     adapter abandoned may hold the SDK object's lock for a minute;
+//   - when the Client replaced its SDK client after a connection failure
+//     (see Client.connFailed): the old one's links are dead.
+//
+// The replacement attaches a new link on the next call; the old one is
+// closed in the background, within Timeouts.Attach.
 type link[T sdkLink] struct {
 	c    *Client
-	open func() (T, error)
+	open func(sb *azservicebus.Client) (T, error)
 
 	mu       sync.Mutex
 	cur      T
 	gen      uint64 // counts replacements
+	conn     uint64 // the generation of the SDK client cur belongs to
 	attached bool   // a call on cur succeeded, so its link is attached
 	closed   bool
 }
 
-// get returns the current SDK object, its generation, and the deadline to
-// add for attaching it.
-func (l *link[T]) get() (T, uint64, time.Duration) {
+// newLink opens the first SDK object of a link.
+func newLink[T sdkLink](c *Client, open func(sb *azservicebus.Client) (T, error)) (*link[T], error) {
+	sb, conn := c.sdk()
+	cur, err := open(sb)
+	if err != nil {
+		return nil, err
+	}
+	return &link[T]{c: c, open: open, cur: cur, conn: conn}, nil
+}
+
+// handle is one call's view of a link: the SDK object to use, its
+// generations, and the deadline to add for attaching it.
+type handle[T sdkLink] struct {
+	sdk    T
+	gen    uint64
+	conn   uint64
+	attach time.Duration
+}
+
+// get returns the SDK object to call, moving to the Client's current SDK
+// client first if it was replaced.
+func (l *link[T]) get() handle[T] {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.closed {
+		if sb, conn := l.c.sdk(); conn != l.conn {
+			l.replaceLocked(sb, conn, "the connection was replaced")
+		}
+	}
 	var attach time.Duration
 	if !l.attached {
 		attach = l.c.timeouts.Attach
 	}
-	return l.cur, l.gen, attach
+	return handle[T]{sdk: l.cur, gen: l.gen, conn: l.conn, attach: attach}
 }
 
-// ok records a successful call on generation gen.
-func (l *link[T]) ok(gen uint64) {
+// ok records a successful call through h.
+func (l *link[T]) ok(h handle[T]) {
 	l.mu.Lock()
-	if l.gen == gen {
+	if l.gen == h.gen {
 		l.attached = true
 	}
 	l.mu.Unlock()
 }
 
-// after records how a call on generation gen ended, replacing the SDK
-// object if the call timed out.
-func (l *link[T]) after(gen uint64, o outcome) {
+// after records how a call through h ended: a success marks the link
+// attached; a failed connection replaces the Client's SDK client; a
+// timeout replaces the SDK object.
+func (l *link[T]) after(h handle[T], o outcome) {
 	if o.err == nil {
-		l.ok(gen)
+		l.ok(h)
 		return
+	}
+	if !o.abandoned {
+		l.c.connFailed(h.conn, o.err)
 	}
 	if !o.broken() {
 		return
 	}
 	l.mu.Lock()
-	if l.closed || l.gen != gen {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.closed || l.gen != h.gen {
 		return
 	}
-	fresh, err := l.open()
+	sb, conn := l.c.sdk()
+	l.replaceLocked(sb, conn, "a call timed out")
+}
+
+// replaceLocked opens a new SDK object on sb and closes the old one in the
+// background. l.mu is held.
+func (l *link[T]) replaceLocked(sb *azservicebus.Client, conn uint64, why string) {
+	fresh, err := l.open(sb)
 	if err != nil {
-		l.mu.Unlock()
 		return // the client is closed: the next call says so
 	}
 	old := l.cur
-	l.cur, l.gen, l.attached = fresh, l.gen+1, false
-	l.mu.Unlock()
-	l.c.log.Debug("link replaced after a timeout", "generation", gen+1)
+	l.cur, l.gen, l.conn, l.attached = fresh, l.gen+1, conn, false
+	l.c.log.Debug("link replaced", "reason", why, "generation", l.gen)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.c.timeouts.Attach)
 		defer cancel()
@@ -249,13 +290,16 @@ func (l *link[T]) after(gen uint64, o outcome) {
 	}()
 }
 
-// replaced reports whether generation gen was replaced (so that an error
-// of a call on it saying "closed" is the replacement's doing, not the
-// caller's).
-func (l *link[T]) replaced(gen uint64) bool {
+// replaced reports whether the SDK object h used was replaced since (so
+// that an error of a call through it saying "closed" is the adapter's
+// doing, not the caller's).
+func (l *link[T]) replaced(h handle[T]) bool {
+	if l.c.isClosed() {
+		return false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return !l.closed && l.gen != gen
+	return !l.closed && (l.gen != h.gen || l.c.connGen() != h.conn)
 }
 
 // close closes the current SDK object for good (within ctx and

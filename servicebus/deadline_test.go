@@ -246,7 +246,12 @@ func TestDeadlinesFrozenBroker(t *testing.T) {
 	if err := fresh.Send(ctx, []replay.Copy{{Of: got[0], MessageID: "thawed-2"}}); err != nil {
 		t.Errorf("send on the new link after the thaw: %v", err)
 	}
-	for _, m := range got[1:] {
+	// The complete that timed out was held by the frozen broker, which
+	// applied it when thawed: completing it again finds no lock.
+	if err := r.Complete(ctx, got[1]); err != nil && !errors.Is(err, dlq.ErrLockLost) {
+		t.Errorf("complete %d (timed out while frozen) after the thaw: %v", got[1].SequenceNumber, err)
+	}
+	for _, m := range got[2:] {
 		if err := r.Complete(ctx, m); err != nil {
 			t.Errorf("complete %d after the thaw: %v", m.SequenceNumber, err)
 		}
@@ -256,6 +261,10 @@ func TestDeadlinesFrozenBroker(t *testing.T) {
 	}
 	if msgs, err := e.c.Peek(ctx, "target", dlq.SubQueueMain, 0, 10); err != nil || len(msgs) < 3 {
 		t.Errorf("peek after the thaw: %d messages, %v", len(msgs), err)
+	}
+	// The 9 completed (one of them while frozen) are gone from the DLQ.
+	if msgs, err := e.c.Peek(ctx, "orders", dlq.SubQueueDeadLetter, 0, 100); err != nil || len(msgs) != 31 {
+		t.Errorf("%d messages in the DLQ after the thaw (%v), want 31", len(msgs), err)
 	}
 	if _, err := e.c.Entities(ctx); err != nil {
 		t.Errorf("list entities after the thaw: %v", err)
@@ -457,5 +466,125 @@ func TestDeadlinesBusyThenDropped(t *testing.T) {
 	}
 	if errs["send throttled"]+errs["receive throttled"] == 0 {
 		t.Errorf("no call saw the server-busy fault: the test did not test it (%v)", errs)
+	}
+}
+
+// TestConnectionClosedWithAFatalCondition: a broker that closes the
+// connection with a condition the SDK deems fatal (amqp:not-allowed: what
+// the emulator answers when go-amqp ends a session whose begin it dropped
+// because the context had ended) leaves the SDK with a dead connection it
+// never replaces, and a sender whose every Send fails at once with that
+// error, forever. The adapter reports it as a lost connection (retryable),
+// replaces the SDK client, and the same sender and receiver carry on.
+func TestConnectionClosedWithAFatalCondition(t *testing.T) {
+	tm := Timeouts{Attach: 2 * time.Second, Send: 2 * time.Second, Receive: time.Second, Settle: 2 * time.Second,
+		Peek: 2 * time.Second, Admin: 2 * time.Second}
+	e := newFrozenEnv(t, tm, 30*time.Second, 20)
+	ctx := ctxFor(t)
+	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	got := receiveN(t, r, 10)
+	snd, err := e.c.OpenSender(ctx, "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close(context.Background())
+	if err := snd.Send(ctx, []replay.Copy{{Of: got[0], MessageID: "before"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := e.fz.AMQP().CloseConnections("amqp:not-allowed", "end on channel 2 without a session"); err != nil {
+		t.Fatal(err)
+	}
+	// Every call returns an error the engine retries, or succeeds; within
+	// a few tries each kind succeeds again.
+	try := func(name string, f func(ctx context.Context) error) {
+		t.Helper()
+		var err error
+		for i := range 5 {
+			var took time.Duration
+			took, err = timed(t, name, time.Minute, f)
+			if err == nil {
+				return
+			}
+			t.Logf("%s, try %d: %v after %v", name, i+1, err, took.Round(time.Millisecond))
+			if !errors.Is(err, dlq.ErrUnreachable) && !errors.Is(err, dlq.ErrThrottled) {
+				t.Fatalf("%s: %v: not an error the engine retries", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s still fails after 5 tries: %v", name, err)
+	}
+	try("send", func(ctx context.Context) error {
+		return snd.Send(ctx, []replay.Copy{{Of: got[0], MessageID: "after"}})
+	})
+	for _, m := range got[1:] {
+		try("complete", func(ctx context.Context) error { return r.Complete(ctx, m) })
+	}
+	try("receive", func(ctx context.Context) error {
+		msgs, err := r.Receive(ctx, 10, 2*time.Second)
+		if err == nil && len(msgs) == 0 {
+			return fmt.Errorf("%w: no messages (10 are there)", dlq.ErrUnreachable)
+		}
+		return err
+	})
+	try("peek", func(ctx context.Context) error {
+		msgs, err := e.c.Peek(ctx, "target", dlq.SubQueueMain, 0, 10)
+		if err == nil && len(msgs) != 2 {
+			return fmt.Errorf("peeked %d copies in the target, want 2", len(msgs))
+		}
+		return err
+	})
+	// 20 dead letters, 9 completed after the close.
+	if msgs, err := e.c.Peek(ctx, "orders", dlq.SubQueueDeadLetter, 0, 100); err != nil || len(msgs) != 11 {
+		t.Fatalf("%d messages in the DLQ (%v), want 11", len(msgs), err)
+	}
+}
+
+// TestCompleteAfterDroppedConnection: messages received before the
+// connection dropped are completed afterwards (by lock token over
+// $management: the SDK would try their dead link, with its default 4 s,
+// 8 s, 16 s back-off, until their locks ran out).
+func TestCompleteAfterDroppedConnection(t *testing.T) {
+	tm := Timeouts{Attach: 2 * time.Second, Send: 2 * time.Second, Receive: time.Second, Settle: 2 * time.Second,
+		Peek: 2 * time.Second, Admin: 2 * time.Second}
+	e := newFrozenEnv(t, tm, 30*time.Second, 20)
+	ctx := ctxFor(t)
+	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	got := receiveN(t, r, 10)
+	e.emu.DropConnections()
+	time.Sleep(50 * time.Millisecond)
+
+	start := time.Now()
+	limit := tm.Settle + tm.Attach + abandonGrace + 500*time.Millisecond
+	for _, m := range got {
+		var err error
+		for try := 0; try < 3; try++ {
+			var took time.Duration
+			took, err = timed(t, "complete", time.Minute, func(ctx context.Context) error { return r.Complete(ctx, m) })
+			if took > limit {
+				t.Errorf("complete %d took %v, more than its deadline allows (%v)", m.SequenceNumber, took, limit)
+			}
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, dlq.ErrUnreachable) {
+				t.Fatalf("complete %d: %v: not an error the engine retries", m.SequenceNumber, err)
+			}
+		}
+		if err != nil {
+			t.Fatalf("complete %d after the drop, 3 tries: %v", m.SequenceNumber, err)
+		}
+	}
+	t.Logf("10 completes after the drop took %v", time.Since(start).Round(time.Millisecond))
+	if msgs, err := e.c.Peek(ctx, "orders", dlq.SubQueueDeadLetter, 0, 100); err != nil || len(msgs) != 10 {
+		t.Fatalf("%d messages in the DLQ (%v), want 10", len(msgs), err)
 	}
 }

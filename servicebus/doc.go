@@ -78,6 +78,32 @@
 // unreachable, not found) becomes the receive's. An empty Receive
 // therefore means the broker answered and had nothing to give.
 //
+// # Connection failures the SDK does not recover from
+//
+// The SDK reconnects by itself after most connection errors, but a
+// connection the broker closed with a condition the SDK deems fatal
+// (amqp:not-allowed and the like) is never replaced: the SDK keeps it, and
+// every call of a sender on it fails at once with that error, for good.
+// go-amqp provokes exactly this: when a session's begin is dropped because
+// its context ended before the frame was written, it later ends a session
+// the broker never saw, and the broker (the emulator, at least) closes the
+// connection with amqp:not-allowed. So an error that says the connection
+// ended (*amqp.ConnError with a condition) maps to dlq.ErrUnreachable
+// whatever the condition (but amqp:unauthorized-access), and the Client
+// replaces its SDK client (Client.connFailed): the next call connects
+// afresh, the senders and receivers move to the new one on their next call,
+// and calls in flight on the old one fail with a retryable
+// dlq.ErrUnreachable instead of ErrClosed.
+//
+// A receiver that saw its link or connection fail (a call that timed out,
+// a lost connection, a receive that ended early with nothing) completes
+// messages by lock token over $management from then on: the SDK settles a
+// message on the link it came from, falls back to $management only after
+// a link error (not a connection error), and retries a settlement with its
+// default back-off (4 s, 8 s, 16 s) whatever RetryOptions say, so a
+// message received before a dropped connection could otherwise not be
+// completed before its lock expired.
+//
 // What the deadlines cannot shorten: the SDK shares one AMQP connection
 // per Client, and a connection whose peer vanished without closing it is
 // torn down only when go-amqp's idle timeout (1 minute without a frame)

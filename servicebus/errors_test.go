@@ -70,6 +70,11 @@ func TestClassify(t *testing.T) {
 		{"amqp connection forced", amqpErr(amqp.ErrCondConnectionForced), dlq.ErrUnreachable},
 		{"amqp entity disabled", amqpErr(condEntityDisabled), nil},
 		{"amqp not allowed", amqpErr(amqp.ErrCondNotAllowed), nil},
+		{"attach refused not allowed", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotAllowed}}, nil},
+		// A connection the broker closed is lost, whatever its condition.
+		{"connection closed not allowed", &amqp.ConnError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotAllowed}}, dlq.ErrUnreachable},
+		{"connection closed forced", &amqp.ConnError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondConnectionForced}}, dlq.ErrUnreachable},
+		{"connection closed unauthorized", &amqp.ConnError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondUnauthorizedAccess}}, dlq.ErrUnauthorized},
 		{"refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, dlq.ErrUnreachable},
 		{"dns", fmt.Errorf("dial: %w", &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}), dlq.ErrUnreachable},
 		{"eof", fmt.Errorf("read: %w", io.EOF), dlq.ErrUnreachable},

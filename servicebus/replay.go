@@ -225,17 +225,17 @@ func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue
 	case dlq.SubQueueTransferDeadLetter:
 		opts.SubQueue = azservicebus.SubQueueTransfer
 	}
-	open := func() (*azservicebus.Receiver, error) {
+	open := func(sb *azservicebus.Client) (*azservicebus.Receiver, error) {
 		if isSub {
-			return c.sb.NewReceiverForSubscription(topic, sub, &opts)
+			return sb.NewReceiverForSubscription(topic, sub, &opts)
 		}
-		return c.sb.NewReceiverForQueue(entity, &opts)
+		return sb.NewReceiverForQueue(entity, &opts)
 	}
-	r, err := open()
+	l, err := newLink(c, open)
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	return &receiver{c: c, name: q.Path(entity), l: &link[*azservicebus.Receiver]{c: c, open: open, cur: r}, open: open}, nil
+	return &receiver{c: c, name: q.Path(entity), l: l}, nil
 }
 
 // receiver is a replay.Receiver over one SDK receiver (replaced when a
@@ -244,12 +244,28 @@ func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue
 type receiver struct {
 	c    *Client
 	name string // the subqueue's Service Bus path, for messages
-	l    *link[*azservicebus.Receiver]
-	// open makes another SDK receiver on the same subqueue (Release
-	// settles through one that never receives).
-	open func() (*azservicebus.Receiver, error)
+	// l holds the SDK receiver; its open makes another on the same
+	// subqueue (Release settles through one that never receives).
+	l *link[*azservicebus.Receiver]
 	// linked: Receive was called once, so the link is attached.
 	linked atomic.Bool
+	// byToken: a call saw the link or the connection fail, so messages
+	// received before may be tied to a dead link. Complete then settles
+	// by lock token over $management (as the SDK does for deferred
+	// messages): the SDK settles a message on the link it came from,
+	// falls back to $management only for a link error, not a connection
+	// error, and retries a settlement with its default back-off (4 s, 8
+	// s, 16 s), whatever RetryOptions say; so a message received before
+	// a dropped connection could not be completed before its lock ran out.
+	byToken atomic.Bool
+}
+
+// suspect records that the receiver's link or connection failed, when
+// err (a mapped error) says so.
+func (r *receiver) suspect(err error) {
+	if errors.Is(err, dlq.ErrUnreachable) && !r.byToken.Swap(true) {
+		r.c.log.Debug("settling by lock token from now on", "entity", r.name, "error", err)
+	}
 }
 
 // firstReceiveWait is the least a receiver's first Receive waits: it
@@ -293,7 +309,7 @@ func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]
 	}
 	opts := &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: timeAfterFirstMessage}
 	for early := 0; ; early++ {
-		sdk, gen, attach := r.l.get()
+		h := r.l.get()
 		var got []*azservicebus.ReceivedMessage
 		waited := false // the wait passed with no message
 		recv := func(cctx context.Context) error {
@@ -303,7 +319,7 @@ func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]
 				wctx, cancel = context.WithDeadline(cctx, until)
 				defer cancel()
 			}
-			msgs, err := sdk.ReceiveMessages(wctx, max, opts)
+			msgs, err := h.sdk.ReceiveMessages(wctx, max, opts)
 			if len(msgs) == 0 && wctx.Err() != nil && cctx.Err() == nil && (err == nil || isContextError(err)) {
 				waited = true
 				return nil
@@ -319,15 +335,17 @@ func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]
 				err = r.c.mapError(op, o.err)
 			}
 		} else {
-			d := time.Until(until) + r.c.timeouts.Receive + attach
+			d := time.Until(until) + r.c.timeouts.Receive + h.attach
 			err, o = r.c.bounded(ctx, op, "a receive from "+r.name, d, recv)
 		}
 		if err != nil {
-			r.l.after(gen, o)
-			return nil, r.callError(ctx, op, gen, err)
+			r.l.after(h, o)
+			err = r.callError(ctx, op, h, err)
+			r.suspect(err)
+			return nil, err
 		}
 		if len(got) > 0 {
-			r.l.ok(gen)
+			r.l.ok(h)
 			return r.convert(got), nil
 		}
 		if waited {
@@ -338,6 +356,7 @@ func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]
 		}
 		// Nothing, early: the SDK swallowed a link or connection error,
 		// which the next call recovers from (or reports).
+		r.suspect(dlq.ErrUnreachable)
 		if early > 0 && !r.pause(ctx, until) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%s: %w", op, ctx.Err())
@@ -380,16 +399,16 @@ func (r *receiver) pause(ctx context.Context, until time.Time) bool {
 // is the receive's (the broker is busy, unreachable, or the entity gone);
 // nil means that nothing was there to take.
 func (r *receiver) confirm(ctx context.Context, op string) error {
-	sdk, gen, attach := r.l.get()
+	h := r.l.get()
 	from := int64(0)
-	err, o := r.c.bounded(ctx, op, "a peek confirming that "+r.name+" had nothing to receive", r.c.timeouts.peek(1)+attach,
+	err, o := r.c.bounded(ctx, op, "a peek confirming that "+r.name+" had nothing to receive", r.c.timeouts.peek(1)+h.attach,
 		func(ctx context.Context) error {
-			_, err := sdk.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+			_, err := h.sdk.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
 			return err
 		})
-	r.l.after(gen, o)
+	r.l.after(h, o)
 	if err != nil {
-		return r.callError(ctx, op, gen, err)
+		return r.callError(ctx, op, h, err)
 	}
 	return nil
 }
@@ -397,11 +416,11 @@ func (r *receiver) confirm(ctx context.Context, op string) error {
 // callError is the error of a call on generation gen of the SDK receiver:
 // the caller's cancellation as it is, a link the adapter closed because
 // another call on it timed out as retryable, anything else as mapped.
-func (r *receiver) callError(ctx context.Context, op string, gen uint64, err error) error {
+func (r *receiver) callError(ctx context.Context, op string, h handle[*azservicebus.Receiver], err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", op, ctx.Err())
 	}
-	if errors.Is(err, ErrClosed) && r.l.replaced(gen) {
+	if errors.Is(err, ErrClosed) && r.l.replaced(h) {
 		return r.c.closedByReplacement(op, err)
 	}
 	return err
@@ -451,33 +470,33 @@ type deferredFetch struct {
 
 func (d *deferredFetch) fetch(ctx context.Context, seqs []int64) ([]*azservicebus.ReceivedMessage, error) {
 	r := d.r
-	sdk, gen, attach := r.l.get()
+	h := r.l.get()
 	var got []*azservicebus.ReceivedMessage
 	var sdkErr error // the SDK's own error, to tell a 404
-	err, o := r.c.bounded(ctx, d.op, "a receive of deferred messages from "+r.name, r.c.timeouts.peek(len(seqs))+attach,
+	err, o := r.c.bounded(ctx, d.op, "a receive of deferred messages from "+r.name, r.c.timeouts.peek(len(seqs))+h.attach,
 		func(ctx context.Context) error {
 			var err error
-			got, err = sdk.ReceiveDeferredMessages(ctx, seqs, nil)
+			got, err = h.sdk.ReceiveDeferredMessages(ctx, seqs, nil)
 			sdkErr = err
 			return err
 		})
-	r.l.after(gen, o)
+	r.l.after(h, o)
 	if err == nil {
 		return got, nil
 	}
 	if o.abandoned || !isNotFound(sdkErr) {
-		return nil, r.callError(ctx, d.op, gen, err)
+		return nil, r.callError(ctx, d.op, h, err)
 	}
 	if !d.checked {
 		from := seqs[0]
-		sdk, gen, attach := r.l.get()
-		err, o := r.c.bounded(ctx, d.op, "a peek of "+r.name, r.c.timeouts.peek(1)+attach, func(ctx context.Context) error {
-			_, err := sdk.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		h := r.l.get()
+		err, o := r.c.bounded(ctx, d.op, "a peek of "+r.name, r.c.timeouts.peek(1)+h.attach, func(ctx context.Context) error {
+			_, err := h.sdk.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
 			return err
 		})
-		r.l.after(gen, o)
+		r.l.after(h, o)
 		if err != nil {
-			return nil, r.callError(ctx, d.op, gen, err)
+			return nil, r.callError(ctx, d.op, h, err)
 		}
 		d.checked = true
 	}
@@ -518,12 +537,18 @@ func (r *receiver) Complete(ctx context.Context, m *replay.Received) error {
 	if !ok || rm == nil {
 		return fmt.Errorf("%s: the message was not received by this adapter (Raw is %T)", op, m.Raw)
 	}
-	sdk, gen, attach := r.l.get()
-	err, o := r.c.bounded(ctx, op, fmt.Sprintf("a complete of message %d of %s", m.SequenceNumber, r.name), r.c.timeouts.Settle+attach,
-		func(ctx context.Context) error { return sdk.CompleteMessage(ctx, rm, nil) })
-	r.l.after(gen, o)
+	settle := rm
+	if r.byToken.Load() {
+		settle = &azservicebus.ReceivedMessage{LockToken: rm.LockToken}
+	}
+	h := r.l.get()
+	err, o := r.c.bounded(ctx, op, fmt.Sprintf("a complete of message %d of %s", m.SequenceNumber, r.name), r.c.timeouts.Settle+h.attach,
+		func(ctx context.Context) error { return h.sdk.CompleteMessage(ctx, settle, nil) })
+	r.l.after(h, o)
 	if err != nil {
-		return r.callError(ctx, op, gen, err)
+		err = r.callError(ctx, op, h, err)
+		r.suspect(err)
+		return err
 	}
 	return nil
 }
@@ -544,7 +569,8 @@ func (r *receiver) Release(ctx context.Context, held []*replay.Received) error {
 		return nil
 	}
 	op := "give messages back to " + r.name
-	settler, err := r.open()
+	sb, _ := r.c.sdk()
+	settler, err := r.l.open(sb)
 	if err != nil {
 		return r.c.mapError(op, err)
 	}
@@ -658,12 +684,11 @@ func (c *Client) OpenSender(ctx context.Context, path string) (replay.Sender, er
 	if isSub {
 		return nil, fmt.Errorf("%s: a subscription cannot be sent to; send to its topic", op)
 	}
-	open := func() (*azservicebus.Sender, error) { return c.sb.NewSender(path, nil) }
-	s, err := open()
+	l, err := newLink(c, func(sb *azservicebus.Client) (*azservicebus.Sender, error) { return sb.NewSender(path, nil) })
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	return &sender{c: c, path: path, l: &link[*azservicebus.Sender]{c: c, open: open, cur: s}}, nil
+	return &sender{c: c, path: path, l: l}, nil
 }
 
 // sender is a replay.Sender over one SDK sender (replaced when a call on
@@ -743,15 +768,15 @@ func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AM
 	newBatch := func() error {
 		// No I/O once the link is attached (the batch's limit is the
 		// link's); the first call attaches it.
-		sdk, gen, attach := s.l.get()
+		h := s.l.get()
 		var b *azservicebus.MessageBatch
-		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+attach, func(ctx context.Context) (err error) {
-			b, err = sdk.NewMessageBatch(ctx, nil)
+		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+h.attach, func(ctx context.Context) (err error) {
+			b, err = h.sdk.NewMessageBatch(ctx, nil)
 			return err
 		})
-		s.l.after(gen, o)
+		s.l.after(h, o)
 		if err != nil {
-			return s.callError(ctx, op, gen, err)
+			return s.callError(ctx, op, h, err)
 		}
 		batch = b
 		return nil
@@ -761,15 +786,15 @@ func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AM
 			return nil
 		}
 		s.batches.Add(1)
-		sdk, gen, attach := s.l.get()
+		h := s.l.get()
 		b := batch
 		batch = nil
-		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+attach, func(ctx context.Context) error {
-			return sdk.SendMessageBatch(ctx, b, nil)
+		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+h.attach, func(ctx context.Context) error {
+			return h.sdk.SendMessageBatch(ctx, b, nil)
 		})
-		s.l.after(gen, o)
+		s.l.after(h, o)
 		if err != nil {
-			return s.callError(ctx, op, gen, err)
+			return s.callError(ctx, op, h, err)
 		}
 		return nil
 	}
@@ -800,11 +825,11 @@ func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AM
 }
 
 // callError is receiver.callError for the sender.
-func (s *sender) callError(ctx context.Context, op string, gen uint64, err error) error {
+func (s *sender) callError(ctx context.Context, op string, h handle[*azservicebus.Sender], err error) error {
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("%s: %w", op, ctx.Err())
 	}
-	if errors.Is(err, ErrClosed) && s.l.replaced(gen) {
+	if errors.Is(err, ErrClosed) && s.l.replaced(h) {
 		return s.c.closedByReplacement(op, err)
 	}
 	return err

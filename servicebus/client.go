@@ -241,7 +241,9 @@ func (c *Client) connGen() uint64 {
 }
 
 // connFailed replaces the SDK client of generation conn, on which err
-// happened, when err says its AMQP connection is gone (*amqp.ConnError).
+// happened, when err says the broker closed its AMQP connection with a
+// condition the SDK does not reconnect after (*amqp.ConnError with any
+// condition but amqp:connection:forced and amqp:internal-error).
 //
 // The SDK reconnects by itself after most connection errors, but not after
 // one that carries a condition it deems fatal: a connection the broker
@@ -255,8 +257,12 @@ func (c *Client) connGen() uint64 {
 // link), and the old one is closed in the background.
 func (c *Client) connFailed(conn uint64, err error) {
 	var connErr *amqp.ConnError
-	if err == nil || !errors.As(err, &connErr) {
-		return
+	if err == nil || !errors.As(err, &connErr) || connErr.RemoteErr == nil {
+		return // not closed by the broker: the SDK reconnects by itself
+	}
+	switch connErr.RemoteErr.Condition {
+	case amqp.ErrCondConnectionForced, amqp.ErrCondInternalError:
+		return // conditions the SDK reconnects after
 	}
 	if c.isClosed() {
 		return

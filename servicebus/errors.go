@@ -31,6 +31,10 @@ const (
 	condLockLost       amqp.ErrCond = "com.microsoft:message-lock-lost"
 )
 
+// sdkClientClosed is the text of the SDK's (internal) error for a call on
+// a closed azservicebus.Client.
+const sdkClientClosed = "client has been closed by user"
+
 // rpcCoder is the SDK's (internal) $management error: an operation
 // answered with a status code that is not 2xx. A 503 (server busy) is
 // retried by the SDK and then returned as it is.
@@ -129,7 +133,9 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 	)
 	unreachable := fmt.Sprintf(unreachableHint, target)
 
-	if errors.Is(err, ErrClosed) {
+	// The SDK's error for a call on a closed client is not exported, nor
+	// turned into an *azservicebus.Error; only its text tells.
+	if errors.Is(err, ErrClosed) || strings.Contains(err.Error(), sdkClientClosed) {
 		return ErrClosed, closedHint, 0
 	}
 	if errors.Is(err, context.Canceled) {

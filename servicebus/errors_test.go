@@ -46,6 +46,7 @@ func TestClassify(t *testing.T) {
 		{"sb connection lost", &azservicebus.Error{Code: azservicebus.CodeConnectionLost}, dlq.ErrUnreachable},
 		{"sb timeout", &azservicebus.Error{Code: azservicebus.CodeTimeout}, dlq.ErrUnreachable},
 		{"sb closed", &azservicebus.Error{Code: azservicebus.CodeClosed}, ErrClosed},
+		{"sb client closed", fmt.Errorf("wrapped: %w", errors.New("client has been closed by user")), ErrClosed},
 		{"sb lock lost", &azservicebus.Error{Code: azservicebus.CodeLockLost}, dlq.ErrLockLost},
 		{"amqp lock lost", amqpErr(condLockLost), dlq.ErrLockLost},
 		{"admin 401", responseError(401, nil, ""), dlq.ErrUnauthorized},

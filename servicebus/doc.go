@@ -89,8 +89,10 @@
 // the broker never saw, and the broker (the emulator, at least) closes the
 // connection with amqp:not-allowed. So an error that says the connection
 // ended (*amqp.ConnError with a condition) maps to dlq.ErrUnreachable
-// whatever the condition (but amqp:unauthorized-access), and the Client
-// replaces its SDK client (Client.connFailed): the next call connects
+// whatever the condition (but amqp:unauthorized-access), and, for a
+// condition the SDK does not reconnect after (any but
+// amqp:connection:forced and amqp:internal-error), the Client replaces its
+// SDK client (Client.connFailed): the next call connects
 // afresh, the senders and receivers move to the new one on their next call,
 // and calls in flight on the old one fail with a retryable
 // dlq.ErrUnreachable instead of ErrClosed.

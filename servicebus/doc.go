@@ -41,17 +41,17 @@
 // per kind of call; zero takes DefaultTimeout (10 s):
 //
 //	kind      bounds                                                   default
-//	--------  -------------------------------------------------------  ---------------------
+//	--------  -------------------------------------------------------  -----------------------
 //	Attach    connecting, $cbs and attaching a link; added to the      10 s
 //	          first call of a sender or receiver (and to the first
 //	          after its link was replaced)
 //	Send      one batch of copies (one round trip)                     10 s
-//	Receive   margin over the caller's wait (a receive that waits     wait + 10 s
-//	          for its context alone has none)
+//	Receive   margin over the caller's wait (none for a receive        wait + 10 s
+//	          that waits for its context alone)
 //	Settle    one complete or abandon                                  10 s
-//	Peek      one $management read: a peek, a receive by sequence     10 s + 2 ms per message
-//	          number, the check after an empty receive                 asked for
-//	Admin     one admin API request (each page of a listing, a Get)   10 s
+//	Peek      one $management read: a peek, a receive by               10 s + 2 ms per message
+//	          sequence number, the check after an empty receive        asked for
+//	Admin     one admin API request (each page of a listing, a Get)    10 s
 //
 // A call that runs out of its deadline fails with an *Error that matches
 // dlq.ErrUnreachable and context.DeadlineExceeded (so the ingester and the
@@ -75,7 +75,8 @@
 // broker. So Receive does not take an empty answer at its word: one that
 // ends before the wait is made again within the wait, and one that waited
 // in vain is confirmed by a one-message peek, whose error (busy,
-// unreachable, not found) becomes the receive's. An empty Receive
+// unreachable, not found) becomes the receive's (so a receive that gets
+// nothing takes its wait and at most Timeouts.Peek more). An empty Receive
 // therefore means the broker answered and had nothing to give.
 //
 // # Connection failures the SDK does not recover from

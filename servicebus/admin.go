@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -16,6 +17,20 @@ import (
 // pagers stop at the first short page instead of asking for one more, empty,
 // page.
 const pageSize = 100
+
+// nextPage reads the next page of a listing of the admin API, within
+// Timeouts.Admin.
+func nextPage[T any](ctx context.Context, c *Client, op string, p *runtime.Pager[T]) (T, error) {
+	var page T
+	if err := c.boundedAdmin(ctx, op, func(ctx context.Context) (err error) {
+		page, err = p.NextPage(ctx)
+		return err
+	}); err != nil {
+		var zero T // page may still be written by an abandoned call
+		return zero, err
+	}
+	return page, nil
+}
 
 // Entities lists every queue, topic and subscription with its runtime
 // counts: one paged request for the queues, one for the topics and one per
@@ -30,9 +45,9 @@ func (c *Client) Entities(ctx context.Context) ([]dlq.Entity, error) {
 
 	queues := c.admin.NewListQueuesRuntimePropertiesPager(&admin.ListQueuesRuntimePropertiesOptions{MaxPageSize: pageSize})
 	for queues.More() {
-		page, err := queues.NextPage(ctx)
+		page, err := nextPage(ctx, c, "list queues", queues)
 		if err != nil {
-			return nil, c.mapAdminError("list queues", err)
+			return nil, err
 		}
 		for _, q := range page.QueueRuntimeProperties {
 			out = append(out, dlq.Entity{Path: q.QueueName, Kind: dlq.KindQueue, Counts: dlq.Counts{
@@ -47,9 +62,9 @@ func (c *Client) Entities(ctx context.Context) ([]dlq.Entity, error) {
 	var topics []string
 	tp := c.admin.NewListTopicsRuntimePropertiesPager(&admin.ListTopicsRuntimePropertiesOptions{MaxPageSize: pageSize})
 	for tp.More() {
-		page, err := tp.NextPage(ctx)
+		page, err := nextPage(ctx, c, "list topics", tp)
 		if err != nil {
-			return nil, c.mapAdminError("list topics", err)
+			return nil, err
 		}
 		for _, t := range page.TopicRuntimeProperties {
 			topics = append(topics, t.TopicName)
@@ -62,9 +77,8 @@ func (c *Client) Entities(ctx context.Context) ([]dlq.Entity, error) {
 	for _, topic := range topics {
 		subs := c.admin.NewListSubscriptionsRuntimePropertiesPager(topic, &admin.ListSubscriptionsRuntimePropertiesOptions{MaxPageSize: pageSize})
 		for subs.More() {
-			page, err := subs.NextPage(ctx)
+			page, err := nextPage(ctx, c, "list subscriptions of topic "+topic, subs)
 			if err != nil {
-				err = c.mapAdminError("list subscriptions of topic "+topic, err)
 				if errors.Is(err, dlq.ErrEntityNotFound) {
 					break // deleted since it was listed
 				}
@@ -101,9 +115,9 @@ func (c *Client) Settings(ctx context.Context) ([]dlq.Settings, error) {
 
 	queues := c.admin.NewListQueuesPager(&admin.ListQueuesOptions{MaxPageSize: pageSize})
 	for queues.More() {
-		page, err := queues.NextPage(ctx)
+		page, err := nextPage(ctx, c, "list queue settings", queues)
 		if err != nil {
-			return nil, c.mapAdminError("list queue settings", err)
+			return nil, err
 		}
 		for _, q := range page.Queues {
 			p := q.QueueProperties
@@ -128,9 +142,9 @@ func (c *Client) Settings(ctx context.Context) ([]dlq.Settings, error) {
 	var topics []string
 	tp := c.admin.NewListTopicsPager(&admin.ListTopicsOptions{MaxPageSize: pageSize})
 	for tp.More() {
-		page, err := tp.NextPage(ctx)
+		page, err := nextPage(ctx, c, "list topic settings", tp)
 		if err != nil {
-			return nil, c.mapAdminError("list topic settings", err)
+			return nil, err
 		}
 		for _, t := range page.Topics {
 			p := t.TopicProperties
@@ -150,9 +164,8 @@ func (c *Client) Settings(ctx context.Context) ([]dlq.Settings, error) {
 	for _, topic := range topics {
 		subs := c.admin.NewListSubscriptionsPager(topic, &admin.ListSubscriptionsOptions{MaxPageSize: pageSize})
 		for subs.More() {
-			page, err := subs.NextPage(ctx)
+			page, err := nextPage(ctx, c, "list subscription settings of topic "+topic, subs)
 			if err != nil {
-				err = c.mapAdminError("list subscription settings of topic "+topic, err)
 				if errors.Is(err, dlq.ErrEntityNotFound) {
 					break
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Retry tunes the SDKs' own retries; zero fields take the defaults.
 	Retry Retry
+	// Timeouts bound every Service Bus call; zero fields take
+	// DefaultTimeout.
+	Timeouts Timeouts
 }
 
 // Retry is how often and how fast the Service Bus SDKs retry a failing
@@ -80,8 +84,15 @@ type Client struct {
 	ns        connString
 	adminBase string // where admin requests go, for messages
 	log       *slog.Logger
-	sb        *azservicebus.Client
 	admin     *admin.Client
+	timeouts  Timeouts
+	// newSB makes an SDK client: one AMQP connection, made by its first
+	// call. See connFailed.
+	newSB func() (*azservicebus.Client, error)
+
+	connMu sync.Mutex
+	sb     *azservicebus.Client
+	conn   uint64 // counts replacements of sb
 
 	mu        sync.Mutex
 	closed    bool
@@ -144,23 +155,32 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %s", cs.redact(err.Error()))
 	}
-	sbClient, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
-		ApplicationID: "dlqdash",
-		RetryOptions: azservicebus.RetryOptions{
-			MaxRetries:    int32(retry.MaxRetries),
-			RetryDelay:    retry.Delay,
-			MaxRetryDelay: retry.MaxDelay,
-		},
-	})
+	newSB := func() (*azservicebus.Client, error) {
+		sb, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
+			ApplicationID: "dlqdash",
+			RetryOptions: azservicebus.RetryOptions{
+				MaxRetries:    int32(retry.MaxRetries),
+				RetryDelay:    retry.Delay,
+				MaxRetryDelay: retry.MaxDelay,
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("service bus client: %s", cs.redact(err.Error()))
+		}
+		return sb, nil
+	}
+	sbClient, err := newSB()
 	if err != nil {
-		return nil, fmt.Errorf("service bus client: %s", cs.redact(err.Error()))
+		return nil, err
 	}
 	return &Client{
 		ns:        cs,
 		adminBase: adminBase,
 		log:       log.With("namespace", cs.namespace()),
+		newSB:     newSB,
 		sb:        sbClient,
 		admin:     adminClient,
+		timeouts:  opts.Timeouts.withDefaults(),
 		receivers: map[receiverKey]*peekReceiver{},
 	}, nil
 }
@@ -197,10 +217,75 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := c.sb.Close(ctx); err != nil {
+	c.connMu.Lock()
+	sb := c.sb
+	c.connMu.Unlock()
+	if err := sb.Close(ctx); err != nil {
 		errs = append(errs, c.mapError("close", err))
 	}
 	return errors.Join(errs...)
+}
+
+// sdk is the current SDK client and its generation.
+func (c *Client) sdk() (*azservicebus.Client, uint64) {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	return c.sb, c.conn
+}
+
+// connGen is the current SDK client's generation.
+func (c *Client) connGen() uint64 {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	return c.conn
+}
+
+// connFailed replaces the SDK client of generation conn, on which err
+// happened, when err says the broker closed its AMQP connection with a
+// condition the SDK does not reconnect after (*amqp.ConnError with any
+// condition but amqp:connection:forced and amqp:internal-error).
+//
+// The SDK reconnects by itself after most connection errors, but not after
+// one that carries a condition it deems fatal: a connection the broker
+// closed with amqp:not-allowed (which go-amqp provokes: when a session's
+// begin is dropped because its context ended before the frame was
+// written, it later sends an end for a channel the broker never saw),
+// amqp:not-implemented and the like. It then keeps the dead connection
+// and every call on it, by any sender or receiver, fails with the same
+// error for good. A new SDK client connects afresh on its first call; the
+// senders and receivers of the old one move to it on their next call (see
+// link), and the old one is closed in the background.
+func (c *Client) connFailed(conn uint64, err error) {
+	var connErr *amqp.ConnError
+	if err == nil || !errors.As(err, &connErr) || connErr.RemoteErr == nil {
+		return // not closed by the broker: the SDK reconnects by itself
+	}
+	switch connErr.RemoteErr.Condition {
+	case amqp.ErrCondConnectionForced, amqp.ErrCondInternalError:
+		return // conditions the SDK reconnects after
+	}
+	if c.isClosed() {
+		return
+	}
+	c.connMu.Lock()
+	if c.conn != conn {
+		c.connMu.Unlock()
+		return // replaced already
+	}
+	fresh, ferr := c.newSB()
+	if ferr != nil {
+		c.connMu.Unlock()
+		return
+	}
+	old := c.sb
+	c.sb, c.conn = fresh, c.conn+1
+	c.connMu.Unlock()
+	c.log.Warn("service bus connection replaced after it failed", "error", cause(err), "generation", conn+1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeouts.Attach)
+		defer cancel()
+		_ = old.Close(ctx)
+	}()
 }
 
 func (c *Client) isClosed() bool {

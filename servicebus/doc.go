@@ -31,6 +31,88 @@
 // client does not retry 429 and 503 at all: they come back at once as
 // throttling, with the server's Retry-After.
 //
+// # Deadlines
+//
+// Every call the adapter makes to Service Bus has a deadline of its own,
+// whatever the caller's context says (a sooner deadline of the caller's
+// still applies), so that a broker that stops answering (a stopped
+// process, a dead network path, a connection the SDK is still recovering)
+// is reported within seconds instead of never. Options.Timeouts sets them
+// per kind of call; zero takes DefaultTimeout (10 s):
+//
+//	kind      bounds                                                   default
+//	--------  -------------------------------------------------------  -----------------------
+//	Attach    connecting, $cbs and attaching a link; added to the      10 s
+//	          first call of a sender or receiver (and to the first
+//	          after its link was replaced)
+//	Send      one batch of copies (one round trip)                     10 s
+//	Receive   margin over the caller's wait (none for a receive        wait + 10 s
+//	          that waits for its context alone)
+//	Settle    one complete or abandon                                  10 s
+//	Peek      one $management read: a peek, a receive by               10 s + 2 ms per message
+//	          sequence number, the check after an empty receive        asked for
+//	Admin     one admin API request (each page of a listing, a Get)    10 s
+//
+// A call that runs out of its deadline fails with an *Error that matches
+// dlq.ErrUnreachable and context.DeadlineExceeded (so the ingester and the
+// replay engine retry it like a lost connection), worded as "send to
+// orders: Service Bus unreachable: the broker did not answer a send to
+// orders within 10 s: ...". If the SDK does not return within a second of
+// the deadline (a few of its paths wait on a lock or for its background
+// releaser without a context), the adapter returns the timeout anyway and
+// leaves the SDK's call to end on its own.
+//
+// A sender or receiver whose call timed out gets a fresh SDK sender or
+// receiver (a new link, attached by the next call); the old one is closed
+// in the background within Timeouts.Attach. A call that was in flight on
+// the old one fails with a retryable dlq.ErrUnreachable, not ErrClosed.
+// Messages received on the old link are settled over the new receiver's
+// $management link. A cached peek receiver whose peek timed out is
+// dropped, and the next peek makes another.
+//
+// The SDK returns no messages and no error from a receive whose link or
+// connection failed, and from one that spent its wait retrying a busy
+// broker. So Receive does not take an empty answer at its word: one that
+// ends before the wait is made again within the wait, and one that waited
+// in vain is confirmed by a one-message peek, whose error (busy,
+// unreachable, not found) becomes the receive's (so a receive that gets
+// nothing takes its wait and at most Timeouts.Peek more). An empty Receive
+// therefore means the broker answered and had nothing to give.
+//
+// # Connection failures the SDK does not recover from
+//
+// The SDK reconnects by itself after most connection errors, but a
+// connection the broker closed with a condition the SDK deems fatal
+// (amqp:not-allowed and the like) is never replaced: the SDK keeps it, and
+// every call of a sender on it fails at once with that error, for good.
+// go-amqp provokes exactly this: when a session's begin is dropped because
+// its context ended before the frame was written, it later ends a session
+// the broker never saw, and the broker (the emulator, at least) closes the
+// connection with amqp:not-allowed. So an error that says the connection
+// ended (*amqp.ConnError with a condition) maps to dlq.ErrUnreachable
+// whatever the condition (but amqp:unauthorized-access), and, for a
+// condition the SDK does not reconnect after (any but
+// amqp:connection:forced and amqp:internal-error), the Client replaces its
+// SDK client (Client.connFailed): the next call connects
+// afresh, the senders and receivers move to the new one on their next call,
+// and calls in flight on the old one fail with a retryable
+// dlq.ErrUnreachable instead of ErrClosed.
+//
+// A receiver that saw its link or connection fail (a call that timed out,
+// a lost connection, a receive that ended early with nothing) completes
+// messages by lock token over $management from then on: the SDK settles a
+// message on the link it came from, falls back to $management only after
+// a link error (not a connection error), and retries a settlement with its
+// default back-off (4 s, 8 s, 16 s) whatever RetryOptions say, so a
+// message received before a dropped connection could otherwise not be
+// completed before its lock expired.
+//
+// What the deadlines cannot shorten: the SDK shares one AMQP connection
+// per Client, and a connection whose peer vanished without closing it is
+// torn down only when go-amqp's idle timeout (1 minute without a frame)
+// notices; until then every call times out after its deadline (and is
+// retried by its caller), then the SDK reconnects on the next call.
+//
 // # Errors
 //
 // Every error names the operation ("peek orders/$DeadLetterQueue", "list
@@ -54,7 +136,8 @@
 //	azservicebus.Error CodeConnectionLost, CodeTimeout dlq.ErrUnreachable
 //	admin HTTP 408, 502, 504; com.microsoft:timeout    dlq.ErrUnreachable
 //	net errors (DNS, refused, reset, EOF), TLS         dlq.ErrUnreachable
-//	certificate errors, the caller's deadline
+//	certificate errors, the caller's deadline,
+//	the call's own deadline (see Deadlines)
 //	azservicebus.Error CodeClosed, use after Close     ErrClosed
 //	the caller's cancellation                          context.Canceled, wrapped with the operation
 //	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
@@ -116,7 +199,8 @@
 //   - OpenReceiver gives a peek-lock receiver on one subqueue. Receive
 //     asks for at most 5000 messages (the SDK's limit), bounds its wait
 //     with a timeout (no messages then is (nil, nil)) and, once a message
-//     arrived, collects for 100 ms so a batch fills on a latent link.
+//     arrived, collects for 100 ms so a batch fills on a latent link. An
+//     empty answer is confirmed with a peek (see Deadlines).
 //     Messages that arrive between calls are released by the SDK, so an
 //     idle receiver holds no locks. ReceiveDeferred fetches deferred
 //     messages by sequence number, leaving out numbers Service Bus does

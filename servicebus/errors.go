@@ -31,6 +31,10 @@ const (
 	condLockLost       amqp.ErrCond = "com.microsoft:message-lock-lost"
 )
 
+// sdkClientClosed is the text of the SDK's (internal) error for a call on
+// a closed azservicebus.Client.
+const sdkClientClosed = "client has been closed by user"
+
 // rpcCoder is the SDK's (internal) $management error: an operation
 // answered with a status code that is not 2xx. A 503 (server busy) is
 // retried by the SDK and then returned as it is.
@@ -124,11 +128,14 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 		gatewayHint     = "the admin endpoint's gateway did not get an answer from Service Bus"
 		closedHint      = ""
 		timeoutHint     = "Service Bus did not answer in time"
+		connClosedHint  = "the connection to %s was closed (by the broker or the network); the next call reconnects"
 		unreachableHint = "could not reach %s: check the Endpoint host and port, DNS, firewalls and proxies (AMQP uses port 5671, 5672 for an emulator; the admin API uses HTTPS, or port 5300 for an emulator)"
 	)
 	unreachable := fmt.Sprintf(unreachableHint, target)
 
-	if errors.Is(err, ErrClosed) {
+	// The SDK's error for a call on a closed client is not exported, nor
+	// turned into an *azservicebus.Error; only its text tells.
+	if errors.Is(err, ErrClosed) || strings.Contains(err.Error(), sdkClientClosed) {
 		return ErrClosed, closedHint, 0
 	}
 	if errors.Is(err, context.Canceled) {
@@ -182,6 +189,15 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 		case http.StatusRequestTimeout:
 			return dlq.ErrUnreachable, timeoutHint, 0
 		}
+	}
+
+	// A connection that ended, whatever the condition it ended with (the
+	// broker may close one with amqp:not-allowed for a protocol slip of the
+	// client's), is a lost connection: the adapter reconnects (see
+	// Client.connFailed) and the call can be retried.
+	var closedBy *amqp.ConnError
+	if errors.As(err, &closedBy) && closedBy.RemoteErr != nil && closedBy.RemoteErr.Condition != amqp.ErrCondUnauthorizedAccess {
+		return dlq.ErrUnreachable, fmt.Sprintf(connClosedHint, target), 0
 	}
 
 	var amqpErr *amqp.Error

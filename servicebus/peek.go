@@ -28,13 +28,16 @@ type receiverKey struct {
 // A peek-lock receiver that is never asked to receive grants no credit, so it
 // never takes a message.
 type peekReceiver struct {
-	key receiverKey
-	r   *azservicebus.Receiver
+	key  receiverKey
+	r    *azservicebus.Receiver
+	conn uint64 // the generation of the SDK client r belongs to
 	// sem is held while the receiver is in use: the ingester never peeks
 	// one (entity, subqueue) twice at once, but if a caller does, the
 	// peeks take turns rather than race inside the SDK.
 	sem    chan struct{}
 	closed atomic.Bool
+	// attached: a peek succeeded, so the links are open (guarded by sem).
+	attached bool
 }
 
 func (p *peekReceiver) acquire(ctx context.Context) error {
@@ -108,15 +111,36 @@ func (c *Client) Peek(ctx context.Context, entity string, q dlq.SubQueue, from i
 			}
 			return nil, fmt.Errorf("%s: %w", op, ErrClosed)
 		}
-		got, err := pr.r.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		d := c.timeouts.peek(max)
+		if !pr.attached {
+			d += c.timeouts.Attach
+		}
+		var got []*azservicebus.ReceivedMessage
+		err, o := c.bounded(ctx, op, "a peek of "+q.Path(entity), d, func(ctx context.Context) (err error) {
+			got, err = pr.r.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+			return err
+		})
 		if err != nil {
-			mapped := c.mapError(op, err)
-			if errors.Is(mapped, dlq.ErrEntityNotFound) {
+			if !o.abandoned {
+				c.connFailed(pr.conn, o.err)
+			}
+			if errors.Is(err, ErrClosed) && !c.isClosed() {
+				// Closed under it: its connection or the receiver was
+				// replaced after a failure.
+				err = c.closedByReplacement(op, err)
+			}
+			switch {
+			case errors.Is(err, dlq.ErrEntityNotFound):
 				c.drop(ctx, pr)
+			case o.broken():
+				// The next peek attaches a fresh receiver rather than
+				// wait on this one's links again.
+				c.dropBroken(pr)
 			}
 			pr.release()
-			return nil, mapped
+			return nil, err
 		}
+		pr.attached = true
 		pr.release()
 		return c.messages(entity, q, from, got), nil
 	}
@@ -131,8 +155,14 @@ func (c *Client) receiver(op, entity string, q dlq.SubQueue) (*peekReceiver, err
 	if c.closed {
 		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
 	}
+	sb, conn := c.sdk()
 	if pr := c.receivers[key]; pr != nil {
-		return pr, nil
+		if pr.conn == conn {
+			return pr, nil
+		}
+		// Its SDK client was replaced after its connection failed.
+		delete(c.receivers, key)
+		c.closeInBackground(pr)
 	}
 	var opts azservicebus.ReceiverOptions // peek-lock; main subqueue: no SubQueue
 	switch q {
@@ -144,16 +174,16 @@ func (c *Client) receiver(op, entity string, q dlq.SubQueue) (*peekReceiver, err
 	var r *azservicebus.Receiver
 	var err error
 	if topic, sub, ok := splitSubscription(entity); ok {
-		r, err = c.sb.NewReceiverForSubscription(topic, sub, &opts)
+		r, err = sb.NewReceiverForSubscription(topic, sub, &opts)
 	} else if entity == "" || strings.HasPrefix(entity, "/") || strings.HasSuffix(entity, "/") {
 		return nil, fmt.Errorf("%s: %q is not a queue name or a <topic>/Subscriptions/<subscription> path", op, entity)
 	} else {
-		r, err = c.sb.NewReceiverForQueue(entity, &opts)
+		r, err = sb.NewReceiverForQueue(entity, &opts)
 	}
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	pr := &peekReceiver{key: key, r: r, sem: make(chan struct{}, 1)}
+	pr := &peekReceiver{key: key, r: r, conn: conn, sem: make(chan struct{}, 1)}
 	c.receivers[key] = pr
 	c.log.Debug("peek receiver created", "entity", entity, "subqueue", string(q))
 	return pr, nil
@@ -168,6 +198,31 @@ func (c *Client) drop(ctx context.Context, pr *peekReceiver) {
 	c.mu.Unlock()
 	pr.closeLocked(ctx)
 	c.log.Debug("peek receiver dropped", "entity", pr.key.entity, "subqueue", string(pr.key.q))
+}
+
+// dropBroken forgets pr, whose peek timed out, and closes it in the
+// background (a link that does not answer may not answer its detach
+// either); the caller holds it.
+func (c *Client) dropBroken(pr *peekReceiver) {
+	c.mu.Lock()
+	if c.receivers[pr.key] == pr {
+		delete(c.receivers, pr.key)
+	}
+	c.mu.Unlock()
+	c.log.Debug("peek receiver dropped after a timeout", "entity", pr.key.entity, "subqueue", string(pr.key.q))
+	c.closeInBackground(pr)
+}
+
+// closeInBackground closes pr within Timeouts.Attach without waiting.
+func (c *Client) closeInBackground(pr *peekReceiver) {
+	if pr.closed.Swap(true) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeouts.Attach)
+		defer cancel()
+		_ = pr.r.Close(ctx)
+	}()
 }
 
 // messages converts a peeked page, keeping the interface's promise of

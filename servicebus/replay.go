@@ -79,9 +79,11 @@ func (c *Client) Entity(ctx context.Context, path string) (replay.EntityInfo, er
 	}()
 
 	if isSub {
-		resp, err := c.admin.GetSubscription(ctx, topic, sub, nil)
+		resp, err := adminGet(ctx, c, op, func(ctx context.Context) (*admin.GetSubscriptionResponse, error) {
+			return c.admin.GetSubscription(ctx, topic, sub, nil)
+		})
 		if err != nil {
-			return replay.EntityInfo{}, c.mapAdminError(op, err)
+			return replay.EntityInfo{}, err
 		}
 		if resp == nil {
 			return replay.EntityInfo{}, notFound(op, path)
@@ -98,9 +100,11 @@ func (c *Client) Entity(ctx context.Context, path string) (replay.EntityInfo, er
 		}, nil
 	}
 
-	q, err := c.admin.GetQueue(ctx, path, nil)
+	q, err := adminGet(ctx, c, op, func(ctx context.Context) (*admin.GetQueueResponse, error) {
+		return c.admin.GetQueue(ctx, path, nil)
+	})
 	if err != nil {
-		return replay.EntityInfo{}, c.mapAdminError(op, err)
+		return replay.EntityInfo{}, err
 	}
 	if q != nil && isQueue(q.QueueProperties) {
 		p := q.QueueProperties
@@ -115,9 +119,11 @@ func (c *Client) Entity(ctx context.Context, path string) (replay.EntityInfo, er
 			Status:                   status(p.Status),
 		}, nil
 	}
-	t, err := c.admin.GetTopic(ctx, path, nil)
+	t, err := adminGet(ctx, c, op, func(ctx context.Context) (*admin.GetTopicResponse, error) {
+		return c.admin.GetTopic(ctx, path, nil)
+	})
 	if err != nil {
-		return replay.EntityInfo{}, c.mapAdminError(op, err)
+		return replay.EntityInfo{}, err
 	}
 	if t == nil || !isTopic(t.TopicProperties) {
 		return replay.EntityInfo{}, notFound(op, path)
@@ -131,6 +137,18 @@ func (c *Client) Entity(ctx context.Context, path string) (replay.EntityInfo, er
 		DefaultTimeToLive:        duration(&bad, path, "DefaultMessageTimeToLive", p.DefaultMessageTimeToLive),
 		Status:                   status(p.Status),
 	}, nil
+}
+
+// adminGet runs one Get request of the admin API within Timeouts.Admin.
+func adminGet[T any](ctx context.Context, c *Client, op string, get func(context.Context) (*T, error)) (*T, error) {
+	var resp *T
+	if err := c.boundedAdmin(ctx, op, func(ctx context.Context) (err error) {
+		resp, err = get(ctx)
+		return err
+	}); err != nil {
+		return nil, err // resp may still be written by an abandoned call
+	}
+	return resp, nil
 }
 
 // isQueue tells a queue's description from a topic's read as a queue's
@@ -207,30 +225,47 @@ func (c *Client) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue
 	case dlq.SubQueueTransferDeadLetter:
 		opts.SubQueue = azservicebus.SubQueueTransfer
 	}
-	open := func() (*azservicebus.Receiver, error) {
+	open := func(sb *azservicebus.Client) (*azservicebus.Receiver, error) {
 		if isSub {
-			return c.sb.NewReceiverForSubscription(topic, sub, &opts)
+			return sb.NewReceiverForSubscription(topic, sub, &opts)
 		}
-		return c.sb.NewReceiverForQueue(entity, &opts)
+		return sb.NewReceiverForQueue(entity, &opts)
 	}
-	r, err := open()
+	l, err := newLink(c, open)
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	return &receiver{c: c, name: q.Path(entity), r: r, open: open}, nil
+	return &receiver{c: c, name: q.Path(entity), l: l}, nil
 }
 
-// receiver is a replay.Receiver over one SDK receiver. Like the SDK's, it
-// receives one batch at a time: concurrent Receive calls fail.
+// receiver is a replay.Receiver over one SDK receiver (replaced when a
+// call on it times out, see link). Like the SDK's, it receives one batch
+// at a time: concurrent Receive calls fail.
 type receiver struct {
 	c    *Client
 	name string // the subqueue's Service Bus path, for messages
-	r    *azservicebus.Receiver
-	// open makes another SDK receiver on the same subqueue (Release
-	// settles through one that never receives).
-	open func() (*azservicebus.Receiver, error)
+	// l holds the SDK receiver; its open makes another on the same
+	// subqueue (Release settles through one that never receives).
+	l *link[*azservicebus.Receiver]
 	// linked: Receive was called once, so the link is attached.
 	linked atomic.Bool
+	// byToken: a call saw the link or the connection fail, so messages
+	// received before may be tied to a dead link. Complete then settles
+	// by lock token over $management (as the SDK does for deferred
+	// messages): the SDK settles a message on the link it came from,
+	// falls back to $management only for a link error, not a connection
+	// error, and retries a settlement with its default back-off (4 s, 8
+	// s, 16 s), whatever RetryOptions say; so a message received before
+	// a dropped connection could not be completed before its lock ran out.
+	byToken atomic.Bool
+}
+
+// suspect records that the receiver's link or connection failed, when
+// err (a mapped error) says so.
+func (r *receiver) suspect(err error) {
+	if errors.Is(err, dlq.ErrUnreachable) && !r.byToken.Swap(true) {
+		r.c.log.Debug("settling by lock token from now on", "entity", r.name, "error", err)
+	}
 }
 
 // firstReceiveWait is the least a receiver's first Receive waits: it
@@ -246,6 +281,15 @@ const firstReceiveWait = 5 * time.Second
 // The first call also attaches the link (and may connect, with the SDK's
 // retries), so it waits at least firstReceiveWait: an empty answer means an
 // empty queue, not a slow attach.
+//
+// An empty answer is checked: the SDK also returns no messages (and no
+// error) when the link or the connection failed during the call, and when
+// it spent the wait retrying a broker that refused (server busy) or did
+// not answer. So a call that ends early with nothing is made again within
+// the wait, and when the wait passed with nothing a one-message peek
+// (within Timeouts.Peek) confirms that the broker answers; its error, if
+// any, is Receive's. The whole call is bounded by wait +
+// Timeouts.Receive (+ Timeouts.Attach for a new link).
 func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]*replay.Received, error) {
 	op := "receive from " + r.name
 	if max <= 0 {
@@ -259,23 +303,131 @@ func (r *receiver) Receive(ctx context.Context, max int, wait time.Duration) ([]
 			wait = firstReceiveWait
 		}
 	}
-	wctx := ctx
+	var until time.Time
 	if wait > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
+		until = time.Now().Add(wait)
 	}
-	got, err := r.r.ReceiveMessages(wctx, max, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: timeAfterFirstMessage})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+	opts := &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: timeAfterFirstMessage}
+	for early := 0; ; early++ {
+		h := r.l.get()
+		var got []*azservicebus.ReceivedMessage
+		waited := false // the wait passed with no message
+		recv := func(cctx context.Context) error {
+			wctx := cctx
+			if !until.IsZero() {
+				var cancel context.CancelFunc
+				wctx, cancel = context.WithDeadline(cctx, until)
+				defer cancel()
+			}
+			msgs, err := h.sdk.ReceiveMessages(wctx, max, opts)
+			if len(msgs) == 0 && wctx.Err() != nil && cctx.Err() == nil && (err == nil || isContextError(err)) {
+				waited = true
+				return nil
+			}
+			got = msgs
+			return err
 		}
-		if wctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		var err error
+		var o outcome
+		if until.IsZero() {
+			o = outcome{err: recv(ctx)}
+			if o.err != nil {
+				err = r.c.mapError(op, o.err)
+			}
+		} else {
+			d := time.Until(until) + r.c.timeouts.Receive + h.attach
+			err, o = r.c.bounded(ctx, op, "a receive from "+r.name, d, recv)
+		}
+		if err != nil {
+			r.l.after(h, o)
+			err = r.callError(ctx, op, h, err)
+			r.suspect(err)
+			return nil, err
+		}
+		if len(got) > 0 {
+			r.l.ok(h)
+			return r.convert(got), nil
+		}
+		if waited {
+			if err := r.confirm(ctx, op); err != nil {
+				return nil, err
+			}
 			return nil, nil
 		}
-		return nil, r.c.mapError(op, err)
+		// Nothing, early: the SDK swallowed a link or connection error,
+		// which the next call recovers from (or reports).
+		r.suspect(dlq.ErrUnreachable)
+		if early > 0 && !r.pause(ctx, until) {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+			}
+			if err := r.confirm(ctx, op); err != nil {
+				return nil, err
+			}
+			return nil, nil
+		}
 	}
-	return r.convert(got), nil
+}
+
+// earlyPause is the pause between receives that ended early with nothing,
+// after the first retry.
+const earlyPause = 100 * time.Millisecond
+
+// pause waits earlyPause, or until ctx ends or until passes (then false).
+func (r *receiver) pause(ctx context.Context, until time.Time) bool {
+	d := earlyPause
+	if !until.IsZero() {
+		if left := time.Until(until); left < d {
+			d = left
+		}
+	}
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return until.IsZero() || time.Now().Before(until)
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// confirm checks, after a receive that got nothing, that the broker
+// answers for the subqueue: a one-message peek over $management. Its error
+// is the receive's (the broker is busy, unreachable, or the entity gone);
+// nil means that nothing was there to take.
+func (r *receiver) confirm(ctx context.Context, op string) error {
+	h := r.l.get()
+	from := int64(0)
+	err, o := r.c.bounded(ctx, op, "a peek confirming that "+r.name+" had nothing to receive", r.c.timeouts.peek(1)+h.attach,
+		func(ctx context.Context) error {
+			_, err := h.sdk.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+			return err
+		})
+	r.l.after(h, o)
+	if err != nil {
+		return r.callError(ctx, op, h, err)
+	}
+	return nil
+}
+
+// callError is the error of a call on generation gen of the SDK receiver:
+// the caller's cancellation as it is, a link the adapter closed because
+// another call on it timed out as retryable, anything else as mapped.
+func (r *receiver) callError(ctx context.Context, op string, h handle[*azservicebus.Receiver], err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+	if errors.Is(err, ErrClosed) && r.l.replaced(h) {
+		return r.c.closedByReplacement(op, err)
+	}
+	return err
+}
+
+func isContextError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // ReceiveDeferred receives deferred messages by sequence number over
@@ -317,17 +469,34 @@ type deferredFetch struct {
 }
 
 func (d *deferredFetch) fetch(ctx context.Context, seqs []int64) ([]*azservicebus.ReceivedMessage, error) {
-	got, err := d.r.r.ReceiveDeferredMessages(ctx, seqs, nil)
+	r := d.r
+	h := r.l.get()
+	var got []*azservicebus.ReceivedMessage
+	var sdkErr error // the SDK's own error, to tell a 404
+	err, o := r.c.bounded(ctx, d.op, "a receive of deferred messages from "+r.name, r.c.timeouts.peek(len(seqs))+h.attach,
+		func(ctx context.Context) error {
+			var err error
+			got, err = h.sdk.ReceiveDeferredMessages(ctx, seqs, nil)
+			sdkErr = err
+			return err
+		})
+	r.l.after(h, o)
 	if err == nil {
 		return got, nil
 	}
-	if !isNotFound(err) {
-		return nil, d.r.c.mapError(d.op, err)
+	if o.abandoned || !isNotFound(sdkErr) {
+		return nil, r.callError(ctx, d.op, h, err)
 	}
 	if !d.checked {
 		from := seqs[0]
-		if _, perr := d.r.r.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}); perr != nil {
-			return nil, d.r.c.mapError(d.op, perr)
+		h := r.l.get()
+		err, o := r.c.bounded(ctx, d.op, "a peek of "+r.name, r.c.timeouts.peek(1)+h.attach, func(ctx context.Context) error {
+			_, err := h.sdk.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+			return err
+		})
+		r.l.after(h, o)
+		if err != nil {
+			return nil, r.callError(ctx, d.op, h, err)
 		}
 		d.checked = true
 	}
@@ -368,8 +537,18 @@ func (r *receiver) Complete(ctx context.Context, m *replay.Received) error {
 	if !ok || rm == nil {
 		return fmt.Errorf("%s: the message was not received by this adapter (Raw is %T)", op, m.Raw)
 	}
-	if err := r.r.CompleteMessage(ctx, rm, nil); err != nil {
-		return r.c.mapError(op, err)
+	settle := rm
+	if r.byToken.Load() {
+		settle = &azservicebus.ReceivedMessage{LockToken: rm.LockToken}
+	}
+	h := r.l.get()
+	err, o := r.c.bounded(ctx, op, fmt.Sprintf("a complete of message %d of %s", m.SequenceNumber, r.name), r.c.timeouts.Settle+h.attach,
+		func(ctx context.Context) error { return h.sdk.CompleteMessage(ctx, settle, nil) })
+	r.l.after(h, o)
+	if err != nil {
+		err = r.callError(ctx, op, h, err)
+		r.suspect(err)
+		return err
 	}
 	return nil
 }
@@ -385,16 +564,23 @@ func (r *receiver) Complete(ctx context.Context, m *replay.Received) error {
 // receiver that never asks for a message (the SDK settles a message known
 // only by its lock token there).
 func (r *receiver) Release(ctx context.Context, held []*replay.Received) error {
-	_ = r.r.Close(ctx)
+	_ = r.l.close(ctx)
 	if len(held) == 0 {
 		return nil
 	}
 	op := "give messages back to " + r.name
-	settler, err := r.open()
+	sb, _ := r.c.sdk()
+	settler, err := r.l.open(sb)
 	if err != nil {
 		return r.c.mapError(op, err)
 	}
-	defer settler.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// Within Timeouts.Attach: a broker that does not answer the
+		// abandons may not answer the detach either.
+		_ = within(context.WithoutCancel(ctx), r.c.timeouts.Attach, settler.Close)
+	}()
+	// The first abandon attaches the settler's $management link.
+	d := r.c.timeouts.Settle + r.c.timeouts.Attach
 	errs := make([]error, len(held))
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
@@ -407,9 +593,11 @@ func (r *receiver) Release(ctx context.Context, held []*replay.Received) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := settler.AbandonMessage(ctx, &azservicebus.ReceivedMessage{LockToken: rm.LockToken}, nil); err != nil {
-				errs[i] = r.c.mapError(fmt.Sprintf("%s (message %d)", op, m.SequenceNumber), err)
-			}
+			op := fmt.Sprintf("%s (message %d)", op, m.SequenceNumber)
+			what := fmt.Sprintf("an abandon of message %d of %s", m.SequenceNumber, r.name)
+			errs[i], _ = r.c.bounded(ctx, op, what, d, func(ctx context.Context) error {
+				return settler.AbandonMessage(ctx, &azservicebus.ReceivedMessage{LockToken: rm.LockToken}, nil)
+			})
 		})
 	}
 	wg.Wait()
@@ -419,7 +607,7 @@ func (r *receiver) Release(ctx context.Context, held []*replay.Received) error {
 // Close closes the receiver's links. Messages it still holds locks on stay
 // locked until their locks expire, as on Azure (Release gives them back).
 func (r *receiver) Close(ctx context.Context) error {
-	if err := r.r.Close(ctx); err != nil {
+	if err := r.l.close(ctx); err != nil {
 		return r.c.mapError("close receiver on "+r.name, err)
 	}
 	return nil
@@ -496,18 +684,19 @@ func (c *Client) OpenSender(ctx context.Context, path string) (replay.Sender, er
 	if isSub {
 		return nil, fmt.Errorf("%s: a subscription cannot be sent to; send to its topic", op)
 	}
-	s, err := c.sb.NewSender(path, nil)
+	l, err := newLink(c, func(sb *azservicebus.Client) (*azservicebus.Sender, error) { return sb.NewSender(path, nil) })
 	if err != nil {
 		return nil, c.mapError(op, err)
 	}
-	return &sender{c: c, path: path, s: s}, nil
+	return &sender{c: c, path: path, l: l}, nil
 }
 
-// sender is a replay.Sender over one SDK sender.
+// sender is a replay.Sender over one SDK sender (replaced when a call on
+// it times out, see link).
 type sender struct {
 	c    *Client
 	path string
-	s    *azservicebus.Sender
+	l    *link[*azservicebus.Sender]
 
 	batches atomic.Int64 // batches sent (round trips), for tests
 }
@@ -575,10 +764,19 @@ func batchKey(m *azservicebus.AMQPAnnotatedMessage, at *time.Time) string {
 // sendAll sends msgs in as few batches as fit.
 func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AMQPAnnotatedMessage) error {
 	var batch *azservicebus.MessageBatch
+	what := "a send to " + s.path
 	newBatch := func() error {
-		b, err := s.s.NewMessageBatch(ctx, nil)
+		// No I/O once the link is attached (the batch's limit is the
+		// link's); the first call attaches it.
+		h := s.l.get()
+		var b *azservicebus.MessageBatch
+		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+h.attach, func(ctx context.Context) (err error) {
+			b, err = h.sdk.NewMessageBatch(ctx, nil)
+			return err
+		})
+		s.l.after(h, o)
 		if err != nil {
-			return s.c.mapError(op, err)
+			return s.callError(ctx, op, h, err)
 		}
 		batch = b
 		return nil
@@ -588,10 +786,15 @@ func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AM
 			return nil
 		}
 		s.batches.Add(1)
-		err := s.s.SendMessageBatch(ctx, batch, nil)
+		h := s.l.get()
+		b := batch
 		batch = nil
+		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+h.attach, func(ctx context.Context) error {
+			return h.sdk.SendMessageBatch(ctx, b, nil)
+		})
+		s.l.after(h, o)
 		if err != nil {
-			return s.c.mapError(op, err)
+			return s.callError(ctx, op, h, err)
 		}
 		return nil
 	}
@@ -621,6 +824,17 @@ func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AM
 	return flush()
 }
 
+// callError is receiver.callError for the sender.
+func (s *sender) callError(ctx context.Context, op string, h handle[*azservicebus.Sender], err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+	if errors.Is(err, ErrClosed) && s.l.replaced(h) {
+		return s.c.closedByReplacement(op, err)
+	}
+	return err
+}
+
 func copyID(m *azservicebus.AMQPAnnotatedMessage) string {
 	if m.Properties == nil {
 		return ""
@@ -630,7 +844,7 @@ func copyID(m *azservicebus.AMQPAnnotatedMessage) string {
 
 // Close closes the sender's link.
 func (s *sender) Close(ctx context.Context) error {
-	if err := s.s.Close(ctx); err != nil {
+	if err := s.l.close(ctx); err != nil {
 		return s.c.mapError("close sender to "+s.path, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
 // EmulatorAdminPort is where the admin API of a development emulator
@@ -77,7 +78,7 @@ func (r Retry) withDefaults() Retry {
 // Client is a dlq.Broker and a replay.Broker over the azservicebus SDK and
 // its admin client. It is safe for concurrent use.
 type Client struct {
-	ns        connString
+	ns        connstr.ConnectionString
 	adminBase string // where admin requests go, for messages
 	log       *slog.Logger
 	sb        *azservicebus.Client
@@ -104,9 +105,9 @@ var _ dlq.Broker = (*Client)(nil)
 // never contain the connection string or any of its secrets.
 func Open(ctx context.Context, connectionString string, opts Options) (*Client, error) {
 	_ = ctx // reserved: Open does no I/O today
-	cs, err := parseConnString(connectionString)
+	cs, err := connstr.Parse(connectionString)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connection string %w", err)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -127,10 +128,10 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 		Telemetry: policy.TelemetryOptions{ApplicationID: "dlqdash"},
 	}}
 	base := opts.AdminEndpoint
-	if base == "" && cs.emulator {
-		base = "http://" + net.JoinHostPort(cs.host, EmulatorAdminPort)
+	if base == "" && cs.UseDevelopmentEmulator {
+		base = "http://" + net.JoinHostPort(cs.Host, EmulatorAdminPort)
 	}
-	adminBase := "https://" + cs.namespace() + "/"
+	adminBase := "https://" + cs.Namespace() + "/"
 	if base != "" {
 		u, err := url.Parse(base)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
@@ -142,7 +143,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	}
 	adminClient, err := admin.NewClientFromConnectionString(connectionString, adminOpts)
 	if err != nil {
-		return nil, fmt.Errorf("admin client: %s", cs.redact(err.Error()))
+		return nil, fmt.Errorf("admin client: %s", cs.Redact(err.Error()))
 	}
 	sbClient, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
 		ApplicationID: "dlqdash",
@@ -153,12 +154,12 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("service bus client: %s", cs.redact(err.Error()))
+		return nil, fmt.Errorf("service bus client: %s", cs.Redact(err.Error()))
 	}
 	return &Client{
 		ns:        cs,
 		adminBase: adminBase,
-		log:       log.With("namespace", cs.namespace()),
+		log:       log.With("namespace", cs.Namespace()),
 		sb:        sbClient,
 		admin:     adminClient,
 		receivers: map[receiverKey]*peekReceiver{},
@@ -166,7 +167,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 }
 
 // Namespace is the namespace's host[:port], safe to log and show.
-func (c *Client) Namespace() string { return c.ns.namespace() }
+func (c *Client) Namespace() string { return c.ns.Namespace() }
 
 // Close closes every cached receiver and the AMQP connection. It is safe to
 // call more than once and concurrently with other methods, which then fail

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/emulator"
 	"github.com/dlqdash/dlqdash/emulator/config"
+	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
 // Environment variables. Flags win over them; they win over defaults.
@@ -80,7 +81,7 @@ type Config struct {
 	Auth AuthConfig
 
 	// serve
-	ConnectionString ConnectionString
+	ConnectionString connstr.ConnectionString
 	AdminEndpoint    string // admin HTTP base URL; empty for the default
 
 	// emulator
@@ -452,9 +453,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if c.name == "serve" {
 		raw := getenv(envConnectionString)
 		if strings.TrimSpace(raw) == "" {
-			return Config{}, bad("%s is not set: serve needs the namespace's connection string (%s)", envConnectionString, connStrShape)
+			return Config{}, bad("%s is not set: serve needs the namespace's connection string (%s)", envConnectionString, connstr.Shape)
 		}
-		cs, err := parseConnectionString(raw)
+		cs, err := connstr.Parse(raw)
 		if err != nil {
 			return Config{}, bad("%s %v", envConnectionString, err)
 		}
@@ -575,7 +576,7 @@ func commandHelp(c command, getenv func(string) string) string {
 		b.WriteString(faultInjectionHelp)
 	}
 	if c.name == "serve" {
-		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connStrShape)
+		fmt.Fprintf(&b, "\nEnvironment:\n  %s (required)\n        the namespace's connection string, e.g.\n        %s\n        Only from the environment, never a flag; never logged.\n", envConnectionString, connstr.Shape)
 	}
 	if c.name == "serve" || c.name == "demo" {
 		b.WriteString(authHelp)

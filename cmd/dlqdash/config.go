@@ -1,18 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/dlqdash/dlqdash/emulator"
 	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
@@ -113,163 +108,34 @@ type EmulatorConfig struct {
 // parseConfig turns the command line and environment into a Config. It is
 // pure: it reads nothing but its arguments and prints nothing. Errors are
 // *usageError (one line saying what to fix) or *helpRequest.
+//
+// It finds the command (resolveCommand), parses its flags (parseFlags), and
+// hands them to the command's own parser, which checks them.
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
-	if len(args) == 0 {
-		return Config{}, &usageError{msg: "missing command: want one of " + commandNames()}
-	}
-	name := args[0]
-	if isHelpArg(name) {
-		if len(args) > 1 {
-			topic := args[1]
-			if subs := subcommands(topic); len(subs) > 0 {
-				if len(args) < 3 {
-					return Config{}, &helpRequest{groupHelp(topic)}
-				}
-				topic += " " + args[2]
-			}
-			if c, ok := lookupCommand(topic); ok {
-				return Config{}, &helpRequest{commandHelp(c, getenv)}
-			}
-		}
-		return Config{}, &helpRequest{topHelp()}
-	}
-	if subs := subcommands(name); len(subs) > 0 {
-		// A two-word command: "audit verify --db FILE".
-		want := "want dlqdash " + name + " <" + strings.Join(subs, "|") + "> [flags]"
-		switch {
-		case len(args) < 2:
-			return Config{}, &usageError{msg: "missing " + name + " subcommand: " + want, command: name}
-		case isHelpArg(args[1]):
-			return Config{}, &helpRequest{groupHelp(name)}
-		case strings.HasPrefix(args[1], "-"):
-			return Config{}, &usageError{msg: fmt.Sprintf("flag %s given before the %s subcommand: %s", strings.SplitN(args[1], "=", 2)[0], name, want), command: name}
-		}
-		if _, ok := lookupCommand(name + " " + args[1]); !ok {
-			return Config{}, &usageError{msg: fmt.Sprintf("unknown %s subcommand %q: want %s", name, args[1], orList(subs)), command: name}
-		}
-		name, args = name+" "+args[1], args[1:]
-	}
-	c, ok := lookupCommand(name)
-	if !ok {
-		if strings.HasPrefix(name, "-") {
-			return Config{}, &usageError{msg: fmt.Sprintf("flag %s given before the command: want dlqdash <command> [flags]", strings.SplitN(name, "=", 2)[0])}
-		}
-		return Config{}, &usageError{msg: fmt.Sprintf("unknown command %q: want one of %s", name, commandNames())}
+	c, flagArgs, err := resolveCommand(args, getenv)
+	if err != nil {
+		return Config{}, err
 	}
 	bad := func(format string, a ...any) error {
 		return &usageError{msg: fmt.Sprintf(format, a...), command: c.name}
 	}
-
-	f := newFlagSet(c, getenv)
-	if err := f.fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return Config{}, &helpRequest{commandHelp(c, getenv)}
-		}
-		// The flag package's messages name the flag, never its value.
-		msg := err.Error()
-		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-			msg = "unknown flag --" + strings.TrimLeft(name, "-")
-		}
-		return Config{}, bad("%s", msg)
-	}
-	if f.envErr != "" {
-		return Config{}, bad("%s", f.envErr)
-	}
-	if n := f.fs.NArg(); n > 0 {
-		// Not echoed: a pasted connection string would land here.
-		return Config{}, bad("%s takes no arguments, got %d (secrets such as the connection string go in %s)", c.name, n, envConnectionString)
+	f, err := parseFlags(c, flagArgs, getenv, bad)
+	if err != nil {
+		return Config{}, err
 	}
 
 	cfg := Config{Command: c.name}
-	v := func(name string) string { return *f.values[name] }
-
-	if _, ok := f.values["log-level"]; ok {
-		if err := cfg.LogLevel.UnmarshalText([]byte(v("log-level"))); err != nil {
-			return Config{}, bad("invalid log level %q from %s: want debug, info, warn or error", v("log-level"), f.source("log-level"))
-		}
-		switch cfg.LogFormat = strings.ToLower(v("log-format")); cfg.LogFormat {
-		case "text", "json":
-		default:
-			return Config{}, bad("invalid log format %q from %s: want text or json", v("log-format"), f.source("log-format"))
-		}
+	if err := parseLogConfig(&cfg, f, bad); err != nil {
+		return Config{}, err
 	}
-
-	checkAddr := func(name string) (string, error) {
-		a := v(name)
-		if err := validateAddr(a); err != nil {
-			return "", bad("invalid address %q from %s: %v", a, f.source(name), err)
-		}
-		return a, nil
-	}
-	var err error
+	v := f.get
 	switch c.name {
 	case "demo", "serve":
-		if cfg.Addr, err = checkAddr("addr"); err != nil {
-			return Config{}, err
-		}
-		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
-			return Config{}, bad("empty database path from %s", f.source("db"))
-		}
-		if cfg.Poll, err = time.ParseDuration(v("poll")); err != nil || cfg.Poll < 100*time.Millisecond || cfg.Poll > time.Hour {
-			return Config{}, bad("invalid poll interval %q from %s: want a duration from 100ms to 1h, e.g. 1s", v("poll"), f.source("poll"))
-		}
-		if cfg.Retention, err = parseRetention(v("retention")); err != nil {
-			return Config{}, bad("invalid retention %q from %s: %v", v("retention"), f.source("retention"), err)
-		}
-		if cfg.OrphanAfter, err = time.ParseDuration(v("orphan-after")); err != nil || cfg.OrphanAfter < time.Minute {
-			return Config{}, bad("invalid orphan-after %q from %s: want a duration of at least 1m, e.g. 24h", v("orphan-after"), f.source("orphan-after"))
-		}
-		if cfg.PoisonCap, err = strconv.Atoi(v("poison-cap")); err != nil || cfg.PoisonCap < 1 || cfg.PoisonCap > 1000 {
-			return Config{}, bad("invalid poison cap %q from %s: want a whole number from 1 to 1000", v("poison-cap"), f.source("poison-cap"))
-		}
-		if strings.TrimSpace(v("metrics-addr")) != "" {
-			if cfg.MetricsAddr, err = checkAddr("metrics-addr"); err != nil {
-				return Config{}, err
-			}
-			if _, port, _ := net.SplitHostPort(cfg.MetricsAddr); cfg.MetricsAddr == cfg.Addr && port != "0" {
-				return Config{}, bad("metrics address %q from %s is the dashboard's own (%s): give another port, or leave it empty to serve /metrics on the dashboard's listener",
-					cfg.MetricsAddr, f.source("metrics-addr"), f.source("addr"))
-			}
-		}
-		if cfg.Auth, err = parseAuth(f, c.name, cfg.Addr, getenv, bad); err != nil {
-			return Config{}, err
-		}
-		if c.name == "serve" {
-			if a := strings.TrimSpace(v("admin-endpoint")); a != "" {
-				u, err := url.Parse(a)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-					return Config{}, bad("invalid admin endpoint %q from %s: want http(s)://host[:port]", a, f.source("admin-endpoint"))
-				}
-				cfg.AdminEndpoint = a
-			}
-		}
+		err = parseDashboardConfig(&cfg, f, getenv, bad)
 	case "emulator":
-		if cfg.Emulator.AMQPAddr, err = checkAddr("amqp-addr"); err != nil {
-			return Config{}, err
-		}
-		if cfg.Emulator.AdminAddr, err = checkAddr("admin-addr"); err != nil {
-			return Config{}, err
-		}
-		cfg.Emulator.ConfigPath = v("config")
-		cfg.Emulator.KeyName = cmp.Or(strings.TrimSpace(getenv(envEmulatorKeyName)), emulator.DefaultKeyName)
-		cfg.Emulator.Key = secret(cmp.Or(getenv(envEmulatorKey), emulator.DefaultKey))
+		err = parseEmulatorConfig(&cfg, f, getenv, bad)
 	case "healthcheck":
-		u := v("url")
-		if u == "" {
-			addr := getenv(envAddr)
-			if addr == "" {
-				addr = defaultAddr
-			}
-			if err := validateAddr(addr); err != nil {
-				return Config{}, bad("invalid address %q from %s: %v", addr, envAddr, err)
-			}
-			u = healthURL(addr)
-		}
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return Config{}, bad("invalid URL %q from %s: want http://host:port/healthz", u, f.source("url"))
-		}
-		cfg.HealthcheckURL = u
+		err = parseHealthcheckConfig(&cfg, f, getenv, bad)
 	case "export":
 		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
 			return Config{}, bad("empty database path from %s", f.source("db"))
@@ -278,33 +144,128 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, err
 		}
 	case "token create", "token list", "token revoke":
-		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
-			return Config{}, bad("empty database path from %s", f.source("db"))
-		}
-		if cfg.Token, err = parseToken(c.name, f, bad); err != nil {
-			return Config{}, err
-		}
+		err = parseTokenConfig(&cfg, f, bad)
 	case "audit verify", "audit export":
-		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
-			return Config{}, bad("empty database path from %s", f.source("db"))
-		}
-		if c.name == "audit export" {
-			if cfg.AuditExport, err = parseAuditExport(f, bad); err != nil {
-				return Config{}, err
-			}
-		}
+		err = parseAuditConfig(&cfg, f, bad)
 	}
-
-	if c.name == "serve" {
-		raw := getenv(envConnectionString)
-		if strings.TrimSpace(raw) == "" {
-			return Config{}, bad("%s is not set: serve needs the namespace's connection string (%s)", envConnectionString, connstr.Shape)
-		}
-		cs, err := connstr.Parse(raw)
-		if err != nil {
-			return Config{}, bad("%s %v", envConnectionString, err)
-		}
-		cfg.ConnectionString = cs
+	if err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// resolveCommand finds the command args name (one word, or a group and a
+// subcommand: "audit verify") and returns it with the arguments left for its
+// flags. A request for help anywhere before the flags is a *helpRequest.
+func resolveCommand(args []string, getenv func(string) string) (command, []string, error) {
+	if len(args) == 0 {
+		return command{}, nil, &usageError{msg: "missing command: want one of " + commandNames()}
+	}
+	name := args[0]
+	if isHelpArg(name) {
+		if len(args) > 1 {
+			topic := args[1]
+			if subs := subcommands(topic); len(subs) > 0 {
+				if len(args) < 3 {
+					return command{}, nil, &helpRequest{groupHelp(topic)}
+				}
+				topic += " " + args[2]
+			}
+			if c, ok := lookupCommand(topic); ok {
+				return command{}, nil, &helpRequest{commandHelp(c, getenv)}
+			}
+		}
+		return command{}, nil, &helpRequest{topHelp()}
+	}
+	if subs := subcommands(name); len(subs) > 0 {
+		// A two-word command: "audit verify --db FILE".
+		want := "want dlqdash " + name + " <" + strings.Join(subs, "|") + "> [flags]"
+		switch {
+		case len(args) < 2:
+			return command{}, nil, &usageError{msg: "missing " + name + " subcommand: " + want, command: name}
+		case isHelpArg(args[1]):
+			return command{}, nil, &helpRequest{groupHelp(name)}
+		case strings.HasPrefix(args[1], "-"):
+			return command{}, nil, &usageError{msg: fmt.Sprintf("flag %s given before the %s subcommand: %s", strings.SplitN(args[1], "=", 2)[0], name, want), command: name}
+		}
+		if _, ok := lookupCommand(name + " " + args[1]); !ok {
+			return command{}, nil, &usageError{msg: fmt.Sprintf("unknown %s subcommand %q: want %s", name, args[1], orList(subs)), command: name}
+		}
+		name, args = name+" "+args[1], args[1:]
+	}
+	c, ok := lookupCommand(name)
+	if !ok {
+		if strings.HasPrefix(name, "-") {
+			return command{}, nil, &usageError{msg: fmt.Sprintf("flag %s given before the command: want dlqdash <command> [flags]", strings.SplitN(name, "=", 2)[0])}
+		}
+		return command{}, nil, &usageError{msg: fmt.Sprintf("unknown command %q: want one of %s", name, commandNames())}
+	}
+	return c, args[1:], nil
+}
+
+// parseFlags parses the command's flags (each defaulting to its environment
+// variable). Commands take flags only: a stray argument is refused without
+// being echoed, since a pasted connection string would land there.
+func parseFlags(c command, args []string, getenv func(string) string, bad func(string, ...any) error) (*flagSet, error) {
+	f := newFlagSet(c, getenv)
+	if err := f.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{commandHelp(c, getenv)}
+		}
+		// The flag package's messages name the flag, never its value.
+		msg := err.Error()
+		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			msg = "unknown flag --" + strings.TrimLeft(name, "-")
+		}
+		return nil, bad("%s", msg)
+	}
+	if f.envErr != "" {
+		return nil, bad("%s", f.envErr)
+	}
+	if n := f.fs.NArg(); n > 0 {
+		// Not echoed: a pasted connection string would land here.
+		return nil, bad("%s takes no arguments, got %d (secrets such as the connection string go in %s)", c.name, n, envConnectionString)
+	}
+	return f, nil
+}
+
+// parseLogConfig reads the log flags of the commands that have them.
+func parseLogConfig(cfg *Config, f *flagSet, bad func(string, ...any) error) error {
+	if _, ok := f.values["log-level"]; !ok {
+		return nil
+	}
+	v := f.get
+	if err := cfg.LogLevel.UnmarshalText([]byte(v("log-level"))); err != nil {
+		return bad("invalid log level %q from %s: want debug, info, warn or error", v("log-level"), f.source("log-level"))
+	}
+	switch cfg.LogFormat = strings.ToLower(v("log-format")); cfg.LogFormat {
+	case "text", "json":
+	default:
+		return bad("invalid log format %q from %s: want text or json", v("log-format"), f.source("log-format"))
+	}
+	return nil
+}
+
+// parseTokenConfig reads the flags of token create, list and revoke (DB is
+// their database).
+func parseTokenConfig(cfg *Config, f *flagSet, bad func(string, ...any) error) error {
+	var err error
+	if cfg.DB, err = f.db(bad); err != nil {
+		return err
+	}
+	cfg.Token, err = parseToken(cfg.Command, f, bad)
+	return err
+}
+
+// parseAuditConfig reads the flags of audit verify and audit export (DB is
+// their database; verify needs nothing else).
+func parseAuditConfig(cfg *Config, f *flagSet, bad func(string, ...any) error) error {
+	var err error
+	if cfg.DB, err = f.db(bad); err != nil {
+		return err
+	}
+	if cfg.Command == "audit export" {
+		cfg.AuditExport, err = parseAuditExport(f, bad)
+	}
+	return err
 }

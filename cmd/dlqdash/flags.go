@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"strings"
 )
 
 // flagSet is a flag.FlagSet whose string flags default to an environment
@@ -57,4 +58,26 @@ func newFlagSet(c command, getenv func(string) string) *flagSet {
 	f := &flagSet{fs: fs, getenv: getenv, values: map[string]*string{}, bools: map[string]*bool{}}
 	c.flags(f)
 	return f
+}
+
+// get is the value of the string flag name (after the environment and
+// defaults).
+func (f *flagSet) get(name string) string { return *f.values[name] }
+
+// db is the --db flag: a database path, not empty.
+func (f *flagSet) db(bad func(string, ...any) error) (string, error) {
+	db := strings.TrimSpace(f.get("db"))
+	if db == "" {
+		return "", bad("empty database path from %s", f.source("db"))
+	}
+	return db, nil
+}
+
+// addr is the address flag name, checked (validateAddr).
+func (f *flagSet) addr(name string, bad func(string, ...any) error) (string, error) {
+	a := f.get(name)
+	if err := validateAddr(a); err != nil {
+		return "", bad("invalid address %q from %s: %v", a, f.source(name), err)
+	}
+	return a, nil
 }

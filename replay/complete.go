@@ -47,7 +47,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 			if !errors.Is(err, dlq.ErrLockLost) && !transient(err) && fatal == nil {
 				fatal = err
 			}
-			r.e.log.Debug("replay: original not removed yet", "job", r.job.ID, "message", mt.it.MessageID, "err", err)
+			r.e.log.Debug("replay: original not removed yet", "job_id", r.job.ID, "message_id", mt.it.MessageID, "error", err)
 			continue
 		}
 		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemCompleted})

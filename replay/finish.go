@@ -25,10 +25,10 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 	case stop != nil && why != stopCancel && !r.cancelling:
 		j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, stop.reason, StatusRunning)
 		if err != nil {
-			e.log.Error("replay: cannot pause job", "job", id, "err", err)
+			e.log.Error("replay: cannot pause job", "job_id", id, "error", err)
 			return
 		}
-		e.log.Warn("replay: job paused", "job", id, "reason", stop.reason)
+		e.log.Warn("replay: job paused", "job_id", id, "reason", stop.reason)
 		e.audit(ctx, audit.Record{Actor: ActorEngine, Action: audit.ActionJobPaused, Params: jobParams(j, stop.reason),
 			Outcome: audit.OutcomeFailed})
 		e.changed(j)
@@ -49,11 +49,11 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 			}
 		}
 		if err != nil {
-			e.log.Error("replay: cancelling job", "job", id, "err", err)
+			e.log.Error("replay: cancelling job", "job_id", id, "error", err)
 		}
 		j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelled, r.job.PausedReason, StatusCancelling)
 		if err != nil {
-			e.log.Error("replay: cannot cancel job", "job", id, "err", err)
+			e.log.Error("replay: cannot cancel job", "job_id", id, "error", err)
 			return
 		}
 		e.changed(j)
@@ -67,7 +67,7 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 		return
 	}
 	if err != nil {
-		e.log.Error("replay: cannot complete job", "job", id, "err", err)
+		e.log.Error("replay: cannot complete job", "job_id", id, "error", err)
 		return
 	}
 	outcome := audit.OutcomeSucceeded
@@ -75,6 +75,6 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 		outcome = audit.OutcomeFailed
 	}
 	e.audit(ctx, audit.Record{Actor: ActorEngine, Action: audit.ActionJobCompleted, Params: jobParams(j, ""), Outcome: outcome})
-	e.log.Info("replay: job completed", "job", id, "completed", j.Counts.Completed, "failed", j.Counts.Failed, "skipped", j.Counts.Skipped)
+	e.log.Info("replay: job completed", "job_id", id, "completed", j.Counts.Completed, "failed", j.Counts.Failed, "skipped", j.Counts.Skipped)
 	e.changed(j)
 }

@@ -32,8 +32,8 @@ func (r *run) release(ctx context.Context, s *source) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err := s.recv.Release(ctx, held)
-	r.e.log.Debug("replay: released held messages", "job", r.job.ID, "source", s.key.q.Path(s.key.entity),
-		"held", len(held), "err", err)
+	r.e.log.Debug("replay: released held messages", "job_id", r.job.ID, "entity", s.key.entity, "subqueue", string(s.key.q),
+		"held", len(held), "error", err)
 }
 
 // maxRelease bounds the messages given back when the work on a queue ends.

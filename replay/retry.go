@@ -46,7 +46,7 @@ func retry[T any](ctx context.Context, r *run, what string, op func() (T, error)
 		}
 		return v, err
 	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(r.e.cfg.GiveUpAfter), backoff.WithNotify(func(err error, d time.Duration) {
-		r.e.log.Warn("replay: retrying", "job", r.job.ID, "what", what, "in", d, "err", err)
+		r.e.log.Warn("replay: retrying", "job_id", r.job.ID, "what", what, "in", d, "error", err)
 	}))
 	return v, attempts, err
 }

@@ -122,7 +122,7 @@ func (r *run) execute(parent context.Context) {
 		if j, err = e.cfg.Store.SetStatus(ctx, j.ID, StatusRunning, "", StatusQueued, StatusRunning); err != nil {
 			var se *StatusError
 			if !errors.As(err, &se) {
-				e.log.Error("replay: cannot start job", "job", j.ID, "err", err)
+				e.log.Error("replay: cannot start job", "job_id", j.ID, "error", err)
 			}
 			return
 		}
@@ -137,7 +137,7 @@ func (r *run) execute(parent context.Context) {
 
 	items, err := e.cfg.Store.UnfinishedItems(ctx, j.ID)
 	if err != nil {
-		e.log.Error("replay: cannot read job", "job", j.ID, "err", err)
+		e.log.Error("replay: cannot read job", "job_id", j.ID, "error", err)
 		return
 	}
 	bySource := map[sourceKey][]*Item{}

@@ -147,7 +147,7 @@ func (r *run) scan(ctx context.Context, s *source) error {
 			}
 			processed += n
 		}
-		e.log.Debug("replay: pass ended", "job", r.job.ID, "source", s.key.q.Path(s.key.entity), "read", len(seen),
+		e.log.Debug("replay: pass ended", "job_id", r.job.ID, "entity", s.key.entity, "subqueue", string(s.key.q), "read", len(seen),
 			"acted", processed, "wrapped", wrapped, "pending", len(s.pending))
 		if len(s.pending) == 0 {
 			return nil

@@ -163,7 +163,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	params["job_id"] = strconv.FormatInt(job.ID, 10)
 	params["total"] = job.Total
 	e.audit(ctx, audit.Record{Action: action, Params: params, MessageIDs: ids})
-	e.log.Info("replay: job created", "job", job.ID, "action", job.Action, "total", job.Total, "by", job.CreatedBy)
+	e.log.Info("replay: job created", "job_id", job.ID, "action", job.Action, "total", job.Total, "by", job.CreatedBy)
 	e.changed(job)
 	e.poke()
 	return plan, job, nil

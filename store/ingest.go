@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -40,10 +39,9 @@ func (k knownRow) same(m *dlq.Message) bool {
 	return k.enqueuedAt.Int64 == m.EnqueuedAt.UTC().UnixMilli()
 }
 
-// counterKey addresses one row of catalog_counts.
-type counterKey struct{ subqueue, state int }
-
-// ApplyPage writes one page of a pass (see dlq.Page).
+// ApplyPage writes one page of a pass (see dlq.Page): the page's new
+// messages, the changed states of known ones, and the known messages of the
+// page's range that it no longer holds (they have gone).
 func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, error) {
 	var res dlq.PageResult
 	sq, err := subQueueCode(p.SubQueue)
@@ -67,13 +65,9 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 		return res, fmt.Errorf("apply page of %s: %w", p.Entity, err)
 	}
 
-	counters := map[counterKey]int64{}
-	groups := map[string]*groupDelta{}
-	var fresh []*dlq.Message
-	var freshGroups []*groupDelta // the group of each fresh message, nil for none
-	// Normalising a description is the costly part of grouping, and a page
-	// of one failure repeats the same few descriptions.
-	groupOf := map[[2]string]dlq.Group{}
+	counters := counts{}
+	groups := newGroupTally()
+	var fresh []newMessage
 	for i := range p.Messages {
 		m := &p.Messages[i]
 		st, err := stateCode(m.State)
@@ -85,30 +79,9 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 			ok = false // k stays in known, so it is marked gone below, before m is inserted
 		}
 		if !ok {
-			fresh = append(fresh, m)
-			counters[counterKey{sq, st}]++
-			var d *groupDelta
-			if p.SubQueue != dlq.SubQueueMain {
-				key := [2]string{deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription)}
-				g, seen := groupOf[key]
-				if !seen {
-					g, _ = dlq.GroupOf(m, p.SubQueue)
-					groupOf[key] = g
-				}
-				d = groups[g.ID]
-				if d == nil {
-					d = &groupDelta{group: g, first: math.MaxInt64, last: math.MinInt64}
-					groups[g.ID] = d
-				}
-				d.present++
-				d.added++
-				t := now
-				if m.EnqueuedAt != nil {
-					t = m.EnqueuedAt.UTC().UnixMilli()
-				}
-				d.first, d.last = min(d.first, t), max(d.last, t)
-			}
-			freshGroups = append(freshGroups, d)
+			counters.add(sq, st, 1)
+			fresh = append(fresh, newMessage{m: m, eid: eid, sq: sq, st: st, group: groups.add(m, p.SubQueue, now, true),
+				firstSeen: now, lastSeen: now})
 			continue
 		}
 		delete(known, m.SequenceNumber)
@@ -117,61 +90,27 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 				st, m.DeliveryCount, k.id); err != nil {
 				return res, fmt.Errorf("update message: %w", err)
 			}
-			counters[counterKey{sq, k.state}]--
-			counters[counterKey{sq, st}]++
+			counters.add(sq, k.state, -1)
+			counters.add(sq, st, 1)
 			res.Updated++
 		}
 	}
 
 	// Whatever is left in known was in the covered range and not returned:
 	// it has left the broker.
-	if len(known) > 0 {
-		stmt, err := tx.PrepareContext(ctx, `UPDATE messages SET gone_at = ? WHERE id = ?`)
-		if err != nil {
-			return res, err
-		}
-		defer stmt.Close()
-		goneGroups := map[int64]int64{}
-		for _, k := range known {
-			if _, err := stmt.ExecContext(ctx, now, k.id); err != nil {
-				return res, fmt.Errorf("mark message gone: %w", err)
-			}
-			counters[counterKey{sq, k.state}]--
-			if k.groupID.Valid {
-				goneGroups[k.groupID.Int64]++
-			}
-			res.Gone = append(res.Gone, k.id)
-		}
-		for gid, n := range goneGroups {
-			if _, err := tx.ExecContext(ctx, `UPDATE groups SET present = present - ? WHERE id = ?`, n, gid); err != nil {
-				return res, err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE group_entities SET present = present - ? WHERE group_id = ? AND entity_id = ?`,
-				n, gid, eid); err != nil {
-				return res, err
-			}
-		}
+	if res.Gone, err = markGone(ctx, tx, eid, sq, now, known, counters); err != nil {
+		return res, err
 	}
-
-	if err := upsertGroups(ctx, tx, eid, groups); err != nil {
+	if err := upsertGroups(ctx, tx, eid, groups.byID); err != nil {
 		return res, fmt.Errorf("update failure groups: %w", err)
 	}
 	if len(fresh) > 0 {
-		ids, err := insertMessages(ctx, tx, s.chunk, eid, sq, fresh, freshGroups, now)
-		if err != nil {
+		if res.New, err = insertMessages(ctx, tx, s.chunk, fresh); err != nil {
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
 		}
-		res.New = ids
 	}
-	for k, n := range counters {
-		if n == 0 {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO catalog_counts (entity_id, subqueue, state, present) VALUES (?, ?, ?, ?)
-			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = present + excluded.present`,
-			eid, k.subqueue, k.state, n); err != nil {
-			return res, fmt.Errorf("update counts: %w", err)
-		}
+	if err := counters.write(ctx, tx, eid); err != nil {
+		return res, err
 	}
 	// Everything present in the covered range was just seen.
 	if len(p.Messages) > len(fresh) {
@@ -185,6 +124,64 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
 	}
 	return res, nil
+}
+
+// markGone marks the known messages gone at now, takes them out of their
+// counters and failure groups, and returns their ids.
+func markGone(ctx context.Context, tx *sql.Tx, eid int64, sq int, now int64, known map[int64]knownRow, counters counts) ([]int64, error) {
+	if len(known) == 0 {
+		return nil, nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `UPDATE messages SET gone_at = ? WHERE id = ?`)
+	if err != nil {
+		return nil, err
+	}
+	defer stmt.Close()
+	var gone []int64
+	goneGroups := map[int64]int64{}
+	for _, k := range known {
+		if _, err := stmt.ExecContext(ctx, now, k.id); err != nil {
+			return nil, fmt.Errorf("mark message gone: %w", err)
+		}
+		counters.add(sq, k.state, -1)
+		if k.groupID.Valid {
+			goneGroups[k.groupID.Int64]++
+		}
+		gone = append(gone, k.id)
+	}
+	for gid, n := range goneGroups {
+		if _, err := tx.ExecContext(ctx, `UPDATE groups SET present = present - ? WHERE id = ?`, n, gid); err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE group_entities SET present = present - ? WHERE group_id = ? AND entity_id = ?`,
+			n, gid, eid); err != nil {
+			return nil, err
+		}
+	}
+	return gone, nil
+}
+
+// counterKey addresses one row of catalog_counts of an entity.
+type counterKey struct{ subqueue, state int }
+
+// counts are changes to an entity's present counts (catalog_counts).
+type counts map[counterKey]int64
+
+func (c counts) add(sq, st int, n int64) { c[counterKey{sq, st}] += n }
+
+// write adds the changes to entity eid's counters.
+func (c counts) write(ctx context.Context, tx *sql.Tx, eid int64) error {
+	for k, n := range c {
+		if n == 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO catalog_counts (entity_id, subqueue, state, present) VALUES (?, ?, ?, ?)
+			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = present + excluded.present`,
+			eid, k.subqueue, k.state, n); err != nil {
+			return fmt.Errorf("update counts: %w", err)
+		}
+	}
+	return nil
 }
 
 func presentInRange(ctx context.Context, tx *sql.Tx, eid int64, sq int, from, through int64) (map[int64]knownRow, error) {

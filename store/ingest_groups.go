@@ -3,17 +3,62 @@ package store
 import (
 	"context"
 	"database/sql"
+	"math"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
-// groupDelta is a page's change to one failure group.
+// groupDelta is a batch's change to one failure group, in one entity.
 type groupDelta struct {
 	group       dlq.Group
 	id          int64
 	present     int64
 	added       int64
 	first, last int64
+}
+
+// groupTally adds up a batch's new messages of one entity by failure group,
+// for upsertGroups.
+type groupTally struct {
+	byID map[string]*groupDelta
+	// byText caches the group of a (reason, description): normalising a
+	// description is the costly part of grouping, and a batch of one
+	// failure repeats the same few descriptions.
+	byText map[[2]string]dlq.Group
+}
+
+func newGroupTally() *groupTally {
+	return &groupTally{byID: map[string]*groupDelta{}, byText: map[[2]string]dlq.Group{}}
+}
+
+// add counts m, new to the catalog, in its group: present unless it is
+// already gone, and dated by its enqueued time, or at when it has none. It
+// returns the group's delta, nil for a message of the main entity (not a
+// dead letter: no group).
+func (t *groupTally) add(m *dlq.Message, q dlq.SubQueue, at int64, present bool) *groupDelta {
+	if q == dlq.SubQueueMain {
+		return nil
+	}
+	key := [2]string{deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription)}
+	g, seen := t.byText[key]
+	if !seen {
+		g, _ = dlq.GroupOf(m, q)
+		t.byText[key] = g
+	}
+	d := t.byID[g.ID]
+	if d == nil {
+		d = &groupDelta{group: g, first: math.MaxInt64, last: math.MinInt64}
+		t.byID[g.ID] = d
+	}
+	if present {
+		d.present++
+	}
+	d.added++
+	if m.EnqueuedAt != nil {
+		at = m.EnqueuedAt.UTC().UnixMilli()
+	}
+	d.first, d.last = min(d.first, at), max(d.last, at)
+	return d
 }
 
 func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]*groupDelta) error {

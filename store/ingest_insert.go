@@ -14,9 +14,9 @@ import (
 const messageColumns = `id, entity_id, subqueue, state, sequence_number, message_id, correlation_id,
 	session_id, partition_key, subject, content_type, reply_to, reply_to_session_id, to_address, dead_letter_reason,
 	dead_letter_description, dead_letter_source, delivery_count, enqueued_at, scheduled_enqueue_at, expires_at,
-	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at, replay_count`
+	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at, replay_count, gone_at`
 
-const messageColumnCount = 29
+const messageColumnCount = 30
 
 // insertChunk is how many rows one multi-row INSERT carries: a statement per
 // row costs more in the driver than in SQLite, and SQLite allows 32,766
@@ -42,8 +42,21 @@ func (s *Store) prepareChunks(ctx context.Context) error {
 	return nil
 }
 
-func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid int64, sq int, msgs []*dlq.Message,
-	groups []*groupDelta, now int64) ([]int64, error) {
+// newMessage is a message to insert, with what the catalog records about it.
+type newMessage struct {
+	m                   *dlq.Message
+	eid                 int64
+	sq, st              int         // subqueue and state codes (checked)
+	group               *groupDelta // nil for none
+	firstSeen, lastSeen int64
+	gone                any    // nil, or when it left the broker (Unix ms)
+	replayCount         int64  // at least what its properties say (replayCountOf)
+	preview             string // "" derives it from a text body
+}
+
+// insertMessages inserts msgs with their bodies and search rows and returns
+// their ids, in order. The caller counts them (counters, groups).
+func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs []newMessage) ([]int64, error) {
 	// Ids are assigned here rather than by SQLite so that rows can go in
 	// many to a statement: the store has one writer connection and this runs
 	// inside its transaction, so nobody else takes the next ids meanwhile.
@@ -65,7 +78,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 		}
 		if n == insertChunk {
 			// Full chunks use statements prepared once on the writer's
-			// connection: preparing a 2,800-parameter INSERT costs as much
+			// connection: preparing a 3,000-parameter INSERT costs as much
 			// as running it.
 			if _, err := tx.StmtContext(ctx, full.messages).ExecContext(ctx, rowArgs...); err != nil {
 				return err
@@ -86,11 +99,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 		return nil
 	}
 	pending := 0
-	for i, m := range msgs {
-		st, _ := stateCode(m.State) // checked by the caller
+	for _, nm := range msgs {
+		m := nm.m
 		var gid any
-		if g := groups[i]; g != nil {
-			gid = g.id
+		if nm.group != nil {
+			gid = nm.group.id
 		}
 		var ttl any
 		if m.TimeToLive != nil {
@@ -101,19 +114,19 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, eid i
 			props = "{}"
 		}
 		text, isText := bodyText(m.Body)
-		preview := ""
-		if isText {
-			preview = previewOf(text)
-		} else {
+		preview := nm.preview
+		if !isText {
 			text = ""
+		} else if preview == "" {
+			preview = previewOf(text)
 		}
 		id := next
 		next++
-		rowArgs = append(rowArgs, id, eid, sq, st, m.SequenceNumber, m.MessageID, m.CorrelationID,
+		rowArgs = append(rowArgs, id, nm.eid, nm.sq, nm.st, m.SequenceNumber, m.MessageID, m.CorrelationID,
 			m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
 			m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
 			millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
-			len(m.Body), preview, gid, now, now, replayCountOf(props))
+			len(m.Body), preview, gid, nm.firstSeen, nm.lastSeen, max(nm.replayCount, replayCountOf(props)), nm.gone)
 		b := m.Body
 		if b == nil {
 			b = []byte{}

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -62,7 +64,9 @@ func (t *groupTally) add(m *dlq.Message, q dlq.SubQueue, at int64, present bool)
 }
 
 func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]*groupDelta) error {
-	for _, d := range groups {
+	// In key order, so that the same batch makes the same group rows.
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
+		d := groups[key]
 		err := tx.QueryRowContext(ctx, `INSERT INTO groups (key, reason, description_pattern, present, total, first_seen_at, last_seen_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET present = present + excluded.present, total = total + excluded.total,

@@ -50,7 +50,7 @@ var (
 
 // generatorVersion changes whenever Generate's output does, so that cached
 // catalogs are rebuilt.
-const generatorVersion = 2
+const generatorVersion = 3
 
 type genEntity struct {
 	path      string
@@ -154,18 +154,27 @@ var (
 // path, which must be freshly created and migrated (store.Open). It is
 // deterministic for a given n.
 func Generate(ctx context.Context, path string, n int) error {
-	w, err := Open(ctx, path, true)
-	if err != nil {
-		return err
-	}
-	defer w.Close(ctx)
-	w.transactionRowsMax = 20000
 	// Build the message indexes after the rows: sorting once is several
 	// times faster than keeping them current through a million inserts.
-	indexes, err := w.dropIndexes(ctx, "messages")
+	indexes, err := dropIndexes(ctx, path, "messages")
 	if err != nil {
 		return err
 	}
+	s, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	// The entities first (the messages need them), their counts at the end.
+	now := time.Now()
+	var ents []Entity
+	for _, e := range genEntities {
+		ents = append(ents, Entity{Path: e.path, Kind: e.kind})
+	}
+	if err := addEntities(ctx, s, now, ents...); err != nil {
+		return err
+	}
+	batch := make([]dlq.Record, 0, importBatch)
 	rng := rand.New(rand.NewPCG(uint64(n), 0xd1cda5))
 	vocab := vocabulary(rng, 4000)
 	zipfWords := newZipf(len(vocab), 1.07)
@@ -368,28 +377,20 @@ func Generate(ctx context.Context, path string, n int) error {
 				c.Active++
 			}
 		}
-		if _, err := w.Add(ctx, r); err != nil {
-			return err
-		}
-		if i%10000 == 0 {
-			if err := ctx.Err(); err != nil {
+		batch = append(batch, r)
+		if len(batch) == importBatch {
+			if _, err := s.Import(ctx, batch); err != nil {
 				return err
 			}
+			batch = batch[:0]
 		}
 	}
-	if err := w.commit(); err != nil {
+	if _, err := s.Import(ctx, batch); err != nil {
 		return err
 	}
-	for _, ddl := range indexes {
-		if _, err := w.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("recreate index: %w", err)
-		}
-	}
+	ents = ents[:0]
 	for _, e := range genEntities {
 		ent := Entity{Path: e.path, Kind: e.kind, Counts: *present[e.path]}
-		if ent.Kind == "" {
-			ent.Kind = kindOf(e.path)
-		}
 		ent.Counts.Active += int64(len(e.path) * 7) // the broker also counts healthy traffic
 		if e.path == DeletedEntity {
 			t := deletedAt
@@ -398,17 +399,29 @@ func Generate(ctx context.Context, path string, n int) error {
 		if e.path == "shipping-labels" {
 			ent.Status = "SendDisabled"
 		}
-		if err := w.AddEntity(ctx, ent); err != nil {
-			return err
-		}
+		ents = append(ents, ent)
 	}
-	return w.Close(ctx)
+	if err := addEntities(ctx, s, now, ents...); err != nil {
+		return err
+	}
+	if err := s.Close(); err != nil {
+		return err
+	}
+	return createIndexes(ctx, path, indexes)
 }
 
-// dropIndexes drops the indexes of table and returns the SQL that creates
-// them again.
-func (w *Writer) dropIndexes(ctx context.Context, table string) ([]string, error) {
-	rows, err := w.db.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
+// importBatch is how many records Generate writes in one transaction.
+const importBatch = 20000
+
+// dropIndexes drops the indexes of table in the database at path and
+// returns the SQL that creates them again.
+func dropIndexes(ctx context.Context, path, table string) ([]string, error) {
+	db, err := OpenSQL(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
 	if err != nil {
 		return nil, err
 	}
@@ -426,11 +439,26 @@ func (w *Writer) dropIndexes(ctx context.Context, table string) ([]string, error
 		return nil, err
 	}
 	for _, n := range names {
-		if _, err := w.db.ExecContext(ctx, `DROP INDEX "`+strings.ReplaceAll(n, `"`, `""`)+`"`); err != nil {
+		if _, err := db.ExecContext(ctx, `DROP INDEX "`+strings.ReplaceAll(n, `"`, `""`)+`"`); err != nil {
 			return nil, err
 		}
 	}
-	return ddl, nil
+	return ddl, db.Close()
+}
+
+// createIndexes runs the index definitions dropIndexes returned.
+func createIndexes(ctx context.Context, path string, ddl []string) error {
+	db, err := OpenSQL(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range ddl {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("recreate index: %w", err)
+		}
+	}
+	return db.Close()
 }
 
 func fillTemplate(rng *rand.Rand, f string, at time.Time) string {

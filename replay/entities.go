@@ -62,3 +62,23 @@ func (r *run) closeSenders(ctx context.Context) {
 		_ = s.Close(ctx)
 	}
 }
+
+// destinationSender returns where the copies of entity's messages go and a
+// sender to it, or a halt that says why they cannot go there.
+func (r *run) destinationSender(ctx context.Context, entity string) (EntityInfo, Sender, error) {
+	dest, err := r.destination(ctx, entity)
+	if err != nil {
+		return dest, nil, r.brokerHalt("read the destination", err)
+	}
+	if dest.Kind == dlq.KindSubscription {
+		return dest, nil, &halt{reason: "the destination " + dest.Path + " is a subscription: send to its topic or a queue"}
+	}
+	sender, err := r.sender(ctx, dest.Path)
+	if err != nil {
+		if errors.Is(err, dlq.ErrEntityNotFound) {
+			return dest, nil, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+		}
+		return dest, nil, r.brokerHalt("open a sender to "+dest.Path, err)
+	}
+	return dest, sender, nil
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,43 +110,15 @@ func (r *run) execute(parent context.Context) {
 	}()
 	defer r.closeSenders(ctx)
 
-	e := r.e
-	j := r.job
-	if j.Status == StatusCancelling {
-		r.cancelling = true
-	} else {
-		// Only a job that is still queued or running starts: a person
-		// may have paused or cancelled it since the engine listed it.
-		var err error
-		if j, err = e.cfg.Store.SetStatus(ctx, j.ID, StatusRunning, "", StatusQueued, StatusRunning); err != nil {
-			var se *StatusError
-			if !errors.As(err, &se) {
-				e.log.Error("replay: cannot start job", "job_id", j.ID, "error", err)
-			}
-			return
-		}
-		r.job = j
-		e.changed(j)
-	}
-	if j.RatePerSecond > 0 {
-		burst := max(1, min(int(math.Ceil(j.RatePerSecond)), e.cfg.Batch))
-		r.limiter = rate.NewLimiter(rate.Limit(j.RatePerSecond), burst)
-	}
-	r.infos, r.senders = map[string]EntityInfo{}, map[string]Sender{}
-
-	items, err := e.cfg.Store.UnfinishedItems(ctx, j.ID)
-	if err != nil {
-		e.log.Error("replay: cannot read job", "job_id", j.ID, "error", err)
+	if !r.start(ctx) {
 		return
 	}
-	bySource := map[sourceKey][]*Item{}
-	for i := range items {
-		it := &items[i]
-		if r.cancelling && it.State != ItemSent {
-			continue
-		}
-		k := sourceKey{it.Entity, it.SubQueue}
-		bySource[k] = append(bySource[k], it)
+	r.limiter = newLimiter(r.job.RatePerSecond, r.e.cfg.Batch)
+	r.infos, r.senders = map[string]EntityInfo{}, map[string]Sender{}
+	bySource, err := r.itemsBySource(ctx)
+	if err != nil {
+		r.e.log.Error("replay: cannot read job", "job_id", r.job.ID, "error", err)
+		return
 	}
 	keys := slices.SortedFunc(maps.Keys(bySource), func(a, b sourceKey) int {
 		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.q, b.q))
@@ -157,7 +128,7 @@ func (r *run) execute(parent context.Context) {
 		if r.stopped() {
 			break
 		}
-		mu := e.sourceLock(k)
+		mu := r.e.sourceLock(k)
 		mu.Lock()
 		err := r.work(ctx, k, bySource[k])
 		mu.Unlock()
@@ -170,6 +141,47 @@ func (r *run) execute(parent context.Context) {
 		}
 	}
 	r.finish(ctx, stop)
+}
+
+// start marks the job running, unless it is being cancelled (then the run
+// only removes the originals of copies already sent). It reports whether
+// to go on: only a job that is still queued or running starts, since a
+// person may have paused or cancelled it since the engine listed it.
+func (r *run) start(ctx context.Context) bool {
+	if r.job.Status == StatusCancelling {
+		r.cancelling = true
+		return true
+	}
+	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning)
+	if err != nil {
+		var se *StatusError
+		if !errors.As(err, &se) {
+			r.e.log.Error("replay: cannot start job", "job_id", r.job.ID, "error", err)
+		}
+		return false
+	}
+	r.job = j
+	r.e.changed(j)
+	return true
+}
+
+// itemsBySource reads the job's unfinished items (a cancelling run: only
+// those whose copy was sent) by the subqueue they are in.
+func (r *run) itemsBySource(ctx context.Context) (map[sourceKey][]*Item, error) {
+	items, err := r.e.cfg.Store.UnfinishedItems(ctx, r.job.ID)
+	if err != nil {
+		return nil, err
+	}
+	bySource := map[sourceKey][]*Item{}
+	for i := range items {
+		it := &items[i]
+		if r.cancelling && it.State != ItemSent {
+			continue
+		}
+		k := sourceKey{it.Entity, it.SubQueue}
+		bySource[k] = append(bySource[k], it)
+	}
+	return bySource, nil
 }
 
 // lockMargin is how much lock time a message must have left to be acted on:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -84,8 +83,6 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 // the rate allows within their locks) and returns the messages whose copy
 // is now sent, ready to have their originals removed.
 func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match, error) {
-	e := r.e
-	j := r.job
 	var ready, toSend []match
 	for _, mt := range work {
 		if mt.it.State == ItemSent {
@@ -97,69 +94,17 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	if len(toSend) == 0 {
 		return ready, nil
 	}
-	// The rate: take as many as can be sent before their locks run short.
-	if r.limiter != nil {
-		now := e.now()
-		var wait time.Duration
-		n := 0
-		for _, mt := range toSend {
-			res := r.limiter.ReserveN(now, 1)
-			if !res.OK() || now.Add(res.DelayFrom(now)).After(mt.m.LockedUntil.Add(-s.margin)) {
-				res.CancelAt(now)
-				break
-			}
-			wait = res.DelayFrom(now)
-			n++
-		}
-		toSend = toSend[:n]
-		if n == 0 {
-			return ready, nil
-		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ready, ctx.Err()
-			}
-		}
+	var err error
+	if toSend, err = r.pace(ctx, s, toSend); err != nil || len(toSend) == 0 {
+		return ready, err
 	}
 	// By destination (a job without one sends each source's messages to
 	// its own entity, so this is one group).
-	dest, err := r.destination(ctx, s.key.entity)
+	dest, sender, err := r.destinationSender(ctx, s.key.entity)
 	if err != nil {
-		return ready, r.brokerHalt("read the destination", err)
+		return ready, err
 	}
-	if dest.Kind == dlq.KindSubscription {
-		return ready, &halt{reason: "the destination " + dest.Path + " is a subscription: send to its topic or a queue"}
-	}
-	sender, err := r.sender(ctx, dest.Path)
-	if err != nil {
-		if errors.Is(err, dlq.ErrEntityNotFound) {
-			return ready, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
-		}
-		return ready, r.brokerHalt("open a sender to "+dest.Path, err)
-	}
-
-	locked := make([]Update, len(toSend))
-	copies := make([]Copy, len(toSend))
-	resent := false
-	for i, mt := range toSend {
-		// Derived from the received message itself: a resend of the same
-		// message after a crash derives the same id.
-		id := DerivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, j.ID)
-		mt.it.CopyMessageID = id
-		locked[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked, CopyMessageID: id}
-		copies[i] = Copy{Of: mt.m, MessageID: id, Properties: copyProperties(mt.m, mt.it, j.ID),
-			ScheduledEnqueueAt: j.ScheduledEnqueueAt, Edit: mt.it.Edit}
-		if mt.it.State == ItemLocked {
-			// Locked already: by this run's earlier, failed send, or by a
-			// process that crashed after writing it. Either may have sent.
-			resent = true
-		}
-		mt.it.State = ItemLocked
-	}
+	locked, copies, resent := r.copiesOf(toSend)
 	// The state before the call: after a crash these are sent again under
 	// the same MessageIds.
 	if err := r.update(ctx, s, locked); err != nil {
@@ -191,6 +136,31 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 		return ready, err
 	}
 	return append(ready, toSend...), nil
+}
+
+// copiesOf makes the copies of the messages in toSend and marks their items
+// locked. It returns the updates that record the lock (with each copy's
+// MessageId), the copies, and whether any item was locked already: by this
+// run's earlier, failed send, or by a process that crashed after writing
+// it, either of which may have sent its copy.
+func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent bool) {
+	j := r.job
+	locked = make([]Update, len(toSend))
+	copies = make([]Copy, len(toSend))
+	for i, mt := range toSend {
+		// Derived from the received message itself: a resend of the same
+		// message after a crash derives the same id.
+		id := DerivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, j.ID)
+		mt.it.CopyMessageID = id
+		locked[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked, CopyMessageID: id}
+		copies[i] = Copy{Of: mt.m, MessageID: id, Properties: copyProperties(mt.m, mt.it, j.ID),
+			ScheduledEnqueueAt: j.ScheduledEnqueueAt, Edit: mt.it.Edit}
+		if mt.it.State == ItemLocked {
+			resent = true
+		}
+		mt.it.State = ItemLocked
+	}
+	return locked, copies, resent
 }
 
 func (r *run) sendOneByOne(ctx context.Context, s *source, sender Sender, toSend []match, copies []Copy, ready []match, flag bool) ([]match, error) {

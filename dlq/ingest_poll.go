@@ -46,33 +46,8 @@ func (in *Ingester) poll(ctx context.Context) error {
 	}
 
 	in.mu.Lock()
-	for _, p := range sync.Deleted {
-		in.log.Info("catalog: entity deleted; its messages are kept as gone", "entity", p)
-		delete(in.entities, p)
-		for _, q := range []SubQueue{SubQueueMain, SubQueueDeadLetter, SubQueueTransferDeadLetter} {
-			delete(in.cursors, cursorKey{p, q})
-		}
-	}
-	for _, p := range sync.Added {
-		// Recreated entities number from 1 again: forget any old cursors.
-		for _, q := range []SubQueue{SubQueueMain, SubQueueDeadLetter, SubQueueTransferDeadLetter} {
-			if c := in.cursors[cursorKey{p, q}]; c != nil && c.LastPassAt != nil {
-				delete(in.cursors, cursorKey{p, q})
-			}
-		}
-	}
-	var changed []Entity
-	var due []string
-	for _, e := range ents {
-		old, ok := in.entities[e.Path]
-		in.entities[e.Path] = e
-		if !ok || old.Counts != e.Counts {
-			changed = append(changed, e)
-		}
-		if e.Kind != KindTopic && !in.busy[e.Path] && now.After(in.retryAt[e.Path]) && in.needsPassLocked(e, now) {
-			due = append(due, e.Path)
-		}
-	}
+	in.forgetCursorsLocked(sync)
+	changed, due := in.recordCountsLocked(ents, now)
 	in.mu.Unlock()
 
 	for _, e := range changed {
@@ -93,6 +68,43 @@ func (in *Ingester) poll(ctx context.Context) error {
 		in.wg.Go(func() { in.runEntity(ctx, p) })
 	}
 	return nil
+}
+
+// forgetCursorsLocked drops what the ingester knows of entities the
+// listing found deleted, and the cursors of entities created again (they
+// number from 1 again).
+func (in *Ingester) forgetCursorsLocked(sync EntitySync) {
+	for _, p := range sync.Deleted {
+		in.log.Info("catalog: entity deleted; its messages are kept as gone", "entity", p)
+		delete(in.entities, p)
+		for _, q := range []SubQueue{SubQueueMain, SubQueueDeadLetter, SubQueueTransferDeadLetter} {
+			delete(in.cursors, cursorKey{p, q})
+		}
+	}
+	for _, p := range sync.Added {
+		for _, q := range []SubQueue{SubQueueMain, SubQueueDeadLetter, SubQueueTransferDeadLetter} {
+			if c := in.cursors[cursorKey{p, q}]; c != nil && c.LastPassAt != nil {
+				delete(in.cursors, cursorKey{p, q})
+			}
+		}
+	}
+}
+
+// recordCountsLocked keeps the listed entities' counts, and returns those
+// whose counts changed and the paths of those due for a pass (not topics,
+// not being read, not backing off after errors).
+func (in *Ingester) recordCountsLocked(ents []Entity, now time.Time) (changed []Entity, due []string) {
+	for _, e := range ents {
+		old, ok := in.entities[e.Path]
+		in.entities[e.Path] = e
+		if !ok || old.Counts != e.Counts {
+			changed = append(changed, e)
+		}
+		if e.Kind != KindTopic && !in.busy[e.Path] && now.After(in.retryAt[e.Path]) && in.needsPassLocked(e, now) {
+			due = append(due, e.Path)
+		}
+	}
+	return changed, due
 }
 
 func (in *Ingester) sampleDepth(ctx context.Context, e Entity, now time.Time) {

@@ -38,58 +38,18 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 	}
 	defer tx.Rollback()
 
-	type known struct {
-		id      int64
-		deleted bool
-		counts  dlq.Counts
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, path, deleted_at IS NOT NULL, active_count, dead_letter_count,
-		transfer_dead_letter_count, scheduled_count FROM entities`)
+	have, err := knownEntities(ctx, tx)
 	if err != nil {
-		return res, fmt.Errorf("sync entities: %w", err)
-	}
-	have := map[string]known{}
-	for rows.Next() {
-		var k known
-		var path string
-		if err := rows.Scan(&k.id, &path, &k.deleted, &k.counts.Active, &k.counts.DeadLetter,
-			&k.counts.TransferDeadLetter, &k.counts.Scheduled); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("sync entities: %w", err)
-		}
-		have[path] = k
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return res, fmt.Errorf("sync entities: %w", err)
 	}
 
 	now := at.UTC().UnixMilli()
+	if res.Added, err = recordListed(ctx, tx, listed, have, now); err != nil {
+		return res, err
+	}
 	seen := make(map[string]bool, len(listed))
 	for _, e := range listed {
 		seen[e.Path] = true
-		k, ok := have[e.Path]
-		c := e.Counts
-		switch {
-		case !ok:
-			_, err = tx.ExecContext(ctx, `INSERT INTO entities (kind, path, topic, created_at, active_count,
-				dead_letter_count, transfer_dead_letter_count, scheduled_count, counts_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				string(e.Kind), e.Path, e.Topic, now, c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now)
-			res.Added = append(res.Added, e.Path)
-		case k.deleted:
-			_, err = tx.ExecContext(ctx, `UPDATE entities SET deleted_at = NULL, kind = ?, topic = ?, active_count = ?,
-				dead_letter_count = ?, transfer_dead_letter_count = ?, scheduled_count = ?, counts_at = ? WHERE id = ?`,
-				string(e.Kind), e.Topic, c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now, k.id)
-			res.Added = append(res.Added, e.Path)
-		case k.counts != c:
-			_, err = tx.ExecContext(ctx, `UPDATE entities SET active_count = ?, dead_letter_count = ?,
-				transfer_dead_letter_count = ?, scheduled_count = ?, counts_at = ? WHERE id = ?`,
-				c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now, k.id)
-		}
-		if err != nil {
-			return res, fmt.Errorf("sync entity %s: %w", e.Path, err)
-		}
 	}
 	for path, k := range have {
 		if seen[path] || k.deleted {
@@ -116,6 +76,67 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 		return res, s.wrap("sync entities", err, DefaultBusyTimeout)
 	}
 	return res, nil
+}
+
+// knownEntity is an entity row as SyncEntities compares it with a listing.
+type knownEntity struct {
+	id      int64
+	deleted bool
+	counts  dlq.Counts
+}
+
+// knownEntities reads every entity row, deleted ones too, by path.
+func knownEntities(ctx context.Context, tx *sql.Tx) (map[string]knownEntity, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, path, deleted_at IS NOT NULL, active_count, dead_letter_count,
+		transfer_dead_letter_count, scheduled_count FROM entities`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	have := map[string]knownEntity{}
+	for rows.Next() {
+		var k knownEntity
+		var path string
+		if err := rows.Scan(&k.id, &path, &k.deleted, &k.counts.Active, &k.counts.DeadLetter,
+			&k.counts.TransferDeadLetter, &k.counts.Scheduled); err != nil {
+			return nil, err
+		}
+		have[path] = k
+	}
+	return have, rows.Err()
+}
+
+// recordListed inserts the listed entities the catalog does not have,
+// revives deleted ones listed again (both are returned, as added), and
+// updates the counts that changed.
+func recordListed(ctx context.Context, tx *sql.Tx, listed []dlq.Entity, have map[string]knownEntity, now int64) ([]string, error) {
+	var added []string
+	for _, e := range listed {
+		k, ok := have[e.Path]
+		c := e.Counts
+		var err error
+		switch {
+		case !ok:
+			_, err = tx.ExecContext(ctx, `INSERT INTO entities (kind, path, topic, created_at, active_count,
+				dead_letter_count, transfer_dead_letter_count, scheduled_count, counts_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				string(e.Kind), e.Path, e.Topic, now, c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now)
+			added = append(added, e.Path)
+		case k.deleted:
+			_, err = tx.ExecContext(ctx, `UPDATE entities SET deleted_at = NULL, kind = ?, topic = ?, active_count = ?,
+				dead_letter_count = ?, transfer_dead_letter_count = ?, scheduled_count = ?, counts_at = ? WHERE id = ?`,
+				string(e.Kind), e.Topic, c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now, k.id)
+			added = append(added, e.Path)
+		case k.counts != c:
+			_, err = tx.ExecContext(ctx, `UPDATE entities SET active_count = ?, dead_letter_count = ?,
+				transfer_dead_letter_count = ?, scheduled_count = ?, counts_at = ? WHERE id = ?`,
+				c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now, k.id)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sync entity %s: %w", e.Path, err)
+		}
+	}
+	return added, nil
 }
 
 // markEntityDeleted marks an entity deleted, its present messages gone, and

@@ -103,7 +103,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		jobs, err := e.cfg.Store.UnfinishedJobs(ctx)
 		if err != nil && ctx.Err() == nil {
-			e.log.Warn("replay: cannot list unfinished jobs", "error", err.Error())
+			e.log.Warn("replay: cannot list unfinished jobs", "error", err)
 		}
 		for _, j := range jobs {
 			e.mu.Lock()
@@ -173,7 +173,7 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := e.cfg.Audit.Append(actx, r); err != nil {
-		e.log.Error("replay: audit entry not written", "action", r.Action, "error", err.Error())
+		e.log.Error("replay: audit entry not written", "action", r.Action, "error", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
 // EmulatorAdminPort is where the admin API of a development emulator
@@ -81,7 +82,7 @@ func (r Retry) withDefaults() Retry {
 // Client is a dlq.Broker and a replay.Broker over the azservicebus SDK and
 // its admin client. It is safe for concurrent use.
 type Client struct {
-	ns        connString
+	ns        connstr.ConnectionString
 	adminBase string // where admin requests go, for messages
 	log       *slog.Logger
 	admin     *admin.Client
@@ -115,9 +116,9 @@ var _ dlq.Broker = (*Client)(nil)
 // never contain the connection string or any of its secrets.
 func Open(ctx context.Context, connectionString string, opts Options) (*Client, error) {
 	_ = ctx // reserved: Open does no I/O today
-	cs, err := parseConnString(connectionString)
+	cs, err := connstr.Parse(connectionString)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connection string %w", err)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -138,10 +139,10 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 		Telemetry: policy.TelemetryOptions{ApplicationID: "dlqdash"},
 	}}
 	base := opts.AdminEndpoint
-	if base == "" && cs.emulator {
-		base = "http://" + net.JoinHostPort(cs.host, EmulatorAdminPort)
+	if base == "" && cs.UseDevelopmentEmulator {
+		base = "http://" + net.JoinHostPort(cs.Host, EmulatorAdminPort)
 	}
-	adminBase := "https://" + cs.namespace() + "/"
+	adminBase := "https://" + cs.Namespace() + "/"
 	if base != "" {
 		u, err := url.Parse(base)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
@@ -153,7 +154,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	}
 	adminClient, err := admin.NewClientFromConnectionString(connectionString, adminOpts)
 	if err != nil {
-		return nil, fmt.Errorf("admin client: %s", cs.redact(err.Error()))
+		return nil, fmt.Errorf("admin client: %s", cs.Redact(err.Error()))
 	}
 	newSB := func() (*azservicebus.Client, error) {
 		sb, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
@@ -165,7 +166,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 			},
 		})
 		if err != nil {
-			return nil, fmt.Errorf("service bus client: %s", cs.redact(err.Error()))
+			return nil, fmt.Errorf("service bus client: %s", cs.Redact(err.Error()))
 		}
 		return sb, nil
 	}
@@ -176,7 +177,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	return &Client{
 		ns:        cs,
 		adminBase: adminBase,
-		log:       log.With("namespace", cs.namespace()),
+		log:       log.With("namespace", cs.Namespace()),
 		newSB:     newSB,
 		sb:        sbClient,
 		admin:     adminClient,
@@ -186,7 +187,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 }
 
 // Namespace is the namespace's host[:port], safe to log and show.
-func (c *Client) Namespace() string { return c.ns.namespace() }
+func (c *Client) Namespace() string { return c.ns.Namespace() }
 
 // Close closes every cached receiver and the AMQP connection. It is safe to
 // call more than once and concurrently with other methods, which then fail

@@ -136,7 +136,7 @@ func (c *Client) timeoutError(op, what string, d time.Duration, admin bool, err 
 	}
 	hint := fmt.Sprintf("%s did not answer %s within %s: it may be overloaded, stopped or cut off (the call can be retried)", who, what, words(d))
 	return &Error{Op: op, Kind: dlq.ErrUnreachable, Hint: hint, Err: err,
-		msg: c.ns.redact(fmt.Sprintf("%s: %v: %s", op, dlq.ErrUnreachable, hint))}
+		msg: c.ns.Redact(fmt.Sprintf("%s: %v: %s", op, dlq.ErrUnreachable, hint))}
 }
 
 // bounded runs one AMQP call of the SDK under deadline d and maps its

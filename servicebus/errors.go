@@ -70,7 +70,7 @@ func (e *Error) Unwrap() []error {
 // *dlq.ThrottledError around one, or a context error wrapped with op when
 // the caller cancelled.
 func (c *Client) mapError(op string, err error) error {
-	return c.wrapError(op, c.ns.namespace(), err)
+	return c.wrapError(op, c.ns.Namespace(), err)
 }
 
 // mapAdminError is mapError for an operation of the admin API.
@@ -105,7 +105,7 @@ func (c *Client) wrapError(op, target string, err error) error {
 	} else {
 		b.WriteString(cause(err))
 	}
-	e.msg = c.ns.redact(b.String())
+	e.msg = c.ns.Redact(b.String())
 	if kind == dlq.ErrThrottled {
 		return &dlq.ThrottledError{RetryAfter: retryAfter, Err: e}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
 // fakeRPCError stands for the SDK's internal $management error type.
@@ -95,9 +96,13 @@ func TestClassify(t *testing.T) {
 }
 
 func TestMapError(t *testing.T) {
-	c := &Client{ns: connString{host: "ns.servicebus.windows.net", secrets: []string{"s3cr3t-key"}}, adminBase: "https://ns.servicebus.windows.net/"}
+	ns, err := connstr.Parse("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=s3cr3t-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{ns: ns, adminBase: "https://ns.servicebus.windows.net/"}
 
-	err := c.mapAdminError("list queues", responseError(401, nil, `<Error><Code>401</Code><Detail>InvalidSignature:
+	err = c.mapAdminError("list queues", responseError(401, nil, `<Error><Code>401</Code><Detail>InvalidSignature:
 		The token has an invalid signature. TrackingId:abc</Detail></Error>`))
 	if !errors.Is(err, dlq.ErrUnauthorized) {
 		t.Fatalf("not ErrUnauthorized: %v", err)

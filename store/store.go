@@ -66,7 +66,7 @@ type Store struct {
 	// block the writer nor each other.
 	reader *sql.DB
 
-	// The catalog's prepared multi-row inserts (ingest.go).
+	// The catalog's prepared multi-row inserts (ingest_insert.go).
 	chunk chunkStatements
 }
 

@@ -170,6 +170,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad metrics address", []string{"demo", "--metrics-addr", "9100"}, env(), `invalid address "9100" from --metrics-addr`, "dlqdash demo -h"},
 		{"bad metrics address env", []string{"serve"}, env(envConnectionString, goodConnStr, envMetricsAddr, "metrics"), `invalid address "metrics" from DLQDASH_METRICS_ADDR`, "dlqdash serve -h"},
 		{"metrics on the dashboard's address", []string{"demo", "--addr", ":8080", "--metrics-addr", ":8080"}, env(), `metrics address ":8080" from --metrics-addr is the dashboard's own (--addr)`, "dlqdash demo -h"},
+		// One case for each per-command check the cases above leave out.
+		{"bad orphan-after", []string{"demo", "--orphan-after", "10s"}, env(), `invalid orphan-after "10s" from --orphan-after`, "dlqdash demo -h"},
+		{"bad poison cap env", []string{"serve"}, env(envConnectionString, goodConnStr, envPoisonCap, "0"), `invalid poison cap "0" from DLQDASH_POISON_CAP`, "dlqdash serve -h"},
+		{"healthcheck bad dashboard address", []string{"healthcheck"}, env(envAddr, "nope"), `invalid address "nope" from DLQDASH_ADDR`, "dlqdash healthcheck -h"},
+		{"token list empty db", []string{"token", "list", "--db", " "}, env(), "empty database path from --db", "dlqdash token list -h"},
+		{"audit verify empty db", []string{"audit", "verify"}, env(envDB, " "), "empty database path from DLQDASH_DB", "dlqdash audit verify -h"},
+		{"export empty db", []string{"export", "--db", ""}, env(), "empty database path from --db", "dlqdash export -h"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,7 +50,7 @@ var (
 
 // generatorVersion changes whenever Generate's output does, so that cached
 // catalogs are rebuilt.
-const generatorVersion = 2
+const generatorVersion = 3
 
 type genEntity struct {
 	path      string
@@ -154,18 +154,67 @@ var (
 // path, which must be freshly created and migrated (store.Open). It is
 // deterministic for a given n.
 func Generate(ctx context.Context, path string, n int) error {
-	w, err := Open(ctx, path, true)
-	if err != nil {
-		return err
-	}
-	defer w.Close(ctx)
-	w.transactionRowsMax = 20000
 	// Build the message indexes after the rows: sorting once is several
 	// times faster than keeping them current through a million inserts.
-	indexes, err := w.dropIndexes(ctx, "messages")
+	indexes, err := dropIndexes(ctx, path, "messages")
 	if err != nil {
 		return err
 	}
+	s, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	// The entities first (the messages need them), their counts at the end.
+	now := time.Now()
+	var ents []Entity
+	for _, e := range genEntities {
+		ents = append(ents, Entity{Path: e.path, Kind: e.kind})
+	}
+	if err := addEntities(ctx, s, now, ents...); err != nil {
+		return err
+	}
+	g := newGenerator(n)
+	batch := make([]dlq.Record, 0, importBatch)
+	for i := range n {
+		batch = append(batch, g.record(i))
+		if len(batch) == importBatch {
+			if _, err := s.Import(ctx, batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if _, err := s.Import(ctx, batch); err != nil {
+		return err
+	}
+	if err := addEntities(ctx, s, now, g.entities()...); err != nil {
+		return err
+	}
+	if err := s.Close(); err != nil {
+		return err
+	}
+	return createIndexes(ctx, path, indexes)
+}
+
+// generator makes the records of a synthetic catalog one by one, from one
+// seeded random stream, and counts the present ones per entity.
+type generator struct {
+	rng                                              *rand.Rand
+	vocab                                            []string
+	zipfWords, zipfTenants                           *zipf
+	entityPick, transferPick, regionPick, statusPick *picker
+	// Each entity fails in its own ways: perEntity picks among the
+	// templates perEntityTpl lists for it.
+	perEntity    []*picker
+	perEntityTpl [][]int
+	deletedAt    time.Time
+	present      map[string]*dlq.Counts
+	seq          map[[2]string]int64 // the last sequence number of each subqueue
+	step         float64             // milliseconds between messages, on average
+}
+
+func newGenerator(n int) *generator {
 	rng := rand.New(rand.NewPCG(uint64(n), 0xd1cda5))
 	vocab := vocabulary(rng, 4000)
 	zipfWords := newZipf(len(vocab), 1.07)
@@ -207,189 +256,187 @@ func Generate(ctx context.Context, path string, n int) error {
 
 	seq := map[[2]string]int64{}
 	step := float64(Span.Milliseconds()) / float64(n)
-	for i := range n {
-		ei := entityPick.pick(rng)
-		ge := genEntities[ei]
-		var r dlq.Record
-		r.Entity = ge.path
-		switch u := rng.Float64(); {
-		case u < ge.main:
-			r.SubQueue = dlq.SubQueueMain
-		case u < ge.main+ge.tdl*(1-ge.main):
-			r.SubQueue = dlq.SubQueueTransferDeadLetter
-		default:
-			r.SubQueue = dlq.SubQueueDeadLetter
-		}
-		if ge.kind == dlq.KindTopic {
-			r.SubQueue = dlq.SubQueueMain // a topic only holds scheduled messages
-		}
-		key := [2]string{ge.path, string(r.SubQueue)}
-		seq[key] += 1 + int64(rng.IntN(3))
-		r.SequenceNumber = seq[key]
+	return &generator{rng: rng, vocab: vocab, zipfWords: zipfWords, zipfTenants: zipfTenants, entityPick: entityPick,
+		transferPick: transferPick, regionPick: regionPick, statusPick: statusPick, perEntity: perEntity,
+		perEntityTpl: perEntityTpl, deletedAt: deletedAt, present: present, seq: seq, step: step}
+}
 
-		at := Start.Add(time.Duration(float64(i)*step+rng.NormFloat64()*float64(10*time.Minute/time.Millisecond)) * time.Millisecond).Truncate(time.Millisecond)
-		if rng.IntN(1000) != 0 {
-			t := at.UTC()
-			r.EnqueuedAt = &t
-		}
-		r.FirstSeenAt = at.Add(time.Duration(rng.IntN(300_000)) * time.Millisecond).UTC()
-		r.LastSeenAt = r.FirstSeenAt.Add(time.Duration(rng.IntN(3600)) * time.Second)
+// record makes the i-th record.
+func (g *generator) record(i int) dlq.Record {
+	rng, vocab, zipfWords, zipfTenants := g.rng, g.vocab, g.zipfWords, g.zipfTenants
+	entityPick, transferPick, regionPick, statusPick := g.entityPick, g.transferPick, g.regionPick, g.statusPick
+	perEntity, perEntityTpl, deletedAt, present, seq, step := g.perEntity, g.perEntityTpl, g.deletedAt, g.present, g.seq, g.step
+	ei := entityPick.pick(rng)
+	ge := genEntities[ei]
+	var r dlq.Record
+	r.Entity = ge.path
+	switch u := rng.Float64(); {
+	case u < ge.main:
+		r.SubQueue = dlq.SubQueueMain
+	case u < ge.main+ge.tdl*(1-ge.main):
+		r.SubQueue = dlq.SubQueueTransferDeadLetter
+	default:
+		r.SubQueue = dlq.SubQueueDeadLetter
+	}
+	if ge.kind == dlq.KindTopic {
+		r.SubQueue = dlq.SubQueueMain // a topic only holds scheduled messages
+	}
+	key := [2]string{ge.path, string(r.SubQueue)}
+	seq[key] += 1 + int64(rng.IntN(3))
+	r.SequenceNumber = seq[key]
 
+	at := Start.Add(time.Duration(float64(i)*step+rng.NormFloat64()*float64(10*time.Minute/time.Millisecond)) * time.Millisecond).Truncate(time.Millisecond)
+	if rng.IntN(1000) != 0 {
+		t := at.UTC()
+		r.EnqueuedAt = &t
+	}
+	r.FirstSeenAt = at.Add(time.Duration(rng.IntN(300_000)) * time.Millisecond).UTC()
+	r.LastSeenAt = r.FirstSeenAt.Add(time.Duration(rng.IntN(3600)) * time.Second)
+
+	switch {
+	case r.SubQueue == dlq.SubQueueMain && (ge.kind == dlq.KindTopic || rng.IntN(10) < 4):
+		r.State = dlq.StateScheduled
+		t := at.Add(time.Duration(1+rng.IntN(72)) * time.Hour).UTC()
+		r.ScheduledEnqueueAt = &t
+	case r.SubQueue == dlq.SubQueueMain || rng.IntN(200) == 0:
+		r.State = dlq.StateDeferred
+	default:
+		r.State = dlq.StateActive
+	}
+
+	r.MessageID = hexID(rng, 16)
+	if rng.IntN(10) < 6 {
+		r.CorrelationID = ptr(hexID(rng, 8))
+	}
+	if ge.path == "inventory-sync" {
+		r.SessionID = ptr("warehouse-" + strconv.Itoa(rng.IntN(40)))
+	}
+	subj := subjects[ge.body]
+	r.Subject = ptr(subj[rng.IntN(len(subj))])
+	r.DeliveryCount = uint32(1 + rng.IntN(10))
+	if rng.IntN(2) == 0 {
+		ttl := 14 * 24 * time.Hour
+		r.TimeToLive = &ttl
+		t := at.Add(ttl).UTC()
+		r.ExpiresAt = &t
+	}
+	if r.SubQueue != dlq.SubQueueMain {
+		var t template
+		if r.SubQueue == dlq.SubQueueTransferDeadLetter {
+			t = transferTemplates[transferPick.pick(rng)]
+		} else {
+			t = templates[perEntityTpl[ei][perEntity[ei].pick(rng)]]
+		}
+		r.DeadLetterReason = ptr(t.reason)
+		r.DeadLetterErrorDescription = ptr(fillTemplate(rng, t.desc, at))
+		if strings.Contains(ge.path, "/Subscriptions/") && rng.IntN(20) == 0 {
+			r.DeadLetterSource = ptr(strings.SplitN(ge.path, "/", 2)[0])
+		}
+	}
+
+	region := regions[regionPick.pick(rng)]
+	tenant := fmt.Sprintf("tenant-%04d", zipfTenants.next(rng))
+	props := map[string]any{
+		"tenant":   tenant,
+		"region":   region,
+		"priority": []string{"low", "normal", "normal", "high"}[rng.IntN(4)],
+		"retries":  rng.IntN(10),
+	}
+	if rng.IntN(2) == 0 {
+		props["traceparent"] = "00-" + hexID(rng, 16) + "-" + hexID(rng, 8) + "-01"
+	}
+	if rng.IntN(50) == 0 {
+		props["isTest"] = true
+	}
+	if rng.IntN(20) == 0 {
+		props["amount"] = float64(rng.IntN(100000)) / 100
+	}
+	r.ApplicationProperties = dlq.EncodeProperties(props)
+
+	words := func(k int) string {
+		var b strings.Builder
+		for j := range k {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(vocab[zipfWords.next(rng)])
+		}
+		switch x := rng.IntN(100000); {
+		case x < 1000:
+			b.WriteString(" " + MidWord)
+		case x < 1005:
+			b.WriteString(" " + RareWord)
+		}
+		return b.String()
+	}
+	status := statuses[statusPick.pick(rng)]
+	switch {
+	case rng.IntN(50) == 0:
+		b := make([]byte, 128+rng.IntN(384))
+		for j := range b {
+			b[j] = byte(rng.IntN(256))
+		}
+		b[0] = 0 // never valid text
+		r.Body = b
+		r.ContentType = ptr("application/octet-stream")
+	case ge.body == "invoice":
+		r.Body = fmt.Appendf(nil, `<?xml version="1.0"?><Invoice id="INV-%07d" status="%s"><Customer id="CUST-%05d"/><Amount currency="%s">%d.%02d</Amount><Note>%s</Note></Invoice>`,
+			rng.IntN(10_000_000), status, rng.IntN(100000), currencies[rng.IntN(len(currencies))], rng.IntN(5000), rng.IntN(100), words(4+rng.IntN(20)))
+		r.ContentType = ptr("application/xml")
+	default:
+		var items strings.Builder
+		for j := range 1 + rng.IntN(4) {
+			if j > 0 {
+				items.WriteByte(',')
+			}
+			fmt.Fprintf(&items, `{"sku":"SKU-%05d","name":"%s","qty":%d,"price":%d.%02d}`,
+				rng.IntN(100000), words(2), 1+rng.IntN(5), rng.IntN(500), rng.IntN(100))
+		}
+		r.Body = fmt.Appendf(nil, `{"type":"%s","id":"%s-%07d","customerId":"CUST-%05d","status":"%s","currency":"%s","items":[%s],"note":"%s","createdAt":"%s"}`,
+			*r.Subject, strings.ToUpper(ge.body[:3]), rng.IntN(10_000_000), rng.IntN(100000), status,
+			currencies[rng.IntN(len(currencies))], items.String(), words(3+rng.IntN(25)), at.Format(time.RFC3339))
+		if rng.IntN(10) != 0 {
+			r.ContentType = ptr("application/json")
+		}
+	}
+	switch x := rng.IntN(1000); {
+	case x < 30:
+		r.ReplayCount = 1
+	case x < 35:
+		r.ReplayCount = 2
+	}
+
+	if ge.path == DeletedEntity {
+		t := deletedAt
+		r.GoneAt = &t
+	} else if rng.IntN(100) < 8 {
+		t := r.LastSeenAt.Add(time.Duration(1+rng.IntN(48)) * time.Hour)
+		r.GoneAt = &t
+	}
+	if r.GoneAt == nil {
+		c := present[ge.path]
 		switch {
-		case r.SubQueue == dlq.SubQueueMain && (ge.kind == dlq.KindTopic || rng.IntN(10) < 4):
-			r.State = dlq.StateScheduled
-			t := at.Add(time.Duration(1+rng.IntN(72)) * time.Hour).UTC()
-			r.ScheduledEnqueueAt = &t
-		case r.SubQueue == dlq.SubQueueMain || rng.IntN(200) == 0:
-			r.State = dlq.StateDeferred
+		case r.SubQueue == dlq.SubQueueDeadLetter:
+			c.DeadLetter++
+		case r.SubQueue == dlq.SubQueueTransferDeadLetter:
+			c.TransferDeadLetter++
+		case r.State == dlq.StateScheduled:
+			c.Scheduled++
 		default:
-			r.State = dlq.StateActive
-		}
-
-		r.MessageID = hexID(rng, 16)
-		if rng.IntN(10) < 6 {
-			r.CorrelationID = ptr(hexID(rng, 8))
-		}
-		if ge.path == "inventory-sync" {
-			r.SessionID = ptr("warehouse-" + strconv.Itoa(rng.IntN(40)))
-		}
-		subj := subjects[ge.body]
-		r.Subject = ptr(subj[rng.IntN(len(subj))])
-		r.DeliveryCount = uint32(1 + rng.IntN(10))
-		if rng.IntN(2) == 0 {
-			ttl := 14 * 24 * time.Hour
-			r.TimeToLive = &ttl
-			t := at.Add(ttl).UTC()
-			r.ExpiresAt = &t
-		}
-		if r.SubQueue != dlq.SubQueueMain {
-			var t template
-			if r.SubQueue == dlq.SubQueueTransferDeadLetter {
-				t = transferTemplates[transferPick.pick(rng)]
-			} else {
-				t = templates[perEntityTpl[ei][perEntity[ei].pick(rng)]]
-			}
-			r.DeadLetterReason = ptr(t.reason)
-			r.DeadLetterErrorDescription = ptr(fillTemplate(rng, t.desc, at))
-			if strings.Contains(ge.path, "/Subscriptions/") && rng.IntN(20) == 0 {
-				r.DeadLetterSource = ptr(strings.SplitN(ge.path, "/", 2)[0])
-			}
-		}
-
-		region := regions[regionPick.pick(rng)]
-		tenant := fmt.Sprintf("tenant-%04d", zipfTenants.next(rng))
-		props := map[string]any{
-			"tenant":   tenant,
-			"region":   region,
-			"priority": []string{"low", "normal", "normal", "high"}[rng.IntN(4)],
-			"retries":  rng.IntN(10),
-		}
-		if rng.IntN(2) == 0 {
-			props["traceparent"] = "00-" + hexID(rng, 16) + "-" + hexID(rng, 8) + "-01"
-		}
-		if rng.IntN(50) == 0 {
-			props["isTest"] = true
-		}
-		if rng.IntN(20) == 0 {
-			props["amount"] = float64(rng.IntN(100000)) / 100
-		}
-		r.ApplicationProperties = dlq.EncodeProperties(props)
-
-		words := func(k int) string {
-			var b strings.Builder
-			for j := range k {
-				if j > 0 {
-					b.WriteByte(' ')
-				}
-				b.WriteString(vocab[zipfWords.next(rng)])
-			}
-			switch x := rng.IntN(100000); {
-			case x < 1000:
-				b.WriteString(" " + MidWord)
-			case x < 1005:
-				b.WriteString(" " + RareWord)
-			}
-			return b.String()
-		}
-		status := statuses[statusPick.pick(rng)]
-		switch {
-		case rng.IntN(50) == 0:
-			b := make([]byte, 128+rng.IntN(384))
-			for j := range b {
-				b[j] = byte(rng.IntN(256))
-			}
-			b[0] = 0 // never valid text
-			r.Body = b
-			r.ContentType = ptr("application/octet-stream")
-		case ge.body == "invoice":
-			r.Body = fmt.Appendf(nil, `<?xml version="1.0"?><Invoice id="INV-%07d" status="%s"><Customer id="CUST-%05d"/><Amount currency="%s">%d.%02d</Amount><Note>%s</Note></Invoice>`,
-				rng.IntN(10_000_000), status, rng.IntN(100000), currencies[rng.IntN(len(currencies))], rng.IntN(5000), rng.IntN(100), words(4+rng.IntN(20)))
-			r.ContentType = ptr("application/xml")
-		default:
-			var items strings.Builder
-			for j := range 1 + rng.IntN(4) {
-				if j > 0 {
-					items.WriteByte(',')
-				}
-				fmt.Fprintf(&items, `{"sku":"SKU-%05d","name":"%s","qty":%d,"price":%d.%02d}`,
-					rng.IntN(100000), words(2), 1+rng.IntN(5), rng.IntN(500), rng.IntN(100))
-			}
-			r.Body = fmt.Appendf(nil, `{"type":"%s","id":"%s-%07d","customerId":"CUST-%05d","status":"%s","currency":"%s","items":[%s],"note":"%s","createdAt":"%s"}`,
-				*r.Subject, strings.ToUpper(ge.body[:3]), rng.IntN(10_000_000), rng.IntN(100000), status,
-				currencies[rng.IntN(len(currencies))], items.String(), words(3+rng.IntN(25)), at.Format(time.RFC3339))
-			if rng.IntN(10) != 0 {
-				r.ContentType = ptr("application/json")
-			}
-		}
-		switch x := rng.IntN(1000); {
-		case x < 30:
-			r.ReplayCount = 1
-		case x < 35:
-			r.ReplayCount = 2
-		}
-
-		if ge.path == DeletedEntity {
-			t := deletedAt
-			r.GoneAt = &t
-		} else if rng.IntN(100) < 8 {
-			t := r.LastSeenAt.Add(time.Duration(1+rng.IntN(48)) * time.Hour)
-			r.GoneAt = &t
-		}
-		if r.GoneAt == nil {
-			c := present[ge.path]
-			switch {
-			case r.SubQueue == dlq.SubQueueDeadLetter:
-				c.DeadLetter++
-			case r.SubQueue == dlq.SubQueueTransferDeadLetter:
-				c.TransferDeadLetter++
-			case r.State == dlq.StateScheduled:
-				c.Scheduled++
-			default:
-				c.Active++
-			}
-		}
-		if _, err := w.Add(ctx, r); err != nil {
-			return err
-		}
-		if i%10000 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
+			c.Active++
 		}
 	}
-	if err := w.commit(); err != nil {
-		return err
-	}
-	for _, ddl := range indexes {
-		if _, err := w.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("recreate index: %w", err)
-		}
-	}
+	return r
+}
+
+// entities are the generated entities as the broker lists them: their
+// counts are the present messages, plus healthy traffic in the active
+// count; the deleted one is deleted, and one is send-disabled.
+func (g *generator) entities() []Entity {
+	present, deletedAt := g.present, g.deletedAt
+	var ents []Entity
 	for _, e := range genEntities {
 		ent := Entity{Path: e.path, Kind: e.kind, Counts: *present[e.path]}
-		if ent.Kind == "" {
-			ent.Kind = kindOf(e.path)
-		}
 		ent.Counts.Active += int64(len(e.path) * 7) // the broker also counts healthy traffic
 		if e.path == DeletedEntity {
 			t := deletedAt
@@ -398,17 +445,23 @@ func Generate(ctx context.Context, path string, n int) error {
 		if e.path == "shipping-labels" {
 			ent.Status = "SendDisabled"
 		}
-		if err := w.AddEntity(ctx, ent); err != nil {
-			return err
-		}
+		ents = append(ents, ent)
 	}
-	return w.Close(ctx)
+	return ents
 }
 
-// dropIndexes drops the indexes of table and returns the SQL that creates
-// them again.
-func (w *Writer) dropIndexes(ctx context.Context, table string) ([]string, error) {
-	rows, err := w.db.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
+// importBatch is how many records Generate writes in one transaction.
+const importBatch = 20000
+
+// dropIndexes drops the indexes of table in the database at path and
+// returns the SQL that creates them again.
+func dropIndexes(ctx context.Context, path, table string) ([]string, error) {
+	db, err := OpenSQL(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL`, table)
 	if err != nil {
 		return nil, err
 	}
@@ -426,11 +479,26 @@ func (w *Writer) dropIndexes(ctx context.Context, table string) ([]string, error
 		return nil, err
 	}
 	for _, n := range names {
-		if _, err := w.db.ExecContext(ctx, `DROP INDEX "`+strings.ReplaceAll(n, `"`, `""`)+`"`); err != nil {
+		if _, err := db.ExecContext(ctx, `DROP INDEX "`+strings.ReplaceAll(n, `"`, `""`)+`"`); err != nil {
 			return nil, err
 		}
 	}
-	return ddl, nil
+	return ddl, db.Close()
+}
+
+// createIndexes runs the index definitions dropIndexes returned.
+func createIndexes(ctx context.Context, path string, ddl []string) error {
+	db, err := OpenSQL(path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for _, q := range ddl {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("recreate index: %w", err)
+		}
+	}
+	return db.Close()
 }
 
 func fillTemplate(rng *rand.Rand, f string, at time.Time) string {

@@ -1,4 +1,18 @@
-package main
+// Package connstr parses Service Bus connection strings:
+//
+//	Endpoint=sb://<host>[:port][/];SharedAccessKeyName=<name>;SharedAccessKey=<key>[;EntityPath=<e>][;UseDevelopmentEmulator=true]
+//	Endpoint=sb://<host>[:port][/];SharedAccessSignature=<sas>[;...]
+//
+// It is the one parser of the project: the command line checks the string
+// with it before anything starts (cmd/dlqdash), and the adapter reads the
+// namespace and the secrets to redact with it (servicebus.Open). It is pure
+// (no SDK, no I/O), so configuration parsing stays pure and testable alone.
+//
+// Nothing here ever prints a secret: errors name keys and positions but
+// never repeat a value, since any value may hold or neighbour a secret; and
+// a ConnectionString's String, GoString, LogValue and MarshalText show no
+// key, signature or raw string.
+package connstr
 
 import (
 	"errors"
@@ -9,24 +23,23 @@ import (
 	"strings"
 )
 
+// Shape is the usual form of a connection string, for error messages and
+// help texts.
+const Shape = "Endpoint=sb://<namespace>.servicebus.windows.net/;SharedAccessKeyName=<name>;SharedAccessKey=<key>"
+
+// redacted replaces secrets wherever they would be shown.
+const redacted = "[REDACTED]"
+
 // secret holds a credential. Every way of printing it prints a placeholder,
 // so a stray %v or slog attribute cannot leak it.
 type secret string
-
-const redacted = "[REDACTED]"
 
 func (s secret) String() string               { return redacted }
 func (s secret) GoString() string             { return redacted }
 func (s secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
 func (s secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 
-// ConnectionString is a parsed Service Bus connection string:
-//
-//	Endpoint=sb://<host>[:port][/];SharedAccessKeyName=<name>;SharedAccessKey=<key>[;EntityPath=<e>][;UseDevelopmentEmulator=true]
-//	Endpoint=sb://<host>[:port][/];SharedAccessSignature=<sas>[;...]
-//
-// Its String, GoString and LogValue methods never show the key, the
-// signature or the raw string.
+// ConnectionString is a parsed Service Bus connection string.
 type ConnectionString struct {
 	Host                   string // namespace host, e.g. contoso.servicebus.windows.net
 	Port                   int    // 0 when the endpoint names none
@@ -61,7 +74,7 @@ func (c ConnectionString) LogValue() slog.Value {
 	)
 }
 
-// Namespace is host[:port].
+// Namespace is host[:port], safe to log and show.
 func (c ConnectionString) Namespace() string {
 	if c.Port != 0 {
 		return c.Host + ":" + strconv.Itoa(c.Port)
@@ -69,16 +82,36 @@ func (c ConnectionString) Namespace() string {
 	return c.Host
 }
 
-const connStrShape = "Endpoint=sb://<namespace>.servicebus.windows.net/;SharedAccessKeyName=<name>;SharedAccessKey=<key>"
+// Redact replaces every secret of the connection string in s: the key, the
+// signature, and the signature's sig= part alone (escaped or not), which is
+// what makes a token usable and may be quoted without the rest (in an SDK
+// error, say).
+func (c ConnectionString) Redact(s string) string {
+	secrets := []string{string(c.key), string(c.sas)}
+	if _, sig, ok := strings.Cut(string(c.sas), "sig="); ok {
+		sig, _, _ = strings.Cut(sig, "&")
+		secrets = append(secrets, sig)
+		if u, err := url.QueryUnescape(sig); err == nil && u != sig {
+			secrets = append(secrets, u)
+		}
+	}
+	for _, v := range secrets {
+		if len(v) >= 4 { // never blank out stray short substrings
+			s = strings.ReplaceAll(s, v, redacted)
+		}
+	}
+	return s
+}
 
-// parseConnectionString checks s and returns its parts. Error messages name
-// keys and positions but never repeat any value, since any value may hold or
-// neighbour a secret.
-func parseConnectionString(s string) (ConnectionString, error) {
+// Parse checks s and returns its parts. Its errors complete a sentence whose
+// subject is the string ("… has no Endpoint"), so that callers prefix what
+// they call it (an environment variable, "connection string"); they name keys
+// and positions, never values.
+func Parse(s string) (ConnectionString, error) {
 	c := ConnectionString{raw: secret(s)}
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return c, errors.New("is empty; want " + connStrShape)
+		return c, errors.New("is empty; want " + Shape)
 	}
 	seen := map[string]bool{}
 	var endpoint, key, sas string
@@ -90,7 +123,7 @@ func parseConnectionString(s string) (ConnectionString, error) {
 		}
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return c, fmt.Errorf("part %d has no '=': want key=value pairs separated by ';' like %s", i+1, connStrShape)
+			return c, fmt.Errorf("part %d has no '=': want key=value pairs separated by ';' like %s", i+1, Shape)
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		lk := strings.ToLower(k)
@@ -129,7 +162,7 @@ func parseConnectionString(s string) (ConnectionString, error) {
 	}
 
 	if endpoint == "" {
-		return c, errors.New("has no Endpoint; want " + connStrShape)
+		return c, errors.New("has no Endpoint; want " + Shape)
 	}
 	u, err := url.Parse(endpoint)
 	switch {

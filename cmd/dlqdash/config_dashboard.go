@@ -1,0 +1,81 @@
+package main
+
+import (
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlqdash/dlqdash/servicebus/connstr"
+)
+
+func dashboardFlags(f *flagSet) {
+	f.str("addr", envAddr, defaultAddr, "address the dashboard listens on (host:port; port 0 picks a free port)")
+	f.str("db", envDB, defaultDB, "SQLite database file (created if missing)")
+	f.str("poll", envPoll, defaultPoll, "how often entity counts are read (a Go duration: 500ms, 1s, 5s)")
+	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")
+	f.str("orphan-after", envOrphanAfter, defaultOrphanAfter, "how long a message may stay deferred before the inventory flags it as a deferred orphan (a Go duration: 24h, 90m)")
+	f.str("poison-cap", envPoisonCap, defaultPoisonCap, "how many times a message lineage may be replayed before replays skip it as poison (unless allow_poison)")
+	f.str("metrics-addr", envMetricsAddr, "", "address of a listener of its own for GET /metrics (host:port); empty serves /metrics on --addr")
+	if f.fs.Name() == "dlqdash serve" {
+		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
+	}
+	authFlags(f)
+	logFlags(f)
+}
+
+// parseDashboardConfig reads the flags of demo and serve, and serve's
+// connection string from the environment.
+func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, bad func(string, ...any) error) error {
+	v := f.get
+	var err error
+	if cfg.Addr, err = f.addr("addr", bad); err != nil {
+		return err
+	}
+	if cfg.DB, err = f.db(bad); err != nil {
+		return err
+	}
+	if cfg.Poll, err = time.ParseDuration(v("poll")); err != nil || cfg.Poll < 100*time.Millisecond || cfg.Poll > time.Hour {
+		return bad("invalid poll interval %q from %s: want a duration from 100ms to 1h, e.g. 1s", v("poll"), f.source("poll"))
+	}
+	if cfg.Retention, err = parseRetention(v("retention")); err != nil {
+		return bad("invalid retention %q from %s: %v", v("retention"), f.source("retention"), err)
+	}
+	if cfg.OrphanAfter, err = time.ParseDuration(v("orphan-after")); err != nil || cfg.OrphanAfter < time.Minute {
+		return bad("invalid orphan-after %q from %s: want a duration of at least 1m, e.g. 24h", v("orphan-after"), f.source("orphan-after"))
+	}
+	if cfg.PoisonCap, err = strconv.Atoi(v("poison-cap")); err != nil || cfg.PoisonCap < 1 || cfg.PoisonCap > 1000 {
+		return bad("invalid poison cap %q from %s: want a whole number from 1 to 1000", v("poison-cap"), f.source("poison-cap"))
+	}
+	if strings.TrimSpace(v("metrics-addr")) != "" {
+		if cfg.MetricsAddr, err = f.addr("metrics-addr", bad); err != nil {
+			return err
+		}
+		if _, port, _ := net.SplitHostPort(cfg.MetricsAddr); cfg.MetricsAddr == cfg.Addr && port != "0" {
+			return bad("metrics address %q from %s is the dashboard's own (%s): give another port, or leave it empty to serve /metrics on the dashboard's listener",
+				cfg.MetricsAddr, f.source("metrics-addr"), f.source("addr"))
+		}
+	}
+	if cfg.Auth, err = parseAuth(f, cfg.Command, cfg.Addr, getenv, bad); err != nil {
+		return err
+	}
+	if cfg.Command != "serve" {
+		return nil
+	}
+	if a := strings.TrimSpace(v("admin-endpoint")); a != "" {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return bad("invalid admin endpoint %q from %s: want http(s)://host[:port]", a, f.source("admin-endpoint"))
+		}
+		cfg.AdminEndpoint = a
+	}
+	raw := getenv(envConnectionString)
+	if strings.TrimSpace(raw) == "" {
+		return bad("%s is not set: serve needs the namespace's connection string (%s)", envConnectionString, connstr.Shape)
+	}
+	if cfg.ConnectionString, err = connstr.Parse(raw); err != nil {
+		return bad("%s %v", envConnectionString, err)
+	}
+	return nil
+}

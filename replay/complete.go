@@ -1,0 +1,83 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// completeParallel is how many completes are in flight at once.
+const completeParallel = 32
+
+// complete removes the originals and returns how many it removed.
+// Originals whose locks were lost stay as they are (sent, or locked for a
+// discard) and are removed on a later pass; nothing is sent again for them.
+func (r *run) complete(ctx context.Context, s *source, work []match) (int, error) {
+	errs := make([]error, len(work))
+	sem := make(chan struct{}, completeParallel)
+	var wg sync.WaitGroup
+	for i, mt := range work {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			// A settlement is worth nothing after the lock: never wait
+			// longer (the SDK can hang on a link whose connection died).
+			deadline := mt.m.LockedUntil.Add(time.Second)
+			if mt.m.LockedUntil.IsZero() {
+				deadline = time.Now().Add(callTimeout)
+			}
+			cctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			errs[i] = s.recv.Complete(cctx, mt.m)
+		}()
+	}
+	wg.Wait()
+	var ups []Update
+	var ids []string
+	var fatal error
+	for i, mt := range work {
+		if err := errs[i]; err != nil {
+			if !errors.Is(err, dlq.ErrLockLost) && !transient(err) && fatal == nil {
+				fatal = err
+			}
+			r.e.log.Debug("replay: original not removed yet", "job_id", r.job.ID, "message_id", mt.it.MessageID, "error", err)
+			continue
+		}
+		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemCompleted})
+		ids = append(ids, strconv.FormatInt(mt.it.MessageID, 10))
+		delete(s.held, mt.m.SequenceNumber)
+	}
+	if err := r.update(ctx, s, ups); err != nil {
+		return 0, err
+	}
+	if len(ups) > 0 && r.e.cfg.OnRemoved != nil {
+		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
+	}
+	if len(ids) > 0 {
+		action, params := audit.ActionReplay, map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": s.key.q.Path(s.key.entity)}
+		if r.job.Action == ActionDiscard {
+			action = audit.ActionDiscard
+			params["reason"] = r.job.Reason
+		} else if dest, err := r.destination(ctx, s.key.entity); err == nil {
+			params["destination"] = dest.Path
+		}
+		if s.key.q == dlq.SubQueueMain {
+			// Messages of the main entity in a job are deferred ones
+			// (scheduled ones are skipped when the job is created).
+			params["action"] = string(r.job.Action)
+			action = audit.ActionDeferredResolved
+		}
+		r.e.audit(ctx, audit.Record{Actor: r.job.CreatedBy, Action: action, MessageIDs: ids, Params: params})
+	}
+	if fatal != nil && len(ups) == 0 {
+		return 0, r.brokerHalt("remove originals from "+s.key.q.Path(s.key.entity), fatal)
+	}
+	return len(ups), nil
+}

@@ -1,0 +1,244 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// resolveDeferred receives deferred messages by sequence number.
+func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) error {
+	for chunk := range slices.Chunk(items, r.e.cfg.Batch) {
+		if r.stopped() {
+			return nil
+		}
+		seqs := make([]int64, len(chunk))
+		for i, it := range chunk {
+			seqs[i] = it.SequenceNumber
+		}
+		got, _, err := retry(ctx, r, "receive deferred messages", func() ([]*Received, error) {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			return s.recv.ReceiveDeferred(cctx, seqs)
+		})
+		if err != nil {
+			return r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
+		}
+		bySeq := map[int64]*Received{}
+		for _, m := range got {
+			bySeq[m.SequenceNumber] = m
+		}
+		var matched []match
+		var missing []*Item
+		for _, it := range chunk {
+			if m := bySeq[it.SequenceNumber]; m != nil {
+				matched = append(matched, match{it, m})
+			} else {
+				missing = append(missing, it)
+			}
+		}
+		if _, err := r.process(ctx, s, matched); err != nil {
+			return err
+		}
+		if err := r.resolveMissing(ctx, s, missing, "is no longer deferred in"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan finds the job's active messages in a queue that can only be read
+// from its head (see the package documentation for the design and its
+// cost): pass after pass from the head, until no item is pending.
+func (r *run) scan(ctx context.Context, s *source) error {
+	start := r.e.now()
+	ahead := &prefetch{}
+	defer ahead.drain(s)
+	for len(s.pending) > 0 && !r.stopped() {
+		p := &pass{seen: map[int64]bool{}}
+		stopped, err := r.readPass(ctx, s, p, ahead)
+		if err != nil || stopped {
+			return err
+		}
+		again, err := r.endPass(ctx, s, p, start)
+		if err != nil || !again {
+			return err
+		}
+	}
+	return nil
+}
+
+// pass is what one pass from the head has read.
+type pass struct {
+	seen      map[int64]bool // sequence numbers received
+	processed int            // items finished
+	// wrapped: a message came again, so a lock this pass took has
+	// expired and the head is back.
+	wrapped   bool
+	heldUntil time.Time // when the last lock this pass took expires
+}
+
+// sort records a received batch in the pass and among the source's held
+// messages, and sorts out the job's messages in it: those to act on, and
+// items whose sequence number now holds a different message. The rest (not
+// selected) are left locked, untouched, until their locks expire.
+func (p *pass) sort(s *source, msgs []*Received) (matched []match, strangers []*Item) {
+	for _, m := range msgs {
+		if p.seen[m.SequenceNumber] {
+			p.wrapped = true
+		}
+		p.seen[m.SequenceNumber] = true
+		if m.LockedUntil.After(p.heldUntil) {
+			p.heldUntil = m.LockedUntil
+		}
+		s.held[m.SequenceNumber] = m
+		it := s.pending[m.SequenceNumber]
+		if it == nil {
+			continue
+		}
+		if it.OriginalMessageID != "" && m.MessageID != it.OriginalMessageID {
+			strangers = append(strangers, it)
+			continue
+		}
+		matched = append(matched, match{it, m})
+	}
+	return matched, strangers
+}
+
+// readPass reads from the head, acting on the job's messages batch by
+// batch, until the pass wraps, nothing more is available or no item is
+// pending. stopped reports that the run was stopped meanwhile.
+func (r *run) readPass(ctx context.Context, s *source, p *pass, ahead *prefetch) (stopped bool, err error) {
+	for !p.wrapped && len(s.pending) > 0 {
+		if r.stopped() {
+			return true, nil
+		}
+		msgs, err := r.receive(ctx, s, ahead)
+		if err != nil {
+			return false, r.brokerHalt("receive from "+s.key.q.Path(s.key.entity), err)
+		}
+		if len(msgs) == 0 {
+			return false, nil // nothing more is available
+		}
+		matched, strangers := p.sort(s, msgs)
+		if len(strangers) > 0 {
+			if err := r.resolve(ctx, s, strangers, ItemFailed, "its sequence number now holds a different message "+
+				"(the entity was recreated?): the original is gone"); err != nil {
+				return false, err
+			}
+		}
+		// An unpaced job receives the next batch while it acts on this
+		// one, which hides the receive's round trip: on a distant
+		// namespace a pass reaches that much deeper within one lock
+		// duration. A paced job does not: it may wait for its rate
+		// as long as the locks allow, while the next batch's locks
+		// would run down.
+		if r.limiter == nil && !p.wrapped && len(s.pending) > len(matched) {
+			ahead.start(ctx, s, r.e.cfg.Batch)
+		}
+		n, err := r.process(ctx, s, matched)
+		if err != nil {
+			return false, err
+		}
+		p.processed += n
+	}
+	return false, nil
+}
+
+// endPass decides what follows a pass: another pass (again), or the end
+// of the work on this source (every item finished, the run stopped, or a
+// halt). Items the pass did not see are finished as missing once every
+// lock another receiver may hold has expired.
+func (r *run) endPass(ctx context.Context, s *source, p *pass, start time.Time) (again bool, err error) {
+	e := r.e
+	e.log.Debug("replay: pass ended", "job_id", r.job.ID, "entity", s.key.entity, "subqueue", string(s.key.q), "read", len(p.seen),
+		"acted", p.processed, "wrapped", p.wrapped, "pending", len(s.pending))
+	if len(s.pending) == 0 {
+		return false, nil
+	}
+	if p.wrapped {
+		if p.processed == 0 {
+			return false, &halt{reason: fmt.Sprintf("%d selected messages lie deeper in %s than dlqdash can reach within one lock duration (%s; "+
+				"it read %d messages before the first locks expired): raise the entity's lock duration (up to 5 minutes) and resume",
+				len(s.pending), s.key.q.Path(s.key.entity), s.lock, len(p.seen))}
+		}
+		return true, nil
+	}
+	// Everything available was read. A selected message not among it
+	// is gone, or locked by another receiver (an earlier dlqdash
+	// that crashed holds its locks for one lock duration).
+	if wait := start.Add(s.lock + time.Second).Sub(e.now()); wait > 0 {
+		return r.sleep(wait), nil
+	}
+	var missing []*Item
+	for seq, it := range s.pending {
+		if !p.seen[seq] {
+			missing = append(missing, it)
+		}
+	}
+	if err := r.resolveMissing(ctx, s, missing, "was not found in"); err != nil {
+		return false, err
+	}
+	if len(s.pending) > 0 {
+		// Seen but not acted on (not enough lock time left): they come
+		// back when the locks this pass holds expire.
+		return r.sleep(p.heldUntil.Sub(e.now()) + 100*time.Millisecond), nil
+	}
+	return true, nil
+}
+
+// batch is what one receive brought.
+type batch struct {
+	msgs []*Received
+	err  error
+}
+
+// prefetch is the next batch, being received while this one is acted on
+// (one attempt: a failure is retried by the loop, not in the background).
+type prefetch struct{ ch chan batch }
+
+func (a *prefetch) start(ctx context.Context, s *source, n int) {
+	ch := make(chan batch, 1)
+	a.ch = ch
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		msgs, err := s.recv.Receive(cctx, n, time.Second)
+		ch <- batch{msgs, err}
+	}()
+}
+
+// take waits for the batch being received, if one is.
+func (a *prefetch) take() (batch, bool) {
+	if a.ch == nil {
+		return batch{}, false
+	}
+	b := <-a.ch
+	a.ch = nil
+	return b, true
+}
+
+// drain is for when the work on the source ends: the receiver is closed
+// next, never with a receive in flight; what it brought is held, and given
+// back with the rest.
+func (a *prefetch) drain(s *source) {
+	if b, ok := a.take(); ok {
+		for _, m := range b.msgs {
+			s.held[m.SequenceNumber] = m
+		}
+	}
+}
+
+// receive takes the batch received ahead, or receives one (with retries).
+func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Received, error) {
+	if b, ok := ahead.take(); ok && b.err == nil {
+		return b.msgs, nil
+	}
+	msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
+	})
+	return msgs, err
+}

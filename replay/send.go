@@ -1,0 +1,179 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// process acts on messages the source received for the job: it returns
+// how many it finished. Messages it cannot act on within their locks stay
+// pending for a later pass.
+func (r *run) process(ctx context.Context, s *source, matched []match) (int, error) {
+	if len(matched) == 0 {
+		return 0, nil
+	}
+	e := r.e
+	j := r.job
+	now := e.now()
+	var poison []*Item
+	var work []match
+	for _, mt := range matched {
+		if r.cancelling && mt.it.State != ItemSent {
+			continue
+		}
+		if j.Action == ActionReplay && !j.AllowPoison && mt.it.State != ItemSent && mt.m.ReplayCount >= e.cfg.PoisonCap {
+			poison = append(poison, mt.it)
+			continue
+		}
+		if mt.m.LockedUntil.Sub(now) < s.margin {
+			continue
+		}
+		work = append(work, mt)
+	}
+	if len(poison) > 0 {
+		if err := r.resolve(ctx, s, poison, ItemSkipped, fmt.Sprintf("poison: its lineage was already replayed %d times or more "+
+			"(allow_poison replays it anyway)", e.cfg.PoisonCap)); err != nil {
+			return 0, err
+		}
+	}
+	if len(work) == 0 {
+		return len(poison), nil
+	}
+
+	// Paced jobs go a bucketful at a time, so progress (and a pause or
+	// cancel) shows between them rather than after the whole batch.
+	size := len(work)
+	if r.limiter != nil {
+		size = r.limiter.Burst()
+	}
+	done := len(poison)
+	for chunk := range slices.Chunk(work, size) {
+		if done > len(poison) && r.stopped() {
+			break // the rest stay pending, untouched
+		}
+		if j.Action == ActionReplay {
+			var err error
+			if chunk, err = r.sendCopies(ctx, s, chunk); err != nil {
+				return done, err
+			}
+		} else {
+			ups := make([]Update, len(chunk))
+			for i, mt := range chunk {
+				ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
+				mt.it.State = ItemLocked
+			}
+			if err := r.update(ctx, s, ups); err != nil {
+				return done, err
+			}
+		}
+		n, err := r.complete(ctx, s, chunk)
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// sendCopies sends the copies of the messages that are not sent yet (as
+// the rate allows within their locks) and returns the messages whose copy
+// is now sent, ready to have their originals removed.
+func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match, error) {
+	var ready, toSend []match
+	for _, mt := range work {
+		if mt.it.State == ItemSent {
+			ready = append(ready, mt)
+		} else {
+			toSend = append(toSend, mt)
+		}
+	}
+	if len(toSend) == 0 {
+		return ready, nil
+	}
+	var err error
+	if toSend, err = r.pace(ctx, s, toSend); err != nil || len(toSend) == 0 {
+		return ready, err
+	}
+	// By destination (a job without one sends each source's messages to
+	// its own entity, so this is one group).
+	dest, sender, err := r.destinationSender(ctx, s.key.entity)
+	if err != nil {
+		return ready, err
+	}
+	locked, copies, resent := r.copiesOf(toSend)
+	// The state before the call: after a crash these are sent again under
+	// the same MessageIds.
+	if err := r.update(ctx, s, locked); err != nil {
+		return ready, err
+	}
+	_, attempts, err := retry(ctx, r, "send to "+dest.Path, func() (struct{}, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return struct{}{}, sender.Send(cctx, copies)
+	})
+	flag := (resent || attempts > 1) && !dest.DuplicateDetection
+	if err != nil {
+		if errors.Is(err, dlq.ErrEntityNotFound) {
+			return ready, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+		}
+		if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) {
+			return ready, r.brokerHalt("send to "+dest.Path, err)
+		}
+		// Refused for what the messages are (too large, say): one by one,
+		// to find which.
+		return r.sendOneByOne(ctx, s, sender, toSend, copies, ready, flag)
+	}
+	sent := make([]Update, len(toSend))
+	for i, mt := range toSend {
+		sent[i] = Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: flag}
+		mt.it.State = ItemSent
+	}
+	if err := r.update(ctx, s, sent); err != nil {
+		return ready, err
+	}
+	return append(ready, toSend...), nil
+}
+
+// copiesOf makes the copies of the messages in toSend and marks their items
+// locked. It returns the updates that record the lock (with each copy's
+// MessageId), the copies, and whether any item was locked already: by this
+// run's earlier, failed send, or by a process that crashed after writing
+// it, either of which may have sent its copy.
+func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent bool) {
+	j := r.job
+	locked = make([]Update, len(toSend))
+	copies = make([]Copy, len(toSend))
+	for i, mt := range toSend {
+		// Derived from the received message itself: a resend of the same
+		// message after a crash derives the same id.
+		id := DerivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, j.ID)
+		mt.it.CopyMessageID = id
+		locked[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked, CopyMessageID: id}
+		copies[i] = Copy{Of: mt.m, MessageID: id, Properties: copyProperties(mt.m, mt.it, j.ID),
+			ScheduledEnqueueAt: j.ScheduledEnqueueAt, Edit: mt.it.Edit}
+		if mt.it.State == ItemLocked {
+			resent = true
+		}
+		mt.it.State = ItemLocked
+	}
+	return locked, copies, resent
+}
+
+func (r *run) sendOneByOne(ctx context.Context, s *source, sender Sender, toSend []match, copies []Copy, ready []match, flag bool) ([]match, error) {
+	var ups []Update
+	for i, mt := range toSend {
+		if err := sender.Send(ctx, copies[i:i+1]); err != nil {
+			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: flag,
+				Error: "the destination refused the copy: " + err.Error()})
+			continue
+		}
+		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: flag})
+		mt.it.State = ItemSent
+		ready = append(ready, mt)
+	}
+	return ready, r.update(ctx, s, ups)
+}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// messageColumns are the columns insertMessages writes, in order.
+const messageColumns = `id, entity_id, subqueue, state, sequence_number, message_id, correlation_id,
+	session_id, partition_key, subject, content_type, reply_to, reply_to_session_id, to_address, dead_letter_reason,
+	dead_letter_description, dead_letter_source, delivery_count, enqueued_at, scheduled_enqueue_at, expires_at,
+	time_to_live_ms, properties, body_size, body_preview, group_id, first_seen_at, last_seen_at, replay_count, gone_at`
+
+const messageColumnCount = 30
+
+// insertChunk is how many rows one multi-row INSERT carries: a statement per
+// row costs more in the driver than in SQLite, and SQLite allows 32,766
+// parameters per statement.
+const insertChunk = 100
+
+// chunkStatements are the prepared full-chunk INSERTs.
+type chunkStatements struct {
+	messages, bodies *sql.Stmt
+}
+
+// prepareChunks prepares the full-chunk INSERTs on the writer. Open calls
+// it: preparing later, inside a transaction, would wait for the writer's one
+// connection, which that transaction holds.
+func (s *Store) prepareChunks(ctx context.Context) error {
+	var err1, err2 error
+	s.chunk.messages, err1 = s.writer.PrepareContext(ctx,
+		"INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(insertChunk, messageColumnCount))
+	s.chunk.bodies, err2 = s.writer.PrepareContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(insertChunk, 2))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("prepare catalog inserts: %w", err)
+	}
+	return nil
+}
+
+// newMessage is a message to insert, with what the catalog records about it.
+type newMessage struct {
+	m                   *dlq.Message
+	eid                 int64
+	sq, st              int         // subqueue and state codes (checked)
+	group               *groupDelta // nil for none
+	firstSeen, lastSeen int64
+	gone                any    // nil, or when it left the broker (Unix ms)
+	replayCount         int64  // at least what its properties say (replayCountOf)
+	preview             string // "" derives it from a text body
+}
+
+// insertMessages inserts msgs with their bodies and search rows and returns
+// their ids, in order. The caller counts them (counters, groups).
+func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs []newMessage) ([]int64, error) {
+	// Ids are assigned here rather than by SQLite so that rows can go in
+	// many to a statement: the store has one writer connection and this runs
+	// inside its transaction, so nobody else takes the next ids meanwhile.
+	var next int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM messages`).Scan(&next); err != nil {
+		return nil, err
+	}
+	// The search rows go in with one statement per page: FTS5 flushes its
+	// pending terms to a new segment at every statement, so a statement per
+	// row would write a segment per row and spend its time merging them.
+	ftsArgs := make([]any, 0, len(msgs)*5)
+	ids := make([]int64, 0, len(msgs))
+	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
+	bodyArgs := make([]any, 0, insertChunk*2)
+
+	flush := func(n int) error {
+		if n == 0 {
+			return nil
+		}
+		if n == insertChunk {
+			// Full chunks use statements prepared once on the writer's
+			// connection: preparing a 3,000-parameter INSERT costs as much
+			// as running it.
+			if _, err := tx.StmtContext(ctx, full.messages).ExecContext(ctx, rowArgs...); err != nil {
+				return err
+			}
+			if _, err := tx.StmtContext(ctx, full.bodies).ExecContext(ctx, bodyArgs...); err != nil {
+				return err
+			}
+		} else {
+			q := "INSERT INTO messages (" + messageColumns + ") VALUES " + placeholders(n, messageColumnCount)
+			if _, err := tx.ExecContext(ctx, q, rowArgs...); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(n, 2), bodyArgs...); err != nil {
+				return err
+			}
+		}
+		rowArgs, bodyArgs = rowArgs[:0], bodyArgs[:0]
+		return nil
+	}
+	pending := 0
+	for _, nm := range msgs {
+		m := nm.m
+		var gid any
+		if nm.group != nil {
+			gid = nm.group.id
+		}
+		var ttl any
+		if m.TimeToLive != nil {
+			ttl = m.TimeToLive.Milliseconds()
+		}
+		props := string(m.ApplicationProperties)
+		if props == "" {
+			props = "{}"
+		}
+		text, isText := bodyText(m.Body)
+		preview := nm.preview
+		if !isText {
+			text = ""
+		} else if preview == "" {
+			preview = previewOf(text)
+		}
+		id := next
+		next++
+		rowArgs = append(rowArgs, id, nm.eid, nm.sq, nm.st, m.SequenceNumber, m.MessageID, m.CorrelationID,
+			m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
+			m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
+			millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
+			len(m.Body), preview, gid, nm.firstSeen, nm.lastSeen, max(nm.replayCount, replayCountOf(props)), nm.gone)
+		b := m.Body
+		if b == nil {
+			b = []byte{}
+		}
+		bodyArgs = append(bodyArgs, id, b)
+		ftsArgs = append(ftsArgs, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props))
+		ids = append(ids, id)
+		if pending++; pending == insertChunk {
+			if err := flush(pending); err != nil {
+				return nil, err
+			}
+			pending = 0
+		}
+	}
+	if err := flush(pending); err != nil {
+		return nil, err
+	}
+	// One statement for the page, however many rows (a page is at most a
+	// few hundred messages: far below SQLite's 32,766 parameters).
+	for len(ftsArgs) > 0 {
+		n := min(len(ftsArgs)/5, 6000)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties) VALUES `+
+			placeholders(n, 5), ftsArgs[:n*5]...); err != nil {
+			return nil, fmt.Errorf("index for search: %w", err)
+		}
+		ftsArgs = ftsArgs[n*5:]
+	}
+	return ids, nil
+}
+
+// placeholders is "(?, ?), (?, ?)" for rows rows of cols columns.
+func placeholders(rows, cols int) string {
+	one := "(" + strings.Repeat("?, ", cols-1) + "?)"
+	return strings.Repeat(one+", ", rows-1) + one
+}

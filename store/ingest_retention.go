@@ -1,0 +1,59 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PruneGone deletes up to batch messages that left the broker before cutoff
+// (their bodies and search entries with them), and up to batch depth
+// samples older than cutoff. Small batches keep each transaction short, so
+// the ingester never waits long for the writer.
+func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, s.wrap("prune", err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	c := cutoff.UTC().UnixMilli()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (
+		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch); err != nil {
+		return 0, fmt.Errorf("prune search index: %w", err)
+	}
+	r, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
+		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune messages: %w", err)
+	}
+	n, _ := r.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM depth_samples WHERE (entity_id, at) IN (
+		SELECT entity_id, at FROM depth_samples WHERE at < ? LIMIT ?)`, c, batch); err != nil {
+		return 0, fmt.Errorf("prune depth samples: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, s.wrap("prune", err, DefaultBusyTimeout)
+	}
+	return int(n), nil
+}
+
+// MergeSearchIndex does a bounded amount of the search index's merge work
+// (about pages pages written), so that its segments, which automerge 16
+// lets pile up during bulk writes, are combined while nothing else writes.
+// It reports whether there was work to do.
+func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
+	before := s.totalChanges(ctx)
+	if _, err := s.writer.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
+		return false, s.wrap("merge search index", err, DefaultBusyTimeout)
+	}
+	// FTS5's documented test: fewer than two changes means nothing to merge.
+	return s.totalChanges(ctx)-before >= 2, nil
+}
+
+// totalChanges is SQLite's count of rows changed on the writer connection;
+// an FTS5 'merge' that finds nothing to do changes none.
+func (s *Store) totalChanges(ctx context.Context) int64 {
+	var n int64
+	_ = s.writer.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
+	return n
+}

@@ -282,15 +282,7 @@ func TestPutTokenWithoutReplyTo(t *testing.T) {
 func TestURIAddresses(t *testing.T) {
 	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialSession(t, ctx, env)
 	snd, err := sess.NewSender(ctx, "amqps://example.servicebus.windows.net/q1", nil)
 	if err != nil {
 		t.Fatalf("sender to amqps URI: %v", err)

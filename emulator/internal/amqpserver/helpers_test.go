@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/emulator/internal/amqpserver"
@@ -157,3 +158,19 @@ func sbCode(err error) azservicebus.Code {
 }
 
 func strPtr(s string) *string { return &s }
+
+// dialSession connects go-amqp to the emulator (SASL ANONYMOUS) and begins
+// one session; the connection closes when the test ends.
+func dialSession(tb testing.TB, ctx context.Context, env *testEnv) *goamqp.Session {
+	tb.Helper()
+	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sess
+}

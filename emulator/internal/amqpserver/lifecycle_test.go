@@ -109,15 +109,7 @@ func TestRawDrain(t *testing.T) {
 	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
 	ctx := testCtx(t)
 	send(t, ctx, env.sender(t, "q1"), &azservicebus.Message{Body: []byte("one")})
-	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialSession(t, ctx, env)
 	rcv, err := sess.NewReceiver(ctx, "q1", &goamqp.ReceiverOptions{Credit: -1, SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr()})
 	if err != nil {
 		t.Fatal(err)

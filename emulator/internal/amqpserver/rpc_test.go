@@ -70,15 +70,7 @@ func TestSASConnectionString(t *testing.T) {
 func TestReplyRoutedByLinkName(t *testing.T) {
 	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialSession(t, ctx, env)
 	snd, err := sess.NewSender(ctx, "q1/$management", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -130,15 +122,7 @@ func TestAttachRefusals(t *testing.T) {
 		}
 	})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialSession(t, ctx, env)
 	sessionFilter := []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, "a")}
 	cases := []struct {
 		name string

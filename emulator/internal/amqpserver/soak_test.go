@@ -790,15 +790,7 @@ func TestSessionPeekSkipsOtherSessions(t *testing.T) {
 		}
 	}
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+env.srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := dialSession(t, ctx, env)
 	snd, err := sess.NewSender(ctx, "sq/$management", nil)
 	if err != nil {
 		t.Fatal(err)

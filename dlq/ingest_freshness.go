@@ -142,9 +142,15 @@ func (in *Ingester) publishFreshness() {
 	now := in.cfg.Now().UTC()
 	in.mu.Lock()
 	st := in.freshnessLocked(now)
+	readOK := in.status.Healthy // the last read succeeded: stale, not failed
 	in.mu.Unlock()
 	if in.published != nil && sameFreshness(*in.published, st) {
 		return
+	}
+	if readOK && !st.Healthy && in.published != nil && in.published.Healthy {
+		// A failed read is logged by Run; a read that does not end is
+		// logged here, once, when it makes the catalog stale.
+		in.log.Warn("catalog: Service Bus does not answer; showing the last snapshot", "error", st.Error)
 	}
 	in.published = &st
 	c := st

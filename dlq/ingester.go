@@ -158,7 +158,13 @@ func (in *Ingester) Run(ctx context.Context) error {
 	}
 	in.status.LastSuccessAt = last
 	in.started = in.cfg.Now()
+	initial := in.status
 	in.mu.Unlock()
+	// Pages show the initial status already: only changes from it are
+	// published.
+	in.pubMu.Lock()
+	in.published = &initial
+	in.pubMu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {

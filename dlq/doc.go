@@ -55,4 +55,16 @@
 // pass and the times of the last passes. A restart with unchanged counts peeks
 // nothing; nothing is ever cataloged twice, because a message is identified by
 // (entity, subqueue, sequence number) among present messages.
+//
+// # How fresh the catalog is
+//
+// Ingester.Status says whether the catalog is current. Each broker read of a
+// poll has a deadline (Config.PollTimeout). The status is unhealthy as soon as
+// a read fails, and also once no read has succeeded for Config.Stale (default
+// max(3 × Poll, 5 s)) even if none has failed: a broker that stops answering
+// keeps a read waiting until its deadline, and the status must not wait for
+// it. It is computed when asked for, from the time of the last success, and a
+// timer publishes a ChangeFreshness the moment it goes stale (and every
+// second it stays so, since its words say for how long). The next successful
+// read makes it healthy again.
 package dlq

@@ -7,9 +7,13 @@ import (
 )
 
 func (in *Ingester) readSettings(ctx context.Context) error {
-	st, err := in.cfg.Broker.Settings(ctx)
+	var st []Settings
+	err := in.brokerRead(ctx, "read entity settings", func(ctx context.Context) (err error) {
+		st, err = in.cfg.Broker.Settings(ctx)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("read entity settings: %w", err)
+		return err
 	}
 	in.mu.Lock()
 	clear(in.settings)
@@ -28,9 +32,13 @@ func (in *Ingester) readSettings(ctx context.Context) error {
 // poll reads every entity's counts, records them, and hands entities whose
 // subqueues need a pass to the workers.
 func (in *Ingester) poll(ctx context.Context) error {
-	ents, err := in.cfg.Broker.Entities(ctx)
+	var ents []Entity
+	err := in.brokerRead(ctx, "list entities", func(ctx context.Context) (err error) {
+		ents, err = in.cfg.Broker.Entities(ctx)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("list entities: %w", err)
+		return err
 	}
 	now := in.cfg.Now()
 	sync, err := in.cfg.Catalog.SyncEntities(ctx, ents, now)

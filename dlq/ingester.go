@@ -36,6 +36,13 @@ type Config struct {
 	DepthEvery      time.Duration // a depth sample at least this often even when unchanged; default 5 min
 	DepthMinGap     time.Duration // and at most this often when changing; default 5 s
 	MaxBackoff      time.Duration // longest wait after broker errors; default 1 min
+	// Stale is how long without a successful read makes Status unhealthy
+	// even while a read is still waiting for the broker; default
+	// max(3 × Poll, 5 s).
+	Stale time.Duration
+	// PollTimeout is the deadline of each broker read of a poll (the
+	// entity listing, the settings listing); default max(30 s, Stale).
+	PollTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -54,6 +61,8 @@ func (c *Config) defaults() {
 	def(&c.DepthEvery, 5*time.Minute)
 	def(&c.DepthMinGap, 5*time.Second)
 	def(&c.MaxBackoff, time.Minute)
+	def(&c.Stale, max(3*c.Poll, 5*time.Second))
+	def(&c.PollTimeout, max(30*time.Second, c.Stale))
 	if c.PageSize <= 0 {
 		c.PageSize = 250
 	}
@@ -82,16 +91,22 @@ type Ingester struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	status   Status
-	entities map[string]Entity
-	settings map[string]Settings
-	cursors  map[cursorKey]*cursorState
-	busy     map[string]bool      // entities being read by a worker
-	retryAt  map[string]time.Time // per-entity backoff after errors
-	failures map[string]int
-	depthAt  map[string]time.Time // last depth sample
-	depthOf  map[string]Counts
+	mu        sync.Mutex
+	status    Status     // as the poll loop last recorded it (see freshnessLocked)
+	started   time.Time  // when Run started; zero before
+	waiting   bool       // a broker read of the poll loop is in flight
+	attemptAt *time.Time // start of the first read since the last success
+	entities  map[string]Entity
+	settings  map[string]Settings
+	cursors   map[cursorKey]*cursorState
+	busy      map[string]bool      // entities being read by a worker
+	retryAt   map[string]time.Time // per-entity backoff after errors
+	failures  map[string]int
+	depthAt   map[string]time.Time // last depth sample
+	depthOf   map[string]Counts
+
+	pubMu     sync.Mutex // orders freshness changes
+	published *Status    // the last freshness published
 
 	slots chan struct{} // one per concurrent entity read
 	wg    sync.WaitGroup
@@ -116,11 +131,14 @@ func New(cfg Config) *Ingester {
 	}
 }
 
-// Status reports the ingester's freshness.
+// Status reports the ingester's freshness at this moment: unhealthy as soon
+// as a read fails, or once no read has succeeded for Config.Stale, even
+// while a read is still waiting for the broker.
 func (in *Ingester) Status() Status {
+	now := in.cfg.Now()
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return in.status
+	return in.freshnessLocked(now)
 }
 
 // Run reads the broker until ctx ends. It returns nil when ctx ends, and an
@@ -139,7 +157,14 @@ func (in *Ingester) Run(ctx context.Context) error {
 		in.cursors[cursorKey{c.Entity, c.SubQueue}] = &cursorState{Cursor: c}
 	}
 	in.status.LastSuccessAt = last
+	in.started = in.cfg.Now()
+	initial := in.status
 	in.mu.Unlock()
+	// Pages show the initial status already: only changes from it are
+	// published.
+	in.pubMu.Lock()
+	in.published = &initial
+	in.pubMu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
@@ -149,6 +174,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 	if in.cfg.Retention > 0 {
 		in.wg.Go(func() { in.pruneLoop(ctx) })
 	}
+	in.wg.Go(func() { in.watchFreshness(ctx) })
 
 	var settingsAt time.Time
 	failures := 0
@@ -157,7 +183,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 		now := in.cfg.Now()
 		if now.Sub(settingsAt) >= in.cfg.SettingsEvery {
 			if err := in.readSettings(ctx); err != nil {
-				in.fail(ctx, err)
+				in.fail(err)
 			} else {
 				settingsAt = now
 			}
@@ -168,7 +194,7 @@ func (in *Ingester) Run(ctx context.Context) error {
 			}
 			failures++
 			wait = in.backoff(failures, err)
-			in.fail(ctx, err)
+			in.fail(err)
 			in.log.Warn("catalog: cannot read Service Bus; showing the last snapshot", "error", err.Error(),
 				"retry_in", wait.String())
 		} else {

@@ -257,6 +257,9 @@ func (e *BrokenChainError) Error() string {
 	case NeedsKey:
 		return msg + "the chain is keyed from here on: give the audit key (--audit-key-file or DLQDASH_AUDIT_KEY)"
 	case NoCreation:
+		if e.Got == "empty" {
+			return "audit chain broken: it is empty while job " + e.Want + " exists (the audit table was emptied)"
+		}
 		return "audit chain broken: job " + e.Want + " has no creation entry (removed, or the chain was replaced)"
 	default:
 		return msg + "hash does not match its contents"

@@ -15,8 +15,9 @@ import (
 
 // withSignIn sets the dashboard's sign-in: who requests are (cfg.Auth),
 // sessions and tokens in the store (serveDashboard sets the keyed audit
-// trail for sign-ins and refusals), and for --auth oidc the provider, whose discovery document is
-// read now so that a wrong issuer stops start-up with a clear error.
+// trail for sign-ins and refusals), and for --auth oidc the provider, whose
+// discovery document is read now so that a wrong issuer stops start-up with
+// a clear error.
 func withSignIn(ctx context.Context, cfg Config, st *store.Store, logger *slog.Logger, w *web.Config) error {
 	a := cfg.Auth
 	w.Auth = auth.New(auth.Config{Mode: a.Mode, Mapping: a.Mapping, Store: st, TrustedProxies: a.TrustedProxies,

@@ -355,6 +355,27 @@ type actorKey struct{}
 // ActorLocal is the actor until sign-in exists: whoever runs dlqdash.
 const ActorLocal = "local"
 
+// The namespaces of stored actors, one per identity source (package auth's
+// Identity.Actor); "cli:" is the command line's (token create, revoke).
+const (
+	ActorOIDC  = "oidc:"
+	ActorProxy = "proxy:"
+	ActorToken = "token:"
+	ActorCLI   = "cli:"
+)
+
+// DisplayName is the name a stored actor shows beside it: the name without
+// its source's namespace ("alice" for "oidc:alice"). An actor stored before
+// the namespaces (a bare name) is its own display name.
+func DisplayName(actor string) string {
+	for _, ns := range []string{ActorOIDC, ActorProxy, ActorToken, ActorCLI} {
+		if name, ok := strings.CutPrefix(actor, ns); ok && name != "" {
+			return name
+		}
+	}
+	return actor
+}
+
 // ActorSystem is the actor of entries dlqdash records on its own account
 // (the switch to a keyed chain).
 const ActorSystem = "system"

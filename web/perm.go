@@ -299,6 +299,16 @@ type AuditLog interface {
 	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 }
 
+// actorLabel is how pages show a stored actor: the display name, and beside
+// it the actor with its source's namespace ("alice (oidc:alice)"); a bare
+// name stored before the namespaces, and "local", as they are.
+func actorLabel(actor string) string {
+	if name := audit.DisplayName(actor); name != actor {
+		return name + " (" + actor + ")"
+	}
+	return actor
+}
+
 // canSeeBodies reports whether the request's identity may read message
 // bodies (and their previews).
 func (s *Server) canSeeBodies(ctx context.Context) bool {

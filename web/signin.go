@@ -107,7 +107,7 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request) error {
 	if old, err := r.Cookie(sessionCookie); err == nil {
 		replacing = old.Value
 	}
-	ctx := audit.WithActor(r.Context(), user.Name)
+	ctx := audit.WithActor(r.Context(), auth.Identity{Name: user.Name, Via: auth.ViaSession}.Actor())
 	cookie, id, err := s.auth.StartSession(ctx, user, replacing)
 	if errors.Is(err, auth.ErrNoRole) {
 		s.authFailed(r, FailureNoRole, "the provider vouched for "+user.Name+", whose groups earn no role")

@@ -113,7 +113,7 @@ func openAuditLog(ctx context.Context, cfg Config, st audit.Store, created func(
 // logAuditKeyCreated is the one log line of a key serve created.
 func logAuditKeyCreated(logger *slog.Logger) func(string) {
 	return func(path string) {
-		logger.Warn("audit key created: audit verify needs it; keep a copy away from the database", "path", path)
+		logger.Warn("audit key created: audit verify needs it; keep a copy away from the database", "file", path)
 	}
 }
 

@@ -183,3 +183,32 @@ func TestAuditHeadLoggedPeriodically(t *testing.T) {
 		t.Fatalf("log = %q, want twice %q", buf.String(), want)
 	}
 }
+
+// A database from before the key: its SHA-256 entries verify as before, up
+// to the switch entry the first keyed start records; rewriting an old
+// entry and rehashing everything breaks the switch.
+func TestAuditKeyUpgradesAnUnkeyedChain(t *testing.T) {
+	path := auditDB(t, 10)
+	st, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := openAuditLog(t.Context(), Config{DB: path}, st, nil)
+	if err == nil {
+		_, err = l.Append(t.Context(), audit.Record{Action: audit.ActionJobPaused})
+	}
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, "audit", "verify", "--db", path)
+	if code != exitOK || !strings.HasPrefix(out, "audit chain intact: 12 entries\n") {
+		t.Fatalf("exit %d, %q %q", code, out, errOut)
+	}
+	tamper(t, path, `UPDATE audit_log SET actor = 'mallory' WHERE seq = 4`)
+	rehashAuditFrom(t, path, 4)
+	code, out, _ = runCmd(t, "audit", "verify", "--db", path)
+	if code != exitFailure || out != "audit chain broken at entry 11: hash does not match its contents\n" {
+		t.Fatalf("after rewriting an old entry: exit %d, %q", code, out)
+	}
+}

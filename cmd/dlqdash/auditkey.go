@@ -37,8 +37,8 @@ func auditKeyFlag(f *flagSet) {
 // database.
 func defaultAuditKeyPath(db string) string { return db + ".audit-key" }
 
-// loadAuditKey finds the audit key: --audit-key-file, else
-// DLQDASH_AUDIT_KEY, else the file beside the database, which it creates
+// loadAuditKey finds the audit key: --audit-key-file or DLQDASH_AUDIT_KEY
+// (parseConfig refuses both), else the file beside the database, which it creates
 // with a random key when create is set. It returns nil (no error) when there
 // is none and create is not set, and says where the key came from.
 func loadAuditKey(cfg Config, create bool) (key []byte, from string, created bool, err error) {

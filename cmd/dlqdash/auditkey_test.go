@@ -147,6 +147,13 @@ func TestAuditKeyedVerifyCommand(t *testing.T) {
 		os.Remove(path + ".audit-key")
 		verify(t, exitFailure, "audit chain broken: it is empty while job 1 exists", "--db", path)
 	})
+	t.Run("key given twice", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), []string{"audit", "verify", "--audit-key-file", "k"}, env(envAuditKey, "0123456789abcdef"), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), "give the audit key one way") {
+			t.Fatalf("exit %d, %q", code, stderr.String())
+		}
+	})
 	t.Run("bad expected head", func(t *testing.T) {
 		code, _, errOut := runCmd(t, "audit", "verify", "--expect-head", "12")
 		if code != exitUsage || !strings.Contains(errOut, "invalid --expect-head") {

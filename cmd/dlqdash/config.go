@@ -161,6 +161,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if p, ok := f.values["audit-key-file"]; ok {
 		cfg.AuditKeyFile = strings.TrimSpace(*p)
 		cfg.AuditKey = secret(strings.TrimSpace(getenv(envAuditKey)))
+		if cfg.AuditKeyFile != "" && cfg.AuditKey != "" {
+			return Config{}, bad("both %s and --audit-key-file are set: give the audit key one way", envAuditKey)
+		}
 	}
 	return cfg, nil
 }

@@ -43,6 +43,9 @@ const (
 	// ActionDenied: a request refused for its role. Params: {"route",
 	// "method", "path", "role", "required_role"}; outcome denied.
 	ActionDenied = "denied"
+	// ActionAuditKeyed: from this entry on, every link is an HMAC-SHA256
+	// under a key kept outside the database. Params: {"key_id"} (KeyID).
+	ActionAuditKeyed = "audit_keyed"
 )
 
 // Outcomes.
@@ -58,6 +61,7 @@ var actions = map[string]bool{
 	ActionReplay: true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
 	ActionEditReplay: true, ActionDeferredResolved: true,
 	ActionLogin: true, ActionLogout: true, ActionTokenCreated: true, ActionTokenRevoked: true, ActionDenied: true,
+	ActionAuditKeyed: true,
 }
 
 // KnownAction reports whether a is in the vocabulary.

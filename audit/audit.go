@@ -3,13 +3,16 @@ package audit
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,10 +36,21 @@ type Entry struct {
 	Hash       string          // lowercase hex SHA-256 of the entry (ComputeHash)
 }
 
-// ComputeHash is the hash e should carry: hex SHA-256 of the encoding the
+// keyedTag starts the encoding of a keyed (HMAC) entry.
+const keyedTag = "dlqdash.audit.v2.hmac-sha256"
+
+// ComputeHash is the hash an unkeyed entry (one before the chain records
+// its switch to a key) should carry: hex SHA-256 of the encoding the
 // package documentation describes, over every field but Hash.
-func (e Entry) ComputeHash() string {
-	h := sha256.New()
+func (e Entry) ComputeHash() string { return e.digest(sha256.New(), hashTag) }
+
+// ComputeHMAC is the hash a keyed entry should carry: hex HMAC-SHA256 under
+// key of the same encoding, with its own tag.
+func (e Entry) ComputeHMAC(key []byte) string {
+	return e.digest(hmac.New(sha256.New, key), keyedTag)
+}
+
+func (e Entry) digest(h hash.Hash, tag string) string {
 	var buf []byte
 	field := func(s string) {
 		buf = strconv.AppendInt(buf[:0], int64(len(s)), 10)
@@ -45,7 +59,7 @@ func (e Entry) ComputeHash() string {
 		buf = append(buf, ',')
 		h.Write(buf)
 	}
-	field(hashTag)
+	field(tag)
 	field(strconv.FormatInt(e.Seq, 10))
 	field(strconv.FormatInt(e.At.UnixMilli(), 10))
 	field(e.Actor)
@@ -98,6 +112,12 @@ type Filter struct {
 // Log is the audit trail. It is safe for concurrent use.
 type Log struct {
 	store Store
+	// key, when set, keys every entry this Log appends (ComputeHMAC) and
+	// the part of the chain after its switch entry when it verifies.
+	key []byte
+	// keyed is set once the chain is known to record the switch to key.
+	keyedMu sync.Mutex
+	keyed   bool
 	// Now returns the current time; tests replace it.
 	Now func() time.Time
 }
@@ -136,10 +156,13 @@ func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
 	if e.Outcome == "" {
 		e.Outcome = OutcomeSucceeded
 	}
+	if err := l.ensureKeyed(ctx); err != nil {
+		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
+	}
 	out, err := l.store.AppendAudit(ctx, func(lastSeq int64, lastHash string) (Entry, error) {
 		e.Seq = lastSeq + 1
 		e.PrevHash = lastHash
-		e.Hash = e.ComputeHash()
+		e.Hash = l.sum(e)
 		return e, nil
 	})
 	if err != nil {
@@ -198,6 +221,19 @@ const (
 	PrevMismatch
 	// Gap: entries are missing before this one (Want is the Seq expected).
 	Gap
+	// Truncated: the chain ends (Got) before the expected head (Want, Seq).
+	Truncated
+	// HeadMismatch: the entry at the expected head's Seq has another hash.
+	HeadMismatch
+	// NotKeyed: a key was given but no entry records the switch to it: the
+	// chain was rewritten without the key (Seq is 1).
+	NotKeyed
+	// WrongKey: the switch entry names another key (Want and Got: key ids).
+	WrongKey
+	// NeedsKey: the chain is keyed from this entry and no key was given.
+	NeedsKey
+	// NoCreation: a job has no creation entry (Want: the job id); Seq is 0.
+	NoCreation
 )
 
 func (e *BrokenChainError) Error() string {
@@ -210,13 +246,26 @@ func (e *BrokenChainError) Error() string {
 			return msg + "it is the first entry, but the chain starts at 1"
 		}
 		return msg + "entries from " + e.Want + " are missing before it"
+	case Truncated:
+		return msg + "the chain ends at entry " + e.Got + ": its newest entries were removed (expected head " + e.Want + ")"
+	case HeadMismatch:
+		return msg + "its hash is not the expected head's: entries up to it were rewritten"
+	case NotKeyed:
+		return msg + "no entry records the switch to the audit key: the chain was rewritten without the key, or was never kept under this key"
+	case WrongKey:
+		return msg + "it switched the chain to another audit key (key id " + e.Want + ", this key is " + e.Got + "): give the key dlqdash serve uses"
+	case NeedsKey:
+		return msg + "the chain is keyed from here on: give the audit key (--audit-key-file or DLQDASH_AUDIT_KEY)"
+	case NoCreation:
+		if e.Got == "empty" {
+			return "audit chain broken: it is empty while job " + e.Want + " exists (the audit table was emptied)"
+		}
+		return "audit chain broken: job " + e.Want + " has no creation entry (removed, or the chain was replaced)"
 	default:
 		return msg + "hash does not match its contents"
 	}
 }
 
-// VerifyProgressEvery is how many entries Verify checks between calls of
-// its progress function.
 // VerifyProgressEvery is how many entries Verify checks between calls of
 // its progress function.
 const VerifyProgressEvery = 10000
@@ -228,8 +277,23 @@ const VerifyProgressEvery = 10000
 // if not nil, is called with the count every VerifyProgressEvery entries.
 // It streams: memory does not grow with the log.
 func (l *Log) Verify(ctx context.Context, progress func(n int)) (int, error) {
+	n, _, err := l.VerifyHead(ctx, Head{}, progress)
+	return n, err
+}
+
+// VerifyHead is Verify that also checks the chain against a head recorded
+// earlier (zero: none): the chain must reach expect.Seq, and the entry
+// there must carry expect.Hash. It returns the chain's head.
+//
+// Entries before the one recording the switch to a key
+// (ActionAuditKeyed) are checked as SHA-256 (ComputeHash), that entry and
+// every later one as HMAC-SHA256 under the Log's key (ComputeHMAC). A
+// keyed Log refuses a chain that never switched (rewritten without the
+// key), and a Log without a key refuses to vouch for a keyed chain.
+func (l *Log) VerifyHead(ctx context.Context, expect Head, progress func(n int)) (int, Head, error) {
 	n := 0
 	prevSeq, prevHash := int64(0), GenesisHash
+	keyed := false
 	err := l.store.ScanAudit(ctx, Filter{}, func(e Entry) error {
 		switch {
 		case e.Seq != prevSeq+1:
@@ -237,8 +301,24 @@ func (l *Log) Verify(ctx context.Context, progress func(n int)) (int, error) {
 		case e.PrevHash != prevHash:
 			return &BrokenChainError{Seq: e.Seq, Reason: PrevMismatch, Want: prevHash, Got: e.PrevHash}
 		}
-		if h := e.ComputeHash(); h != e.Hash {
+		if !keyed && e.Action == ActionAuditKeyed {
+			if l.key == nil {
+				return &BrokenChainError{Seq: e.Seq, Reason: NeedsKey}
+			}
+			if id := switchKeyID(e); id != KeyID(l.key) {
+				return &BrokenChainError{Seq: e.Seq, Reason: WrongKey, Want: id, Got: KeyID(l.key)}
+			}
+			keyed = true
+		}
+		h := e.ComputeHash()
+		if keyed {
+			h = e.ComputeHMAC(l.key)
+		}
+		if h != e.Hash {
 			return &BrokenChainError{Seq: e.Seq, Reason: HashMismatch, Want: h, Got: e.Hash}
+		}
+		if expect.Seq == e.Seq && expect.Hash != e.Hash {
+			return &BrokenChainError{Seq: e.Seq, Reason: HeadMismatch, Want: expect.Hash, Got: e.Hash}
 		}
 		prevSeq, prevHash = e.Seq, e.Hash
 		n++
@@ -247,14 +327,21 @@ func (l *Log) Verify(ctx context.Context, progress func(n int)) (int, error) {
 		}
 		return nil
 	})
+	head := Head{Seq: prevSeq, Hash: prevHash}
 	if err != nil {
 		var be *BrokenChainError
 		if errors.As(err, &be) {
-			return n, be
+			return n, head, be
 		}
-		return n, fmt.Errorf("verify audit chain: %w", err)
+		return n, head, fmt.Errorf("verify audit chain: %w", err)
 	}
-	return n, nil
+	switch {
+	case expect.Seq > prevSeq:
+		return n, head, &BrokenChainError{Seq: expect.Seq, Reason: Truncated, Want: strconv.FormatInt(expect.Seq, 10), Got: strconv.FormatInt(prevSeq, 10)}
+	case l.key != nil && n > 0 && !keyed:
+		return n, head, &BrokenChainError{Seq: 1, Reason: NotKeyed}
+	}
+	return n, head, nil
 }
 
 // Scan calls fn with every entry matching f, in order (for export).
@@ -267,6 +354,31 @@ type actorKey struct{}
 
 // ActorLocal is the actor until sign-in exists: whoever runs dlqdash.
 const ActorLocal = "local"
+
+// The namespaces of stored actors, one per identity source (package auth's
+// Identity.Actor); "cli:" is the command line's (token create, revoke).
+const (
+	ActorOIDC  = "oidc:"
+	ActorProxy = "proxy:"
+	ActorToken = "token:"
+	ActorCLI   = "cli:"
+)
+
+// DisplayName is the name a stored actor shows beside it: the name without
+// its source's namespace ("alice" for "oidc:alice"). An actor stored before
+// the namespaces (a bare name) is its own display name.
+func DisplayName(actor string) string {
+	for _, ns := range []string{ActorOIDC, ActorProxy, ActorToken, ActorCLI} {
+		if name, ok := strings.CutPrefix(actor, ns); ok && name != "" {
+			return name
+		}
+	}
+	return actor
+}
+
+// ActorSystem is the actor of entries dlqdash records on its own account
+// (the switch to a keyed chain).
+const ActorSystem = "system"
 
 // WithActor returns ctx carrying actor, for Append to record.
 func WithActor(ctx context.Context, actor string) context.Context {

@@ -29,8 +29,11 @@ func (m *memStore) AppendAudit(_ context.Context, build func(int64, string) (Ent
 	return e, err
 }
 
-func (m *memStore) ScanAudit(_ context.Context, _ Filter, fn func(Entry) error) error {
+func (m *memStore) ScanAudit(_ context.Context, f Filter, fn func(Entry) error) error {
 	for _, e := range m.entries {
+		if f.Action != "" && e.Action != f.Action {
+			continue
+		}
 		if err := fn(e); err != nil {
 			return err
 		}

@@ -20,11 +20,24 @@
 // Changing any field of a stored entry breaks its hash; deleting one leaves
 // a gap in Seq; inserting or reordering breaks a PrevHash link. [Log.Verify]
 // walks the whole chain and names the first entry that does not hold. The
-// table is also append-only in SQLite (triggers refuse UPDATE and DELETE), so
-// only someone who edits the file itself can change it, and then Verify
-// shows it. What a chain cannot show on its own is the removal of its
-// newest entries: keep an exported copy, or the last hash, elsewhere if that
-// matters.
+// table is also append-only in SQLite (triggers refuse UPDATE and DELETE).
+//
+// # The key
+//
+// An unkeyed SHA-256 chain only shows accidents: whoever holds the database
+// file can rewrite an entry and rehash the rest. So a Log made by
+// [NewKeyed] links entries with HMAC-SHA256 under a key kept outside the
+// database (ComputeHMAC: the same encoding, the tag
+// "dlqdash.audit.v2.hmac-sha256"). Its first append records the switch, an
+// [ActionAuditKeyed] entry whose Params name the key by [KeyID]; entries
+// before it stay checkable as SHA-256, it and every later one are HMACs.
+// Rewriting any entry, even an old unkeyed one, breaks the switch entry or a
+// later one, which cannot be recomputed without the key; a chain rehashed
+// with no switch entry fails a keyed Verify (NotKeyed).
+//
+// What a chain cannot show on its own is the removal of its newest entries:
+// [Log.VerifyHead] checks it against a [Head] ("SEQ:HASH") recorded
+// elsewhere, such as the head dlqdash serve logs every hour.
 //
 // The actor is whoever the request acts for: package auth puts the
 // signed-in user (or "token:NAME" for an API token) in the request context

@@ -186,8 +186,31 @@ func TestMapping(t *testing.T) {
 
 func TestIdentityIsTheAuditActor(t *testing.T) {
 	ctx := auth.WithIdentity(t.Context(), auth.Identity{Name: "alice@example.com", Role: auth.Operator, Via: auth.ViaSession})
-	if got := audit.ActorFrom(ctx); got != "alice@example.com" {
+	if got := audit.ActorFrom(ctx); got != "oidc:alice@example.com" {
 		t.Errorf("actor = %q", got)
+	}
+	// Each source has its namespace: names from different sources never
+	// collide, whatever the names are.
+	for _, tt := range []struct {
+		id   auth.Identity
+		want string
+	}{
+		{auth.Identity{Name: "token:ci", Via: auth.ViaProxy}, "proxy:token:ci"},
+		{auth.Identity{Name: "local", Via: auth.ViaProxy}, "proxy:local"},
+		{auth.Identity{Name: "proxy:bob", Via: auth.ViaSession}, "oidc:proxy:bob"},
+		{auth.Identity{Name: "oidc:bob", Via: auth.ViaToken}, "token:oidc:bob"},
+		{auth.Local(), "local"},
+	} {
+		if got := tt.id.Actor(); got != tt.want {
+			t.Errorf("%+v: actor %q, want %q", tt.id, got, tt.want)
+		}
+		if got := audit.DisplayName(tt.want); got != tt.id.Name {
+			t.Errorf("DisplayName(%q) = %q, want %q", tt.want, got, tt.id.Name)
+		}
+	}
+	// Actors stored before the namespaces read as themselves.
+	if got := audit.DisplayName("alice@example.com"); got != "alice@example.com" {
+		t.Errorf("DisplayName of a bare name = %q", got)
 	}
 	ctx = auth.WithIdentity(t.Context(), auth.Identity{Name: "ci", Role: auth.Operator, Via: auth.ViaToken})
 	if got := audit.ActorFrom(ctx); got != "token:ci" {

@@ -35,12 +35,23 @@ type Identity struct {
 // Anonymous reports whether nobody is identified.
 func (id Identity) Anonymous() bool { return id.Name == "" }
 
-// Actor is the name the audit trail records: the user's name, or
-// "token:NAME" for an API token, so that a token and a person with the
-// same name are never confused.
+// Actor is the name the audit trail records (and a job's created_by): the
+// identity source's namespace and the name, "oidc:NAME" for a sign-in,
+// "proxy:NAME" for a trusted proxy's user, "token:NAME" for an API token,
+// and "local" without sign-in, so that names from different sources never
+// collide (a proxy user called "token:ci" is "proxy:token:ci"). Entries
+// stored before the namespaces carry the bare name; audit.DisplayName
+// reads both.
 func (id Identity) Actor() string {
-	if id.Via == ViaToken {
-		return "token:" + id.Name
+	switch id.Via {
+	case ViaToken:
+		return audit.ActorToken + id.Name
+	case ViaSession:
+		return audit.ActorOIDC + id.Name
+	case ViaProxy:
+		return audit.ActorProxy + id.Name
+	case ViaNone:
+		return audit.ActorLocal
 	}
 	return id.Name
 }

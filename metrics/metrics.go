@@ -58,6 +58,7 @@ type Metrics struct {
 	cataloged    prometheus.Counter
 	jobMessages  *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	auth         authMetrics // auth.go
 
 	mu sync.Mutex
 	// jobs holds the highest counts seen per job id. Jobs are created by
@@ -109,6 +110,7 @@ func New(cfg Config) *Metrics {
 		Buckets: prometheus.DefBuckets,
 	}, []string{"method", "route", "code"})
 	m.reg.MustRegister(m.cataloged, m.jobMessages, m.httpDuration)
+	m.auth = newAuthMetrics(m.reg)
 
 	if cfg.Catalog != nil {
 		m.reg.MustRegister(&depthCollector{catalog: cfg.Catalog})

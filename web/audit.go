@@ -76,7 +76,7 @@ func (s *Server) fillAuditList(r *http.Request, l *views.AuditList) error {
 }
 
 func auditEntryView(e audit.Entry) views.AuditEntry {
-	v := views.AuditEntry{Seq: e.Seq, At: e.At, Actor: text(e.Actor), Action: text(e.Action), Outcome: text(e.Outcome),
+	v := views.AuditEntry{Seq: e.Seq, At: e.At, Actor: text(actorLabel(e.Actor)), Action: text(e.Action), Outcome: text(e.Outcome),
 		Params: text(string(e.Params)), Hash: e.Hash}
 	for i, id := range e.MessageIDs {
 		if i == auditMessageLinks {

@@ -19,7 +19,7 @@ const (
 // jobView is a job as the pages (and the hub's fragments) show it.
 func jobView(j replay.Job) views.Job {
 	v := views.Job{
-		ID: j.ID, Action: string(j.Action), Status: string(j.Status), CreatedAt: j.CreatedAt, CreatedBy: text(j.CreatedBy),
+		ID: j.ID, Action: string(j.Action), Status: string(j.Status), CreatedAt: j.CreatedAt, CreatedBy: text(actorLabel(j.CreatedBy)),
 		Destination: text(j.Destination), RatePerSecond: j.RatePerSecond, ScheduledEnqueueAt: j.ScheduledEnqueueAt,
 		Reason: text(j.Reason), AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Filter: text(string(j.Filter)),
 		Total: j.Total, Pending: j.Counts.Pending, Sent: j.Counts.Sent, Completed: j.Counts.Completed,

@@ -92,12 +92,19 @@ type authErrKey struct{}
 // which also makes it the audit actor). A credential that was presented
 // and refused (a bad token, an ended session) is kept in the context too:
 // routes that need a role answer 401 with its reason; public routes ignore
-// it.
+// it. A bad token is logged and counted, and an address with too many
+// failures gets 429 for any token it presents (authguard.go).
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.auth != nil && r.Header.Get("Authorization") != "" && s.tooManyFailures(w, r) {
+			return
+		}
 		id, err := s.identity(r)
 		ctx := r.Context()
 		if err != nil {
+			if reason := credentialReason(r, err); reason != "" {
+				s.authFailed(r, reason, err.Error())
+			}
 			ctx = context.WithValue(ctx, authErrKey{}, err)
 		} else {
 			ctx = auth.WithIdentity(ctx, id)
@@ -150,6 +157,7 @@ func (s *Server) proxyIdentity(r *http.Request) auth.Identity {
 				slog.String("remote_addr", r.RemoteAddr),
 				slog.String("header", s.proxyHeaders.User),
 				slog.String("request_id", requestID(r.Context())))
+			s.guard.failed(peer.Addr(), FailureUntrustedPeer)
 		}
 		return auth.Identity{}
 	}
@@ -255,15 +263,27 @@ func (s *Server) signInOr401(w http.ResponseWriter, r *http.Request) {
 }
 
 // auditDenied records a refused request: who, what they tried (the route
-// and path), the role they had and the one it needed.
+// and path), the role they had and the one it needed. One per actor and
+// route per DeniedAuditWindow is recorded (with "left_out": how many were
+// not since the last one recorded); the others are counted and logged at
+// debug level, so a viewer cannot flood the trail.
 func (s *Server) auditDenied(r *http.Request, rt route, id auth.Identity, need auth.Role) {
-	s.logger.LogAttrs(r.Context(), slog.LevelInfo, "permission denied",
+	record, leftOut := s.guard.auditDenied(id.Actor(), rt.pattern)
+	level := slog.LevelInfo
+	if !record {
+		level = slog.LevelDebug
+	}
+	s.logger.LogAttrs(r.Context(), level, "permission denied",
 		slog.String("actor", id.Actor()), slog.String("role", id.Role.String()), slog.String("need", need.String()),
-		slog.String("route", rt.pattern), slog.String("path", r.URL.Path), slog.String("request_id", requestID(r.Context())))
-	if s.auditLog == nil {
+		slog.String("route", rt.pattern), slog.String("path", r.URL.Path), slog.String("request_id", requestID(r.Context())),
+		slog.Bool("audited", record))
+	if s.auditLog == nil || !record {
 		return
 	}
-	params := map[string]string{"route": rt.pattern, "method": r.Method, "path": r.URL.Path, "role": id.Role.String(), "required_role": need.String()}
+	params := map[string]any{"route": rt.pattern, "method": r.Method, "path": r.URL.Path, "role": id.Role.String(), "required_role": need.String()}
+	if leftOut > 0 {
+		params["left_out"] = leftOut
+	}
 	// The audit write must not depend on the client staying: a denied
 	// request is recorded even if its connection drops.
 	ctx := context.WithoutCancel(r.Context())
@@ -277,6 +297,16 @@ func (s *Server) auditDenied(r *http.Request, rt route, id auth.Identity, need a
 // refused requests. *audit.Log implements it.
 type AuditLog interface {
 	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
+}
+
+// actorLabel is how pages show a stored actor: the display name, and beside
+// it the actor with its source's namespace ("alice (oidc:alice)"); a bare
+// name stored before the namespaces, and "local", as they are.
+func actorLabel(actor string) string {
+	if name := audit.DisplayName(actor); name != actor {
+		return name + " (" + actor + ")"
+	}
+	return actor
 }
 
 // canSeeBodies reports whether the request's identity may read message

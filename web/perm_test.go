@@ -206,7 +206,9 @@ func TestRoleMatrix(t *testing.T) {
 			}
 		}
 	}
-	// The examples the issue names, by name.
+	// The examples the issue names, by name; a minute later, so that the
+	// refusals are audited again (one per actor and route per minute).
+	fx.srv.guard.now = func() time.Time { return time.Now().Add(DeniedAuditWindow) }
 	for _, tt := range []struct {
 		role          auth.Role
 		method, path  string
@@ -372,10 +374,10 @@ func TestSessionSignInAndOut(t *testing.T) {
 	if res.StatusCode != 403 {
 		t.Errorf("operator edit-and-replay: %d", res.StatusCode)
 	}
-	if e := fx.audited(t, audit.ActionDenied); len(e) != 1 || e[0].Actor != "alice" {
+	if e := fx.audited(t, audit.ActionDenied); len(e) != 1 || e[0].Actor != "oidc:alice" {
 		t.Errorf("denied: %+v", e)
 	}
-	if e := fx.audited(t, audit.ActionLogin); len(e) != 1 || e[0].Actor != "alice" || e[0].Outcome != audit.OutcomeSucceeded {
+	if e := fx.audited(t, audit.ActionLogin); len(e) != 1 || e[0].Actor != "oidc:alice" || e[0].Outcome != audit.OutcomeSucceeded {
 		t.Errorf("login: %+v", e)
 	}
 
@@ -401,7 +403,7 @@ func TestSessionSignInAndOut(t *testing.T) {
 	if res, _ := b.do(t, fx.h, "GET", "/messages"); res.StatusCode != http.StatusSeeOther {
 		t.Errorf("the old session still works after logout: %d", res.StatusCode)
 	}
-	if e := fx.audited(t, audit.ActionLogout); len(e) != 1 || e[0].Actor != "alice" {
+	if e := fx.audited(t, audit.ActionLogout); len(e) != 1 || e[0].Actor != "oidc:alice" {
 		t.Errorf("logout: %+v", e)
 	}
 
@@ -411,7 +413,7 @@ func TestSessionSignInAndOut(t *testing.T) {
 	if res.StatusCode != 403 || b.cookies[sessionCookie] != "" {
 		t.Errorf("no role: %d, cookie %q", res.StatusCode, b.cookies[sessionCookie])
 	}
-	if e := fx.audited(t, audit.ActionLogin); len(e) != 2 || e[1].Actor != "eve" || e[1].Outcome != audit.OutcomeDenied {
+	if e := fx.audited(t, audit.ActionLogin); len(e) != 2 || e[1].Actor != "oidc:eve" || e[1].Outcome != audit.OutcomeDenied {
 		t.Errorf("login entries: %+v", e)
 	}
 	// A callback this browser did not start is refused.
@@ -507,8 +509,25 @@ func TestProxyMode(t *testing.T) {
 		t.Errorf("no role: %d %s", res.StatusCode, body)
 	}
 	// Proxy actions are attributed to the proxied user.
-	if e := fx.audited(t, audit.ActionDenied); len(e) != 2 || e[0].Actor != "alice" {
+	if e := fx.audited(t, audit.ActionDenied); len(e) != 2 || e[0].Actor != "proxy:alice" {
 		t.Errorf("denied entries: %+v", e)
+	}
+	// A proxy user named like another source's actor stays a proxy user,
+	// and the audit page shows the name beside the stored actor.
+	r = req("10.1.2.3:40000", "GET", "/api/v1/jobs/1/cancel")
+	r.Method = "POST"
+	r.Header.Set("X-Forwarded-User", "token:ci")
+	r.Header.Set("X-Forwarded-Groups", "support")
+	if res, _ := do(t, fx.h, r); res.StatusCode != 403 {
+		t.Errorf("proxy user token:ci, cancel: %d", res.StatusCode)
+	}
+	if e := fx.audited(t, audit.ActionDenied); len(e) != 3 || e[2].Actor != "proxy:token:ci" {
+		t.Errorf("denied entries: %+v", e)
+	}
+	res, body = do(t, fx.h, req("10.1.2.3:40000", "GET", "/audit"))
+	if res.StatusCode != 200 || !strings.Contains(body, `data-testid="audit-entry-actor">token:ci (proxy:token:ci)<`) ||
+		!strings.Contains(body, `data-testid="audit-entry-actor">alice (proxy:alice)<`) {
+		t.Errorf("audit page: %d\n%.3000s", res.StatusCode, body)
 	}
 }
 

@@ -122,6 +122,9 @@ type Server struct {
 	// livePing is how often a websocket is pinged (and its credentials
 	// checked again): pingPeriod; tests shorten it.
 	livePing time.Duration
+	// guard counts and throttles authentication failures and limits the
+	// audit of denied requests (authguard.go).
+	guard *authGuard
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -152,6 +155,7 @@ func New(cfg Config) *Server {
 		s.observer = cfg.Metrics
 	}
 	s.metricsHandler = cfg.MetricsHandler
+	s.guard = newAuthGuard(s.observer)
 	s.auth, s.hideBodies, s.livePing = cfg.Auth, cfg.HideBodiesFromViewers, pingPeriod
 	if !isNil(cfg.SignIn) {
 		s.signIn = cfg.SignIn

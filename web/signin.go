@@ -69,6 +69,9 @@ func (s *Server) startSignIn(w http.ResponseWriter, r *http.Request) error {
 	if s.signIn == nil {
 		return ErrNotFound
 	}
+	if s.tooManyFailures(w, r) {
+		return nil
+	}
 	redirect, state, err := s.signIn.Begin(safeNext(r.URL.Query().Get("next")))
 	if err != nil {
 		return err
@@ -86,24 +89,28 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request) error {
 	if s.signIn == nil || s.auth == nil {
 		return ErrNotFound
 	}
+	if s.tooManyFailures(w, r) {
+		return nil
+	}
 	c, err := r.Cookie(loginCookie)
 	if err != nil || c.Value == "" {
+		s.authFailed(r, FailureSignIn, "no sign-in in progress in this browser")
 		return &signInError{"This sign-in was not started in this browser, or took longer than " + loginMaxAge.String() + "."}
 	}
 	clearCookie(w, loginCookie)
 	user, next, err := s.signIn.Finish(r.Context(), c.Value, r.URL.Query())
 	if err != nil {
-		s.logger.LogAttrs(r.Context(), slog.LevelWarn, "sign-in failed", slog.String("error", err.Error()),
-			slog.String("request_id", requestID(r.Context())))
+		s.authFailed(r, FailureSignIn, err.Error())
 		return &signInError{err.Error()}
 	}
 	var replacing string
 	if old, err := r.Cookie(sessionCookie); err == nil {
 		replacing = old.Value
 	}
-	ctx := audit.WithActor(r.Context(), user.Name)
+	ctx := audit.WithActor(r.Context(), auth.Identity{Name: user.Name, Via: auth.ViaSession}.Actor())
 	cookie, id, err := s.auth.StartSession(ctx, user, replacing)
 	if errors.Is(err, auth.ErrNoRole) {
+		s.authFailed(r, FailureNoRole, "the provider vouched for "+user.Name+", whose groups earn no role")
 		s.record(ctx, audit.Record{Action: audit.ActionLogin, Outcome: audit.OutcomeDenied,
 			Params: map[string]any{"via": "oidc", "email": user.Email, "reason": "no role", "groups": nonNil(user.Groups)}})
 		return &forbiddenError{have: auth.NoRole}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,12 @@ type AuditExportConfig struct {
 
 func auditVerifyFlags(f *flagSet) {
 	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
+	auditKeyFlag(f)
+	f.str("expect-head", "", "", "SEQ:HASH a head recorded earlier (dlqdash audit head, or serve's hourly 'audit head' log line): the chain must still reach it unchanged")
+}
+
+func auditHeadFlags(f *flagSet) {
+	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
 }
 
 func auditExportFlags(f *flagSet) {
@@ -36,6 +43,24 @@ func auditExportFlags(f *flagSet) {
 	f.str("format", "", "jsonl", "jsonl (one entry object per line) or csv (a header row; params and message_ids as JSON text)")
 	f.str("since", "", "", "only entries at or after this RFC 3339 time, e.g. 2026-11-22T10:00:00Z")
 	f.str("until", "", "", "only entries before this RFC 3339 time")
+}
+
+// AuditVerifyConfig configures `dlqdash audit verify`.
+type AuditVerifyConfig struct {
+	ExpectHead audit.Head // zero: none
+}
+
+// parseAuditVerify checks audit verify's flags.
+func parseAuditVerify(f *flagSet, bad func(string, ...any) error) (AuditVerifyConfig, error) {
+	var a AuditVerifyConfig
+	if s := strings.TrimSpace(f.get("expect-head")); s != "" {
+		h, err := audit.ParseHead(s)
+		if err != nil {
+			return a, bad("invalid --expect-head: %v", err)
+		}
+		a.ExpectHead = h
+	}
+	return a, nil
 }
 
 // parseAuditExport checks audit export's flags.
@@ -72,15 +97,29 @@ type reportedError struct{ err error }
 func (e *reportedError) Error() string { return e.err.Error() }
 func (e *reportedError) Unwrap() error { return e.err }
 
-// runAuditVerify walks the whole chain and prints one line: "audit chain
-// intact: N entries", or the first entry that does not hold (exit 1).
+// runAuditVerify walks the whole chain and prints "audit chain intact: N
+// entries" and a line with the head and the key used, or the first entry that does not hold
+// (exit 1). Then every job must have its creation entry.
 func runAuditVerify(ctx context.Context, cfg Config, stdout io.Writer) error {
 	st, err := store.OpenReadOnly(ctx, cfg.DB, store.Options{})
 	if err != nil {
 		return fmt.Errorf("audit verify: %w", err)
 	}
 	defer st.Close()
-	n, err := audit.New(st).Verify(ctx, nil)
+	key, from, _, err := loadAuditKey(cfg, false)
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	l := audit.New(st)
+	if key != nil {
+		if l, err = audit.NewKeyed(st, key); err != nil {
+			return fmt.Errorf("audit verify: audit key from %s: %w", from, err)
+		}
+	}
+	n, head, err := l.VerifyHead(ctx, cfg.AuditVerify.ExpectHead, nil)
+	if err == nil {
+		err = checkJobsAudited(ctx, st, n)
+	}
 	var broken *audit.BrokenChainError
 	switch {
 	case errors.As(err, &broken):
@@ -89,7 +128,69 @@ func runAuditVerify(ctx context.Context, cfg Config, stdout io.Writer) error {
 	case err != nil:
 		return fmt.Errorf("audit verify: %w", err)
 	}
-	fmt.Fprintf(stdout, "audit chain intact: %d entries\n", n)
+	keyed := "no audit key found: checked as unkeyed SHA-256"
+	if key != nil {
+		keyed = "audit key from " + from
+	}
+	fmt.Fprintf(stdout, "audit chain intact: %d entries\nhead %s (%s)\n", n, head, keyed)
+	return nil
+}
+
+// checkJobsAudited fails naming the first job without a successful
+// creation entry: a chain emptied or cut before it, while the jobs table
+// still tells of it.
+func checkJobsAudited(ctx context.Context, st *store.Store, entries int) error {
+	created := map[string]bool{}
+	for _, action := range []string{audit.ActionReplayJobCreated, audit.ActionDiscardJobCreated, audit.ActionEditReplay} {
+		err := st.ScanAudit(ctx, audit.Filter{Action: action}, func(e audit.Entry) error {
+			var p struct {
+				JobID string `json:"job_id"`
+			}
+			if e.Outcome == audit.OutcomeSucceeded && json.Unmarshal(e.Params, &p) == nil && p.JobID != "" {
+				created[p.JobID] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	cursor := ""
+	for {
+		jobs, next, err := st.ListJobs(ctx, 500, cursor)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			id := strconv.FormatInt(j.ID, 10)
+			if !created[id] {
+				got := ""
+				if entries == 0 {
+					got = "empty"
+				}
+				return &audit.BrokenChainError{Reason: audit.NoCreation, Want: id, Got: got}
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// runAuditHead prints the newest entry as SEQ:HASH, to keep elsewhere and
+// give to audit verify --expect-head later.
+func runAuditHead(ctx context.Context, cfg Config, stdout io.Writer) error {
+	st, err := store.OpenReadOnly(ctx, cfg.DB, store.Options{})
+	if err != nil {
+		return fmt.Errorf("audit head: %w", err)
+	}
+	defer st.Close()
+	h, err := auditHead(ctx, st)
+	if err != nil {
+		return fmt.Errorf("audit head: %w", err)
+	}
+	fmt.Fprintln(stdout, h)
 	return nil
 }
 

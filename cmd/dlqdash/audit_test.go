@@ -67,13 +67,13 @@ func TestAuditVerifyCommand(t *testing.T) {
 	t.Run("intact", func(t *testing.T) {
 		path := auditDB(t, 60)
 		code, out, errOut := runCmd(t, "audit", "verify", "--db", path)
-		if code != exitOK || out != "audit chain intact: 60 entries\n" || errOut != "" {
+		if code != exitOK || !strings.HasPrefix(out, "audit chain intact: 60 entries\nhead 60:") || errOut != "" {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	})
 	t.Run("empty", func(t *testing.T) {
 		path := auditDB(t, 0)
-		if code, out, _ := runCmd(t, "audit", "verify", "--db", path); code != exitOK || out != "audit chain intact: 0 entries\n" {
+		if code, out, _ := runCmd(t, "audit", "verify", "--db", path); code != exitOK || out != "audit chain intact: 0 entries\nhead 0:"+audit.GenesisHash+" (no audit key found: checked as unkeyed SHA-256)\n" {
 			t.Fatalf("exit %d, stdout %q", code, out)
 		}
 	})
@@ -111,9 +111,9 @@ func TestAuditCommandUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"audit"}, "missing audit subcommand: want dlqdash audit <verify|export> [flags]; run 'dlqdash audit -h' for help"},
-		{[]string{"audit", "check"}, `unknown audit subcommand "check": want verify or export; run 'dlqdash audit -h' for help`},
-		{[]string{"audit", "--db", "x.db", "verify"}, "flag --db given before the audit subcommand: want dlqdash audit <verify|export> [flags]; run 'dlqdash audit -h' for help"},
+		{[]string{"audit"}, "missing audit subcommand: want dlqdash audit <verify|export|head> [flags]; run 'dlqdash audit -h' for help"},
+		{[]string{"audit", "check"}, `unknown audit subcommand "check": want verify, export or head; run 'dlqdash audit -h' for help`},
+		{[]string{"audit", "--db", "x.db", "verify"}, "flag --db given before the audit subcommand: want dlqdash audit <verify|export|head> [flags]; run 'dlqdash audit -h' for help"},
 		{[]string{"audit", "verify", "extra"}, "audit verify takes no arguments, got 1"},
 		{[]string{"audit", "verify", "--format", "csv"}, "unknown flag --format; run 'dlqdash audit verify -h' for help"},
 		{[]string{"audit", "export", "--format", "xml"}, `invalid --format "xml": want jsonl or csv; run 'dlqdash audit export -h' for help`},
@@ -130,8 +130,8 @@ func TestAuditCommandUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"audit", "-h"}, "Usage:\n  dlqdash audit <verify|export> [flags]"},
-		{[]string{"help", "audit"}, "dlqdash audit <verify|export>"},
+		{[]string{"audit", "-h"}, "Usage:\n  dlqdash audit <verify|export|head> [flags]"},
+		{[]string{"help", "audit"}, "dlqdash audit <verify|export|head>"},
 		{[]string{"audit", "verify", "-h"}, "Usage:\n  dlqdash audit verify [flags]"},
 		{[]string{"help", "audit", "export"}, "--format"},
 		{[]string{"-h"}, "  audit export  write the audit trail"},

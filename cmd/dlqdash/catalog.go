@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/servicebus"
@@ -56,7 +55,7 @@ func withCatalog(cfg Config, broker serviceBus, namespace string, logger *slog.L
 		engine, err := replay.New(replay.Config{
 			Store:     st,
 			Broker:    broker,
-			Audit:     audit.New(st),
+			Audit:     d.audit,
 			Logger:    logger.With("component", "replay"),
 			OnChange:  d.onJob,
 			OnRemoved: ing.Removed,

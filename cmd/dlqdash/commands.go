@@ -35,6 +35,7 @@ var commands = []command{
 	// Two-word commands: a group name, then the subcommand.
 	{"audit verify", "check the audit trail's hash chain; exit 0 if intact, 1 naming the first entry that is not", auditVerifyFlags},
 	{"audit export", "write the audit trail to stdout as JSON lines or CSV (safe while serve runs on the same database)", auditExportFlags},
+	{"audit head", "print the audit trail's newest entry as SEQ:HASH, to keep elsewhere for audit verify --expect-head", auditHeadFlags},
 	{"token create", "create an API token (Authorization: Bearer) with a role; prints it once, alone on the last line", tokenCreateFlags},
 	{"token list", "list the API tokens: name, role, state, created, expires, last used", tokenListFlags},
 	{"token revoke", "revoke an API token by name; it stops working at its next request", tokenRevokeFlags},

@@ -86,8 +86,15 @@ type Config struct {
 	// export (DB is its database)
 	Export ExportConfig
 
-	// audit export (DB is its database; audit verify needs only DB)
+	// audit export and audit verify (DB is their database)
 	AuditExport AuditExportConfig
+	AuditVerify AuditVerifyConfig
+
+	// demo, serve, token create and revoke, audit verify: the audit key
+	// (auditkey.go): a file, else the key itself from DLQDASH_AUDIT_KEY,
+	// else the file beside the database.
+	AuditKeyFile string
+	AuditKey     secret
 
 	// token create, list and revoke (DB is their database)
 	Token TokenConfig
@@ -145,11 +152,18 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 	case "token create", "token list", "token revoke":
 		err = parseTokenConfig(&cfg, f, bad)
-	case "audit verify", "audit export":
+	case "audit verify", "audit export", "audit head":
 		err = parseAuditConfig(&cfg, f, bad)
 	}
 	if err != nil {
 		return Config{}, err
+	}
+	if p, ok := f.values["audit-key-file"]; ok {
+		cfg.AuditKeyFile = strings.TrimSpace(*p)
+		cfg.AuditKey = secret(strings.TrimSpace(getenv(envAuditKey)))
+		if cfg.AuditKeyFile != "" && cfg.AuditKey != "" {
+			return Config{}, bad("both %s and --audit-key-file are set: give the audit key one way", envAuditKey)
+		}
 	}
 	return cfg, nil
 }
@@ -264,8 +278,11 @@ func parseAuditConfig(cfg *Config, f *flagSet, bad func(string, ...any) error) e
 	if cfg.DB, err = f.db(bad); err != nil {
 		return err
 	}
-	if cfg.Command == "audit export" {
+	switch cfg.Command {
+	case "audit export":
 		cfg.AuditExport, err = parseAuditExport(f, bad)
+	case "audit verify":
+		cfg.AuditVerify, err = parseAuditVerify(f, bad)
 	}
 	return err
 }

@@ -22,6 +22,7 @@ func dashboardFlags(f *flagSet) {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
 	authFlags(f)
+	auditKeyFlag(f)
 	logFlags(f)
 }
 

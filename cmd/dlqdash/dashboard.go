@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/metrics"
 	"github.com/dlqdash/dlqdash/replay"
@@ -44,6 +45,8 @@ type dashboard struct {
 	onJob func(replay.Job)
 	// jobs is the replay engine, set by onStore; nil when there is none.
 	jobs *replay.Engine
+	// audit is the keyed audit trail (auditkey.go), set before onStore.
+	audit *audit.Log
 }
 
 // serveDashboard is the lifecycle of demo and serve, top to bottom: open the
@@ -70,6 +73,10 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	d.publish = fanOut(hub.Publish, m.Publish)
 	d.onJob = fanOut(hub.PublishJob, m.JobChanged)
 	d.loops = append(d.loops, hub.Run)
+	if d.audit, err = openAuditLog(ctx, cfg, st, logAuditKeyCreated(logger)); err != nil {
+		return err
+	}
+	d.loops = append(d.loops, logAuditHeads(st, logger, auditHeadEvery))
 	if d.onStore != nil {
 		if err := d.onStore(st, &d); err != nil {
 			return err
@@ -87,6 +94,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	if err := withSignIn(ctx, cfg, st, logger, &cfgWeb); err != nil {
 		return err
 	}
+	cfgWeb.AuditLog = d.audit
 	var metricsSrv *http.Server
 	if cfg.MetricsAddr == "" {
 		cfgWeb.MetricsHandler = m.Handler()

@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runAuditVerify(ctx, cfg, stdout)
 	case "audit export":
 		err = runAuditExport(ctx, cfg, stdout)
+	case "audit head":
+		err = runAuditHead(ctx, cfg, stdout)
 	case "token create":
 		err = runTokenCreate(ctx, cfg, stdout)
 	case "token list":

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/auth/oidc"
 	"github.com/dlqdash/dlqdash/store"
@@ -15,16 +14,16 @@ import (
 )
 
 // withSignIn sets the dashboard's sign-in: who requests are (cfg.Auth),
-// sessions and tokens in the store, the audit trail for sign-ins and
-// refusals, and for --auth oidc the provider, whose discovery document is
-// read now so that a wrong issuer stops start-up with a clear error.
+// sessions and tokens in the store (serveDashboard sets the keyed audit
+// trail for sign-ins and refusals), and for --auth oidc the provider, whose
+// discovery document is read now so that a wrong issuer stops start-up with
+// a clear error.
 func withSignIn(ctx context.Context, cfg Config, st *store.Store, logger *slog.Logger, w *web.Config) error {
 	a := cfg.Auth
 	w.Auth = auth.New(auth.Config{Mode: a.Mode, Mapping: a.Mapping, Store: st, TrustedProxies: a.TrustedProxies,
 		IdleTimeout: a.SessionIdleTimeout, MaxAge: a.SessionMaxAge})
 	w.ProxyHeaders = a.ProxyHeaders
 	w.HideBodiesFromViewers = a.HideBodiesFromViewers
-	w.AuditLog = audit.New(st)
 	attrs := []any{"mode", string(a.Mode), "hide_bodies_from_viewers", a.HideBodiesFromViewers}
 	switch a.Mode {
 	case auth.ModeNone:

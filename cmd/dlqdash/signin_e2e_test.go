@@ -78,7 +78,7 @@ func TestRunSignInWithOIDC(t *testing.T) {
 	if res, _ := do("POST", base+"/api/v1/messages/1/replay"); res.StatusCode != 403 {
 		t.Errorf("an operator's edit-and-replay: %d, want 403", res.StatusCode)
 	}
-	if res, body := do("GET", base+"/api/v1/audit?action=login"); res.StatusCode != 200 || !strings.Contains(body, `"actor":"alice"`) {
+	if res, body := do("GET", base+"/api/v1/audit?action=login"); res.StatusCode != 200 || !strings.Contains(body, `"actor":"oidc:alice"`) {
 		t.Errorf("audit of the sign-in: %d %s", res.StatusCode, body)
 	}
 	res, body = do("POST", base+"/logout")

@@ -33,6 +33,7 @@ func tokenCreateFlags(f *flagSet) {
 	f.str("name", "", "", "the token's name (required): letters, digits, '.', '_' or '-'; never reused, even after revocation")
 	f.str("role", "", "", "the token's role (required): viewer, operator or admin")
 	f.str("expires", "", "", "how long the token is valid: a Go duration (720h) or days (90d); empty for never")
+	auditKeyFlag(f)
 }
 
 func tokenListFlags(f *flagSet) {
@@ -42,6 +43,7 @@ func tokenListFlags(f *flagSet) {
 func tokenRevokeFlags(f *flagSet) {
 	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog")
 	f.str("name", "", "", "the name of the token to revoke (required)")
+	auditKeyFlag(f)
 }
 
 // parseToken checks the token subcommands' flags.
@@ -101,6 +103,13 @@ func cliActor() string {
 	return "cli:" + name
 }
 
+// keyCreatedNote says where a token command put the audit key it created.
+func keyCreatedNote(stdout io.Writer) func(string) {
+	return func(path string) {
+		fmt.Fprintf(stdout, "created the audit key file %s (mode 0600): audit verify needs it; keep a copy away from the database\n", path)
+	}
+}
+
 // runTokenCreate prints what it made and, alone on the last line, the
 // token: the only time it is ever shown.
 func runTokenCreate(ctx context.Context, cfg Config, stdout io.Writer) error {
@@ -109,6 +118,10 @@ func runTokenCreate(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return fmt.Errorf("token create: %w", err)
 	}
 	defer st.Close()
+	auditLog, err := openAuditLog(ctx, cfg, st, keyCreatedNote(stdout))
+	if err != nil {
+		return fmt.Errorf("token create: %w", err)
+	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	t := auth.Token{Name: cfg.Token.Name, Role: cfg.Token.Role, CreatedAt: now, CreatedBy: cliActor()}
 	if cfg.Token.Expires > 0 {
@@ -126,7 +139,7 @@ func runTokenCreate(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if t.ExpiresAt != nil {
 		params["expires_at"] = t.ExpiresAt.Format(time.RFC3339)
 	}
-	if _, err := audit.New(st).Append(ctx, audit.Record{Actor: t.CreatedBy, Action: audit.ActionTokenCreated, Params: params}); err != nil {
+	if _, err := auditLog.Append(ctx, audit.Record{Actor: t.CreatedBy, Action: audit.ActionTokenCreated, Params: params}); err != nil {
 		// The token exists but nobody could see who made it: take it back.
 		if _, rerr := st.RevokeToken(ctx, t.Name, time.Now()); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -185,6 +198,10 @@ func runTokenRevoke(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return fmt.Errorf("token revoke: %w", err)
 	}
 	defer st.Close()
+	auditLog, err := openAuditLog(ctx, cfg, st, keyCreatedNote(stdout))
+	if err != nil {
+		return fmt.Errorf("token revoke: %w", err)
+	}
 	now := time.Now().UTC()
 	t, err := st.RevokeToken(ctx, cfg.Token.Name, now)
 	if errors.Is(err, auth.ErrNotFound) {
@@ -197,7 +214,7 @@ func runTokenRevoke(ctx context.Context, cfg Config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "API token %q was already revoked at %s\n", t.Name, t.RevokedAt.Format(time.RFC3339))
 		return nil
 	}
-	if _, err := audit.New(st).Append(ctx, audit.Record{Actor: cliActor(), Action: audit.ActionTokenRevoked,
+	if _, err := auditLog.Append(ctx, audit.Record{Actor: cliActor(), Action: audit.ActionTokenRevoked,
 		Params: map[string]any{"name": t.Name, "role": t.Role.String()}}); err != nil {
 		return fmt.Errorf("token revoke: the token is revoked, but the audit entry failed: %w", err)
 	}

@@ -87,8 +87,12 @@ func TestTokenCommands(t *testing.T) {
 	// Creation and revocation are audited, by the command line's user.
 	var entries []audit.Entry
 	st.ScanAudit(t.Context(), audit.Filter{}, func(e audit.Entry) error { entries = append(entries, e); return nil })
+	// The first command to write the trail keyed it (auditkey.go).
+	if len(entries) == 0 || entries[0].Action != audit.ActionAuditKeyed {
+		t.Fatalf("the chain does not start with its switch to the key: %+v", entries)
+	}
 	var got []string
-	for _, e := range entries {
+	for _, e := range entries[1:] {
 		got = append(got, e.Action+" "+string(e.Params))
 		if !strings.HasPrefix(e.Actor, "cli") {
 			t.Errorf("actor %q", e.Actor)

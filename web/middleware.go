@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 type ctxKey int
@@ -50,11 +51,19 @@ func securityHeaders(next http.Handler) http.Handler {
 var errCrossOrigin = errors.New("cross-origin request refused")
 
 // crossOrigin refuses cross-origin state-changing requests (anything but
-// GET, HEAD and OPTIONS) with the 403 page. It wraps the whole mux so that
-// no POST route can be added without it.
+// GET, HEAD and OPTIONS) with a 403: the API's JSON error under /api/, the
+// error page elsewhere. It wraps the whole mux so that no POST route can be
+// added without it.
 func (s *Server) crossOrigin(next http.Handler) http.Handler {
 	p := http.NewCrossOriginProtection()
-	p.SetDenyHandler(s.handle(func(http.ResponseWriter, *http.Request) error { return errCrossOrigin }))
+	page := s.handle(func(http.ResponseWriter, *http.Request) error { return errCrossOrigin })
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			s.serveAPIError(w, r, errCrossOrigin)
+			return
+		}
+		page.ServeHTTP(w, r)
+	}))
 	return p.Handler(next)
 }
 

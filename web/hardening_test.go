@@ -1,10 +1,16 @@
 package web
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlqdash/dlqdash/auth"
+	"github.com/dlqdash/dlqdash/store"
 )
 
 // A cross-origin POST under /api/v1 is refused in the API's error shape,
@@ -29,5 +35,46 @@ func TestCrossOriginRefusalIsJSONUnderAPI(t *testing.T) {
 	r.Header.Set("Sec-Fetch-Site", "cross-site")
 	if res, body := do(t, h, r); res.StatusCode != 403 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "Request refused") {
 		t.Errorf("a page's cross-origin POST: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
+// Strict-Transport-Security goes with answers to requests that arrived over
+// https: directly, or from a trusted proxy that says so; never over plain
+// http, and never on an untrusted peer's say-so.
+func TestStrictTransportSecurityOverHTTPS(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "web.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	a := auth.New(auth.Config{Mode: auth.ModeNone, Store: st, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	h := New(Config{Catalog: st, Auth: a}).Handler()
+	for _, tt := range []struct {
+		name   string
+		tls    bool
+		peer   string
+		header string
+		want   bool
+	}{
+		{"plain http", false, "192.0.2.1:1234", "", false},
+		{"tls", true, "192.0.2.1:1234", "", true},
+		{"trusted proxy over https", false, "10.1.2.3:1234", "https", true},
+		{"trusted proxy, first of a list", false, "10.1.2.3:1234", "https, http", true},
+		{"trusted proxy over http", false, "10.1.2.3:1234", "http", false},
+		{"untrusted peer claiming https", false, "192.0.2.1:1234", "https", false},
+	} {
+		r := httptest.NewRequestWithContext(t.Context(), "GET", "/healthz", nil)
+		r.RemoteAddr = tt.peer
+		if tt.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		if tt.header != "" {
+			r.Header.Set("X-Forwarded-Proto", tt.header)
+		}
+		res, _ := do(t, h, r)
+		got := res.Header.Get("Strict-Transport-Security")
+		if (got != "") != tt.want || tt.want && !strings.HasPrefix(got, "max-age=") {
+			t.Errorf("%s: Strict-Transport-Security %q, want it %v", tt.name, got, tt.want)
+		}
 	}
 }

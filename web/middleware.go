@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 )
 
@@ -83,4 +84,34 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// strictTransportSecurity is sent on answers to requests that arrived over
+// https: a year, this host only (the dashboard's name may share a parent
+// domain with plain-http services).
+const strictTransportSecurity = "max-age=31536000"
+
+// strictTransport sends Strict-Transport-Security when the request arrived
+// over https: on a TLS connection of its own, or from a proxy in
+// --trusted-proxies that says so in X-Forwarded-Proto (from anyone else the
+// header is not believed). Browsers ignore the header over plain http.
+func (s *Server) strictTransport(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.overHTTPS(r) {
+			w.Header().Set("Strict-Transport-Security", strictTransportSecurity)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	if !strings.EqualFold(strings.TrimSpace(proto), "https") || s.auth == nil {
+		return false
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && s.auth.TrustsProxy(peer.Addr())
 }

@@ -81,6 +81,7 @@ func (s *Server) routes() http.Handler {
 	h = s.identify(h)
 	h = s.crossOrigin(h)
 	h = securityHeaders(h)
+	h = s.strictTransport(h) // over https only (middleware.go)
 	h = s.recoverPanics(h)
 	h = withRequestID(h)
 	h = s.measure(mux, h) // request durations by route pattern (metrics_middleware.go)

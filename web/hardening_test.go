@@ -78,3 +78,49 @@ func TestStrictTransportSecurityOverHTTPS(t *testing.T) {
 		}
 	}
 }
+
+// DNS rebinding: a request naming a host the dashboard does not answer to
+// gets 421 with the flag to set; /healthz answers any name.
+func TestAllowedHosts(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "web.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := New(Config{Catalog: st, AllowedHosts: []string{"localhost", "127.0.0.1", "::1", "Dash.Example.com."}}).Handler()
+	for _, tt := range []struct {
+		host, path string
+		want       int
+	}{
+		{"localhost:8080", "/api/v1/entities", 200},
+		{"127.0.0.1:8080", "/", 200},
+		{"[::1]:8080", "/api/v1/status", 200},
+		{"dash.example.com", "/", 200},
+		{"DASH.example.com.:443", "/", 200},
+		{"rebind.evil.example:8080", "/api/v1/entities", 421},
+		{"rebind.evil.example", "/", 421},
+		{"rebind.evil.example", "/live?page=overview", 421},
+		{"127.0.0.2:8080", "/", 421},
+		{"rebind.evil.example", "/healthz", 200},
+	} {
+		r := httptest.NewRequestWithContext(t.Context(), "GET", tt.path, nil)
+		r.Host = tt.host
+		res, body := do(t, h, r)
+		if res.StatusCode != tt.want {
+			t.Errorf("Host %s GET %s: %d, want %d\n%.300s", tt.host, tt.path, res.StatusCode, tt.want, body)
+			continue
+		}
+		if tt.want == 421 && (strings.Count(strings.TrimSpace(body), "\n") != 0 || !strings.Contains(body, "--allowed-hosts") ||
+			!strings.Contains(body, "DLQDASH_ALLOWED_HOSTS") || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/plain")) {
+			t.Errorf("Host %s: the 421 answer is not one line naming the flag: %q", tt.host, body)
+		}
+	}
+	// Empty (or *) answers every name, for embedding and tests.
+	for _, hosts := range [][]string{nil, {"localhost", "*"}} {
+		r := httptest.NewRequestWithContext(t.Context(), "GET", "/", nil)
+		r.Host = "anything.example"
+		if res, _ := do(t, New(Config{Catalog: st, AllowedHosts: hosts}).Handler(), r); res.StatusCode != 200 {
+			t.Errorf("AllowedHosts %q: %d", hosts, res.StatusCode)
+		}
+	}
+}

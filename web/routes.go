@@ -83,6 +83,7 @@ func (s *Server) routes() http.Handler {
 	h = securityHeaders(h)
 	h = s.strictTransport(h) // over https only (middleware.go)
 	h = s.recoverPanics(h)
+	h = s.checkHost(h) // DNS rebinding: only the dashboard's own names (hosts.go)
 	h = withRequestID(h)
 	h = s.measure(mux, h) // request durations by route pattern (metrics_middleware.go)
 	return h

@@ -96,6 +96,11 @@ type Config struct {
 	// from the viewer role: the body download answers 403 and the
 	// message page says the body is hidden.
 	HideBodiesFromViewers bool
+
+	// AllowedHosts are the host names (Host header, port ignored) the
+	// dashboard answers; others get 421 (hosts.go). Empty, or AnyHost
+	// among them, answers every name.
+	AllowedHosts []string
 }
 
 // Server is the dashboard's HTTP server.
@@ -122,6 +127,8 @@ type Server struct {
 	// livePing is how often a websocket is pinged (and its credentials
 	// checked again): pingPeriod; tests shorten it.
 	livePing time.Duration
+	// allowedHosts is Config.AllowedHosts normalized; nil allows any.
+	allowedHosts map[string]bool
 }
 
 // Timeouts of the underlying http.Server. There is no write timeout: later
@@ -163,6 +170,7 @@ func New(cfg Config) *Server {
 	if s.proxyHeaders == (ProxyHeaders{}) {
 		s.proxyHeaders = DefaultProxyHeaders
 	}
+	s.allowedHosts = hostSet(cfg.AllowedHosts)
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,

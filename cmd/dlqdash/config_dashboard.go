@@ -22,6 +22,7 @@ func dashboardFlags(f *flagSet) {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 	}
 	authFlags(f)
+	httpFlags(f) // httpconfig.go
 	logFlags(f)
 }
 
@@ -58,6 +59,9 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 		}
 	}
 	if cfg.Auth, err = parseAuth(f, cfg.Command, cfg.Addr, getenv, bad); err != nil {
+		return err
+	}
+	if cfg.HTTP, err = parseHTTPConfig(f, cfg.Addr, cfg.Auth, bad); err != nil {
 		return err
 	}
 	if cfg.Command != "serve" {

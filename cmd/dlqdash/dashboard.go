@@ -84,6 +84,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	if d.jobs != nil {
 		cfgWeb.Jobs = d.jobs
 	}
+	cfgWeb.AllowedHosts = cfg.HTTP.AllowedHosts
 	if err := withSignIn(ctx, cfg, st, logger, &cfgWeb); err != nil {
 		return err
 	}

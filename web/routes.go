@@ -79,6 +79,7 @@ func (s *Server) routes() http.Handler {
 
 	var h http.Handler = mux
 	h = s.identify(h)
+	h = s.limitRequest(h) // request bodies and the read deadline (limits.go)
 	h = s.crossOrigin(h)
 	h = securityHeaders(h)
 	h = s.strictTransport(h) // over https only (middleware.go)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -13,17 +14,48 @@ type liveClient struct {
 	send chan []byte // closed by the hub (under mu) to end the connection
 	// closeCode is the close frame's code, set before send is closed.
 	closeCode int
+	// actor is whose connection it is, for the per-actor cap: the
+	// identity's actor, or for the local user of --auth none (everyone)
+	// the peer's address.
+	actor string
 }
 
-// register adds c; false after Close.
-func (h *Hub) register(c *liveClient) bool {
+// closeTooMany is the close code of a connection refused over a cap (an
+// application code: 4000 + HTTP's 429); its reason says which cap, and
+// live.js shows it.
+const closeTooMany = 4429
+
+// refusal is why register refused a connection: the close frame's code
+// and reason (at most 123 bytes, as a close frame allows).
+type refusal struct {
+	code   int
+	reason string
+}
+
+// register adds c, or says why not: the hub is closed, or a cap on live
+// connections (all of them, or one actor's) is reached.
+func (h *Hub) register(c *liveClient) *refusal {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return false
+		return &refusal{code: websocket.CloseGoingAway}
+	}
+	if len(h.clients) >= h.cfg.MaxConnections {
+		h.log.Warn("live: refusing a connection: the cap on live connections is reached", "max_live_connections", h.cfg.MaxConnections, "actor", c.actor)
+		return &refusal{code: closeTooMany, reason: fmt.Sprintf("live updates are off: the dashboard has %d live pages open, its limit", h.cfg.MaxConnections)}
+	}
+	n := 0
+	for o := range h.clients {
+		if o.actor == c.actor {
+			n++
+		}
+	}
+	if n >= h.cfg.MaxPerActor {
+		h.log.Info("live: refusing a connection: the actor's cap on live connections is reached", "max_live_connections_per_actor", h.cfg.MaxPerActor, "actor", c.actor)
+		return &refusal{code: closeTooMany, reason: fmt.Sprintf("live updates are off: you have %d live pages open, the most one user may; close some", h.cfg.MaxPerActor)}
 	}
 	h.clients[c] = struct{}{}
-	return true
+	return nil
 }
 
 // unregister removes c (its connection ended) and ends its writer.

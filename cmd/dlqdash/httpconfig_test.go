@@ -92,3 +92,25 @@ func TestServeRefusesOtherHostNames(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxLiveConnectionsFlags(t *testing.T) {
+	cfg, err := parseConfig([]string{"demo", "--max-live-connections", "40"}, env(envMaxLivePerActor, "4"))
+	if err != nil || cfg.HTTP.MaxLiveConnections != 40 || cfg.HTTP.MaxLivePerActor != 4 {
+		t.Errorf("given: %+v, %v", cfg.HTTP, err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "--max-live-connections", "0"}, "invalid max-live-connections"},
+		{[]string{"demo", "--max-live-connections", "lots"}, "want a whole number"},
+		{[]string{"demo", "--max-live-connections-per-actor", "-1"}, "invalid max-live-connections-per-actor"},
+		{[]string{"demo", "--max-live-connections", "10", "--max-live-connections-per-actor", "20"}, "is more than --max-live-connections"},
+	} {
+		_, err := parseConfig(tt.args, env())
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}

@@ -91,6 +91,10 @@ type Hub struct {
 	mu      sync.Mutex
 	clients map[*liveClient]struct{}
 	closed  bool
+	// perActor counts each actor's connections (the per-actor cap);
+	// refusedLogAt is when a refusal over a cap was last logged.
+	perActor     map[string]int
+	refusedLogAt time.Time
 
 	// Job changes (PublishJob): the latest state of each job changed since
 	// the last flush, and a signal that there is one.
@@ -143,6 +147,8 @@ func NewHub(cfg HubConfig) *Hub {
 		log:     cfg.Logger,
 		in:      make(chan dlq.Change, cfg.Queue),
 		clients: map[*liveClient]struct{}{},
+
+		perActor: map[string]int{},
 
 		jobs:         map[int64]replay.Job{},
 		jobSignal:    make(chan struct{}, 1),

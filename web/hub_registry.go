@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -41,19 +42,14 @@ func (h *Hub) register(c *liveClient) *refusal {
 		return &refusal{code: websocket.CloseGoingAway}
 	}
 	if len(h.clients) >= h.cfg.MaxConnections {
-		h.log.Warn("live: refusing a connection: the cap on live connections is reached", "max_live_connections", h.cfg.MaxConnections, "actor", c.actor)
+		h.logRefusal("live: refusing connections: the cap on live connections is reached", "max_live_connections", h.cfg.MaxConnections, c.actor)
 		return &refusal{code: closeTooMany, reason: fmt.Sprintf("live updates are off: the dashboard has %d live pages open, its limit", h.cfg.MaxConnections)}
 	}
-	n := 0
-	for o := range h.clients {
-		if o.actor == c.actor {
-			n++
-		}
-	}
-	if n >= h.cfg.MaxPerActor {
-		h.log.Info("live: refusing a connection: the actor's cap on live connections is reached", "max_live_connections_per_actor", h.cfg.MaxPerActor, "actor", c.actor)
+	if h.perActor[c.actor] >= h.cfg.MaxPerActor {
+		h.logRefusal("live: refusing connections: an actor's cap on live connections is reached", "max_live_connections_per_actor", h.cfg.MaxPerActor, c.actor)
 		return &refusal{code: closeTooMany, reason: fmt.Sprintf("live updates are off: you have %d live pages open, the most one user may; close some", h.cfg.MaxPerActor)}
 	}
+	h.perActor[c.actor]++
 	h.clients[c] = struct{}{}
 	return nil
 }
@@ -70,6 +66,9 @@ func (h *Hub) removeLocked(c *liveClient, code int) {
 		return
 	}
 	delete(h.clients, c)
+	if h.perActor[c.actor]--; h.perActor[c.actor] <= 0 {
+		delete(h.perActor, c.actor)
+	}
 	c.closeCode = code
 	close(c.send)
 }
@@ -83,6 +82,15 @@ func (h *Hub) Close() {
 	h.closed = true
 	for c := range h.clients {
 		h.removeLocked(c, websocket.CloseGoingAway)
+	}
+}
+
+// logRefusal logs a refusal over a cap, at most once a minute (a page
+// refused tries again, and many pages may be refused).
+func (h *Hub) logRefusal(msg, capKey string, limit int, actor string) {
+	if now := time.Now(); now.Sub(h.refusedLogAt) >= time.Minute {
+		h.refusedLogAt = now
+		h.log.Warn(msg, capKey, limit, "actor", actor)
 	}
 }
 

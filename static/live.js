@@ -9,7 +9,9 @@
 // show is not an error. After every reconnect, on resync, and when the page
 // comes back after a while hidden or offline, the page refetches itself and
 // replaces <main>'s content, so an update missed while disconnected (or
-// dropped by the server for being slow) is never lost.
+// dropped by the server for being slow) is never lost. A connection refused
+// because too many live pages are open (close code 4429) shows the server's
+// reason in the status line and is tried again every 30 s.
 (function () {
 	"use strict";
 	var main = document.getElementById("main");
@@ -139,11 +141,20 @@
 			}
 			apply(op);
 		};
-		s.onclose = function () {
+		s.onclose = function (e) {
 			if (ws !== s) {
 				return;
 			}
 			ws = null;
+			if (e.code === 4429) {
+				// Refused: too many live pages are open (the server's
+				// words say whose). The page still works; it tries again
+				// at the longest interval.
+				setStatus("refused", e.reason || "live updates are off: too many live pages are open");
+				delay = 30000;
+				timer = setTimeout(connect, delay * (0.5 + Math.random() / 2));
+				return;
+			}
 			setStatus("reconnecting", "reconnecting…");
 			timer = setTimeout(connect, delay * (0.5 + Math.random() / 2));
 			delay = Math.min(delay * 2, 30000);

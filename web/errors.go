@@ -97,10 +97,13 @@ func classify(err error) (p problem, ok bool) {
 		conflict *replay.ConflictError
 		ip       invalidParamError
 		si       *signInError
+		tl       *tooLargeError
 	)
 	switch {
 	case err == nil:
 		return problem{}, false
+	case errors.As(err, &tl):
+		return problem{status: http.StatusRequestEntityTooLarge, code: "payload_too_large", title: "Too large", msg: tl.Error()}, true
 	case errors.As(err, &ae):
 		return problem{status: ae.status, code: ae.code, param: ae.param, msg: ae.msg}, true
 	case errors.As(err, &inv):
@@ -139,6 +142,10 @@ func classify(err error) (p problem, ok bool) {
 func (s *Server) problemFor(r *http.Request, err error) (problem, string, bool) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return problem{}, "", false
+	}
+	if tooLarge := bodyTooLarge(r.Context()); tooLarge != nil {
+		// Whatever the handler made of a body cut off at its limit.
+		err = tooLarge
 	}
 	p, ok := classify(err)
 	if ok {

@@ -38,6 +38,15 @@ const (
 	// maxRowOps is the most message ids one update re-renders; beyond it a
 	// page refetches instead (a replay or a purge touching thousands).
 	maxRowOps = 500
+	// newRowsEvery throttles the message lists' new rows: each distinct
+	// list costs a catalog query (a full-text search, often), so each is
+	// queried at most this often, the new ids gathered in between.
+	newRowsEvery = 250 * time.Millisecond
+	// DefaultMaxLiveConnections and DefaultMaxLivePerActor cap the open
+	// websockets, all of them and one actor's (a person, a token; the
+	// local user of --auth none per address).
+	DefaultMaxLiveConnections = 500
+	DefaultMaxLivePerActor    = 50
 )
 
 // HubConfig is what NewHub needs. Zero sizes and durations take the defaults
@@ -56,6 +65,13 @@ type HubConfig struct {
 	Window       time.Duration // coalescing window
 	ChartEvery   time.Duration
 	GroupsEvery  time.Duration
+	NewRowsEvery time.Duration // how often a message list's new rows may be queried
+
+	// MaxConnections and MaxPerActor cap the live connections, in all
+	// and per actor; over either a connection is closed at once with
+	// closeTooMany and a reason the page shows.
+	MaxConnections int
+	MaxPerActor    int
 }
 
 // Hub fans the catalog's changes out to the websocket connections of open
@@ -75,6 +91,10 @@ type Hub struct {
 	mu      sync.Mutex
 	clients map[*liveClient]struct{}
 	closed  bool
+	// perActor counts each actor's connections (the per-actor cap);
+	// refusedLogAt is when a refusal over a cap was last logged.
+	perActor     map[string]int
+	refusedLogAt time.Time
 
 	// Job changes (PublishJob): the latest state of each job changed since
 	// the last flush, and a signal that there is one.
@@ -87,6 +107,9 @@ type Hub struct {
 	// itemsSentAt throttles the job pages' message tables (Run's goroutine
 	// only).
 	itemsSentAt map[int64]time.Time
+	// pendingNew are new message ids not yet sent to the message lists,
+	// held back by the newRowsEvery throttle (Run's goroutine only).
+	pendingNew []int64
 }
 
 // NewHub builds a hub; Run starts it.
@@ -109,12 +132,23 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.GroupsEvery <= 0 {
 		cfg.GroupsEvery = groupsEvery
 	}
+	if cfg.NewRowsEvery <= 0 {
+		cfg.NewRowsEvery = newRowsEvery
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxLiveConnections
+	}
+	if cfg.MaxPerActor <= 0 {
+		cfg.MaxPerActor = DefaultMaxLivePerActor
+	}
 	return &Hub{
 		cfg:     cfg,
 		catalog: cfg.Catalog,
 		log:     cfg.Logger,
 		in:      make(chan dlq.Change, cfg.Queue),
 		clients: map[*liveClient]struct{}{},
+
+		perActor: map[string]int{},
 
 		jobs:         map[int64]replay.Job{},
 		jobSignal:    make(chan struct{}, 1),
@@ -153,6 +187,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	// soonest first, where new rows are not simply prepended: it refetches,
 	// at most as often as the groups table updates.
 	inventory := throttle{every: h.cfg.GroupsEvery}
+	newRows := throttle{every: h.cfg.NewRowsEvery}
 	var batchAt time.Time // when the open window closes
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -166,7 +201,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		if b.any {
 			consider(batchAt)
 		}
-		for _, t := range []*throttle{&chart, &groups, &inventory} {
+		for _, t := range []*throttle{&chart, &groups, &inventory, &newRows} {
 			if t.due {
 				consider(t.last.Add(t.every))
 			}
@@ -199,8 +234,13 @@ func (h *Hub) Run(ctx context.Context) error {
 			now := time.Now()
 			if b.any && !now.Before(batchAt) {
 				inventory.due = inventory.due || b.waiting && !b.resync
-				h.flush(ctx, &b, &chart, &groups)
+				h.flush(ctx, &b, &chart, &groups, &newRows)
 				b = batch{}
+			}
+			if newRows.ready(now) {
+				ids := h.pendingNew
+				h.pendingNew = nil
+				h.sendNew(ctx, ids)
 			}
 			if chart.ready(now) {
 				h.sendChart(ctx)
@@ -228,7 +268,7 @@ func (h *Hub) Run(ctx context.Context) error {
 }
 
 // flush sends what b changed to the pages that show it.
-func (h *Hub) flush(ctx context.Context, b *batch, chart, groups *throttle) {
+func (h *Hub) flush(ctx context.Context, b *batch, chart, groups, newRows *throttle) {
 	if b.jobs {
 		// Taken even when every page resyncs, so that they are not sent
 		// again with the next window's changes.
@@ -244,7 +284,8 @@ func (h *Hub) flush(ctx context.Context, b *batch, chart, groups *throttle) {
 	}
 	if b.resync {
 		// Every page refetches everything: nothing throttled is left due.
-		chart.due, groups.due = false, false
+		chart.due, groups.due, newRows.due = false, false, false
+		h.pendingNew = nil
 		h.sendTo(everyPage, resyncFrame)
 		return
 	}
@@ -266,7 +307,9 @@ func (h *Hub) flush(ctx context.Context, b *batch, chart, groups *throttle) {
 		chart.due = true
 	}
 	if len(b.newIDs) > 0 {
-		h.sendNew(ctx, b.newIDs)
+		// Sent by Run when the throttle lets them (newRowsEvery).
+		h.pendingNew = append(h.pendingNew, b.newIDs...)
+		newRows.due = true
 	}
 	if len(b.changed) > 0 {
 		h.sendChanged(ctx, slices.Sorted(maps.Keys(b.changed)))

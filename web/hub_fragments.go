@@ -78,19 +78,36 @@ func (h *Hub) sendChart(ctx context.Context) {
 	}
 }
 
+// listQuery is what a message list's new rows depend on: its filter (as
+// dlq writes it, whether searches reach into bodies) and whether rows show
+// body previews. Lists that differ in nothing else (a viewer's read-only
+// page and an operator's, say) share one query and one rendering.
+func listQuery(s subscription) string {
+	return s.filter.Encode().Encode() + "|not_bodies=" + strconv.FormatBool(s.filter.QueryNotBodies) + "|hide=" + strconv.FormatBool(s.hideBodies)
+}
+
 // sendNew prepends, on the first page of every message list, the new
-// messages that match its filter, newest first.
+// messages that match its filter, newest first: one catalog query per
+// distinct list query.
 func (h *Hub) sendNew(ctx context.Context, ids []int64) {
-	lists := h.subscriptions(func(s subscription) bool { return s.page == views.LiveMessages && s.first })
-	if len(lists) == 0 {
+	if len(ids) == 0 {
+		return
+	}
+	firstPages := func(s subscription) bool { return s.page == views.LiveMessages && s.first }
+	subs := h.subscriptions(firstPages)
+	if len(subs) == 0 {
 		return
 	}
 	if len(ids) > maxRowOps {
-		h.sendTo(func(s subscription) bool { return s.page == views.LiveMessages && s.first }, resyncFrame)
+		h.sendTo(firstPages, resyncFrame)
 		return
 	}
-	for _, sub := range lists {
-		same := func(s subscription) bool { return s.key == sub.key }
+	lists := map[string]subscription{}
+	for _, sub := range subs {
+		lists[listQuery(sub)] = sub
+	}
+	for q, sub := range lists {
+		same := func(s subscription) bool { return firstPages(s) && listQuery(s) == q }
 		recs, err := h.catalog.MessagesByID(ctx, ids, sub.filter)
 		if err != nil {
 			h.failed(ctx, "new messages", err, same)

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -13,17 +15,43 @@ type liveClient struct {
 	send chan []byte // closed by the hub (under mu) to end the connection
 	// closeCode is the close frame's code, set before send is closed.
 	closeCode int
+	// actor is whose connection it is, for the per-actor cap: the
+	// identity's actor, or for the local user of --auth none (everyone)
+	// the peer's address.
+	actor string
 }
 
-// register adds c; false after Close.
-func (h *Hub) register(c *liveClient) bool {
+// closeTooMany is the close code of a connection refused over a cap (an
+// application code: 4000 + HTTP's 429); its reason says which cap, and
+// live.js shows it.
+const closeTooMany = 4429
+
+// refusal is why register refused a connection: the close frame's code
+// and reason (at most 123 bytes, as a close frame allows).
+type refusal struct {
+	code   int
+	reason string
+}
+
+// register adds c, or says why not: the hub is closed, or a cap on live
+// connections (all of them, or one actor's) is reached.
+func (h *Hub) register(c *liveClient) *refusal {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return false
+		return &refusal{code: websocket.CloseGoingAway}
 	}
+	if len(h.clients) >= h.cfg.MaxConnections {
+		h.logRefusal("live: refusing connections: the cap on live connections is reached", "max_live_connections", h.cfg.MaxConnections, c.actor)
+		return &refusal{code: closeTooMany, reason: fmt.Sprintf("live updates are off: the dashboard has %d live pages open, its limit", h.cfg.MaxConnections)}
+	}
+	if h.perActor[c.actor] >= h.cfg.MaxPerActor {
+		h.logRefusal("live: refusing connections: an actor's cap on live connections is reached", "max_live_connections_per_actor", h.cfg.MaxPerActor, c.actor)
+		return &refusal{code: closeTooMany, reason: fmt.Sprintf("live updates are off: you have %d live pages open, the most one user may; close some", h.cfg.MaxPerActor)}
+	}
+	h.perActor[c.actor]++
 	h.clients[c] = struct{}{}
-	return true
+	return nil
 }
 
 // unregister removes c (its connection ended) and ends its writer.
@@ -38,6 +66,9 @@ func (h *Hub) removeLocked(c *liveClient, code int) {
 		return
 	}
 	delete(h.clients, c)
+	if h.perActor[c.actor]--; h.perActor[c.actor] <= 0 {
+		delete(h.perActor, c.actor)
+	}
 	c.closeCode = code
 	close(c.send)
 }
@@ -51,6 +82,15 @@ func (h *Hub) Close() {
 	h.closed = true
 	for c := range h.clients {
 		h.removeLocked(c, websocket.CloseGoingAway)
+	}
+}
+
+// logRefusal logs a refusal over a cap, at most once a minute (a page
+// refused tries again, and many pages may be refused).
+func (h *Hub) logRefusal(msg, capKey string, limit int, actor string) {
+	if now := time.Now(); now.Sub(h.refusedLogAt) >= time.Minute {
+		h.refusedLogAt = now
+		h.log.Warn(msg, capKey, limit, "actor", actor)
 	}
 }
 

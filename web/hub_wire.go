@@ -24,7 +24,9 @@ import (
 //
 // Ids come from views.FragmentID; the script ignores ids the page does not
 // have. Replay jobs' fragments are described in hub_jobs.go. A close frame means "reconnect later": 1001 on shutdown, 1013 when
-// the connection was dropped for reading too slowly. After any reconnect the
+// the connection was dropped for reading too slowly; 4429 (closeTooMany) with a
+// reason when a cap on live connections refused it: the script shows the reason and tries
+// again after 30 s. After any reconnect the
 // script refetches the page, so what it shows is never older than the last
 // reconnect. The first connection sends seq, the hub's change count when the
 // page's request began (data-live-seq); if changes were published since, the

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -75,10 +76,12 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil // already answered
 	}
-	c := &liveClient{sub: sub, send: make(chan []byte, s.hub.cfg.ClientBuffer)}
-	if !s.hub.register(c) {
+	c := &liveClient{sub: sub, send: make(chan []byte, s.hub.cfg.ClientBuffer), actor: liveActor(r)}
+	if no := s.hub.register(c); no != nil {
+		// Refused after the upgrade, not before: a browser shows a
+		// script a close frame's reason, never a refused handshake's.
 		conn.SetWriteDeadline(time.Now().Add(writeWait))
-		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, ""))
+		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(no.code, no.reason))
 		conn.Close()
 		return nil
 	}
@@ -102,6 +105,21 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 	readLive(conn)
 	s.hub.unregister(c)
 	return nil
+}
+
+// liveActor is whom a connection counts against for the per-actor cap:
+// the actor, but for the local user (--auth none, everyone) the peer's
+// address, so that one browser cannot take every connection.
+func liveActor(r *http.Request) string {
+	id := auth.FromContext(r.Context())
+	if id.Via == auth.ViaNone || id.Anonymous() {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		return "local@" + host
+	}
+	return id.Actor()
 }
 
 // readLive reads until the connection fails, discarding whatever the

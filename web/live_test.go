@@ -571,7 +571,7 @@ func TestLiveShutdownClosesSockets(t *testing.T) {
 		t.Errorf("after shutdown: %v, want a going-away close", err)
 	}
 	// And a page that reconnects now is refused.
-	if hub.register(&liveClient{send: make(chan []byte, 1)}) {
+	if hub.register(&liveClient{send: make(chan []byte, 1)}) == nil {
 		t.Error("a closed hub registered a client")
 	}
 }

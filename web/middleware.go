@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"strings"
 )
 
 type ctxKey int
@@ -50,11 +52,19 @@ func securityHeaders(next http.Handler) http.Handler {
 var errCrossOrigin = errors.New("cross-origin request refused")
 
 // crossOrigin refuses cross-origin state-changing requests (anything but
-// GET, HEAD and OPTIONS) with the 403 page. It wraps the whole mux so that
-// no POST route can be added without it.
+// GET, HEAD and OPTIONS) with a 403: the API's JSON error under /api/, the
+// error page elsewhere. It wraps the whole mux so that no POST route can be
+// added without it.
 func (s *Server) crossOrigin(next http.Handler) http.Handler {
 	p := http.NewCrossOriginProtection()
-	p.SetDenyHandler(s.handle(func(http.ResponseWriter, *http.Request) error { return errCrossOrigin }))
+	page := s.handle(func(http.ResponseWriter, *http.Request) error { return errCrossOrigin })
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			s.serveAPIError(w, r, errCrossOrigin)
+			return
+		}
+		page.ServeHTTP(w, r)
+	}))
 	return p.Handler(next)
 }
 
@@ -74,4 +84,34 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// strictTransportSecurity is sent on answers to requests that arrived over
+// https: a year, this host only (the dashboard's name may share a parent
+// domain with plain-http services).
+const strictTransportSecurity = "max-age=31536000"
+
+// strictTransport sends Strict-Transport-Security when the request arrived
+// over https: on a TLS connection of its own, or from a proxy in
+// --trusted-proxies that says so in X-Forwarded-Proto (from anyone else the
+// header is not believed). Browsers ignore the header over plain http.
+func (s *Server) strictTransport(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.overHTTPS(r) {
+			w.Header().Set("Strict-Transport-Security", strictTransportSecurity)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	if !strings.EqualFold(strings.TrimSpace(proto), "https") || s.auth == nil {
+		return false
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && s.auth.TrustsProxy(peer.Addr())
 }

@@ -79,9 +79,12 @@ func (s *Server) routes() http.Handler {
 
 	var h http.Handler = mux
 	h = s.identify(h)
+	h = s.limitRequest(h) // request bodies and the read deadline (limits.go)
 	h = s.crossOrigin(h)
 	h = securityHeaders(h)
+	h = s.strictTransport(h) // over https only (middleware.go)
 	h = s.recoverPanics(h)
+	h = s.checkHost(h) // DNS rebinding: only the dashboard's own names (hosts.go)
 	h = withRequestID(h)
 	h = s.measure(mux, h) // request durations by route pattern (metrics_middleware.go)
 	return h

@@ -96,6 +96,11 @@ type Config struct {
 	// from the viewer role: the body download answers 403 and the
 	// message page says the body is hidden.
 	HideBodiesFromViewers bool
+
+	// AllowedHosts are the host names (Host header, port ignored) the
+	// dashboard answers; others get 421 (hosts.go). Empty, or AnyHost
+	// among them, answers every name.
+	AllowedHosts []string
 }
 
 // Server is the dashboard's HTTP server.
@@ -125,13 +130,29 @@ type Server struct {
 	// guard counts and throttles authentication failures and limits the
 	// audit of denied requests (authguard.go).
 	guard *authGuard
+	// allowedHosts is Config.AllowedHosts normalized; nil allows any.
+	allowedHosts map[string]bool
 }
 
-// Timeouts of the underlying http.Server. There is no write timeout: later
-// websocket connections live for as long as a browser keeps a page open.
+// Limits of the underlying http.Server (the metrics listener's too), against
+// clients that connect and then send slowly or too much.
+//
+// ReadHeaderTimeout bounds the request line and headers, ReadTimeout the
+// whole request with its body. net/http lifts the read deadline once the
+// request is read (when the handler starts, or at the end of its body), so
+// ReadTimeout never cuts off a long answer, and gorilla/websocket clears
+// the deadlines of the connection it hijacks (GET /live has deadlines of
+// its own per frame, live.go). There is no WriteTimeout: it runs from the
+// end of the request's headers to the end of the answer, so it would cut
+// off answers that are long by nature (a large body download over a slow
+// link, a dry run over many messages, a page while Service Bus is slow).
+// IdleTimeout closes kept-alive connections left unused; request bodies
+// are capped by route (limits.go).
 const (
 	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 30 * time.Second
 	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 64 << 10
 )
 
 // New builds the server; call Serve to start it.
@@ -167,10 +188,13 @@ func New(cfg Config) *Server {
 	if s.proxyHeaders == (ProxyHeaders{}) {
 		s.proxyHeaders = DefaultProxyHeaders
 	}
+	s.allowedHosts = hostSet(cfg.AllowedHosts)
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	if s.hub != nil {

@@ -49,10 +49,21 @@ func clearCookie(w http.ResponseWriter, name string) {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 }
 
-// safeNext keeps a post-sign-in destination on this server: a path, not
-// "//host" or "/\host" (which browsers read as another host).
+// safeNext keeps a post-sign-in destination on this server. Browsers drop
+// tabs, CRs and LFs anywhere in a URL and leading spaces and control
+// characters, so "/\t/evil.example" is "//evil.example" to them: a
+// destination is read as a browser would read it, then accepted only as a
+// path that starts with exactly one "/" (never "//" or "/\", which browsers
+// read as another host). Anything else goes to "/".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	next = strings.TrimLeftFunc(next, func(r rune) bool { return r <= ' ' })
+	next = strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\r' || r == '\n' {
+			return -1
+		}
+		return r
+	}, next)
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
 		return "/"
 	}
 	return next

@@ -114,6 +114,12 @@ func parseAuth(f *flagSet, command, addr string, getenv func(string) string, bad
 	if a.TrustedProxies, err = auth.ParsePrefixes(v("trusted-proxies")); err != nil {
 		return a, bad("invalid trusted proxies from %s: %v", f.source("trusted-proxies"), err)
 	}
+	for _, p := range a.TrustedProxies {
+		if p.Bits() == 0 {
+			return a, bad("--trusted-proxies %s from %s trusts every address: anyone could send X-Forwarded-User and be whom they name; list the addresses of your proxies (e.g. 10.0.0.5 or 10.0.0.0/24)",
+				p, f.source("trusted-proxies"))
+		}
+	}
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration

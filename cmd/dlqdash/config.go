@@ -72,6 +72,8 @@ type Config struct {
 
 	// demo and serve: sign-in and roles (authconfig.go)
 	Auth AuthConfig
+	// demo and serve: the HTTP edge (httpconfig.go)
+	HTTP HTTPConfig
 
 	// serve
 	ConnectionString connstr.ConnectionString

@@ -23,6 +23,7 @@ func dashboardFlags(f *flagSet) {
 	}
 	authFlags(f)
 	auditKeyFlag(f)
+	httpFlags(f) // httpconfig.go
 	logFlags(f)
 }
 
@@ -59,6 +60,9 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 		}
 	}
 	if cfg.Auth, err = parseAuth(f, cfg.Command, cfg.Addr, getenv, bad); err != nil {
+		return err
+	}
+	if cfg.HTTP, err = parseHTTPConfig(f, cfg.Addr, cfg.Auth, bad); err != nil {
 		return err
 	}
 	if cfg.Command != "serve" {

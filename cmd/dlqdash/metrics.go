@@ -27,7 +27,9 @@ func newMetricsServer(m *metrics.Metrics, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: web.ReadHeaderTimeout,
+		ReadTimeout:       web.ReadTimeout, // a scrape has no body: the whole request
 		IdleTimeout:       web.IdleTimeout,
+		MaxHeaderBytes:    web.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }

@@ -61,6 +61,9 @@ func parseValues(v url.Values, in input) (Filter, error) {
 			if k.kind != manyValue && x == "" {
 				continue // an empty value is no condition
 			}
+			if err := checkText(k.name, x, in); err != nil {
+				return f, err
+			}
 			if err := k.parse(&f, x, in); err != nil {
 				return f, err
 			}
@@ -75,6 +78,16 @@ func parseValues(v url.Values, in input) (Filter, error) {
 		}
 	}
 	return f, nil
+}
+
+// checkText refuses what no value of any key can hold: a NUL byte, which
+// no catalog text contains and SQLite's full-text search cannot take. Every
+// form's values pass here, before any key reads them.
+func checkText(name, v string, in input) error {
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return in.bad(name, "%s holds a NUL byte (at byte %d): no message text contains one; remove it", in.label(name), i)
+	}
+	return nil
 }
 
 // Encode is f as a query string's parameters (links, live subscriptions);

@@ -217,6 +217,15 @@ func TestFilterBadValuesNameTheParameter(t *testing.T) {
 		{"since", "yesterday", "2026-11-22T10:4"},
 		{"until", "2026-11-22", "2026-11-22T10:4"},
 		{"include_gone", "yes", "true, false, 1 or 0"},
+		// A NUL byte is refused in every key, before the key reads it.
+		{"q", "a\x00b", "NUL byte"},
+		{"entity", "orders\x00", "NUL byte"},
+		{"reason", "\x00", "NUL byte"},
+		{"group", "g\x00", "NUL byte"},
+		{"property", "k=\x00", "NUL byte"},
+		{"property", "k\x00=v", "NUL byte"},
+		{"subqueue", "main\x00", "NUL byte"},
+		{"since", "2026-11-22T10:00:00Z\x00", "NUL byte"},
 	} {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
 			check := func(form, param string, err error) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
@@ -76,6 +78,16 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "ids", Msg: fmt.Sprintf("at most %d ids; select larger sets with a filter", MaxIDs)}
 	case sel.Edit != nil && len(sel.IDs) != 1:
 		return &InvalidError{Param: "ids", Msg: "an edit applies to exactly one message"}
+	}
+	for _, t := range []struct{ param, v string }{{"destination", req.Destination}, {"reason", req.Reason}, {"entity", sel.Entity}} {
+		if i := strings.IndexByte(t.v, 0); i >= 0 {
+			return &InvalidError{Param: t.param, Msg: fmt.Sprintf("holds a NUL byte (at byte %d): remove it", i)}
+		}
+	}
+	if req.Destination != "" {
+		if err := checkEntityName(req.Destination); err != nil {
+			return &InvalidError{Param: "destination", Msg: err.Error()}
+		}
 	}
 	if req.RatePerSecond < 0 || req.RatePerSecond > 1e6 {
 		return &InvalidError{Param: "rate_per_second", Msg: "want a number of messages per second, 0 (as fast as possible) up to 1000000"}
@@ -277,4 +289,30 @@ func (e *Engine) target(ctx context.Context, source, destination string) (Target
 		info.DuplicateDetectionWindow, info.DefaultTimeToLive
 	t.FanOut = src.Kind == dlq.KindSubscription && info.Kind == dlq.KindTopic && src.Topic == info.Path
 	return t, nil
+}
+
+// maxEntityName is the longest queue or topic name Service Bus takes.
+const maxEntityName = 260
+
+// checkEntityName checks a queue or topic name (or a subscription's path,
+// which the destination check refuses later with its own words) as Service
+// Bus's naming rules have it: at most 260 characters; segments separated by
+// single slashes, none empty (so no slash at either end); each segment of
+// letters, digits, periods, hyphens and underscores; no segment starting
+// with $ (the broker's own, such as $DeadLetterQueue).
+func checkEntityName(name string) error {
+	if n := utf8.RuneCountInString(name); n > maxEntityName {
+		return fmt.Errorf("%d characters is too long for a queue or topic name: at most %d", n, maxEntityName)
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" {
+			return fmt.Errorf("%q is not a queue or topic name: it may not start or end with a slash, or hold two in a row", name)
+		}
+		for _, r := range seg {
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '.' && r != '-' && r != '_' {
+				return fmt.Errorf("%q is not a queue or topic name: %q is not allowed; names hold letters, digits, '.', '-', '_' and '/'", name, r)
+			}
+		}
+	}
+	return nil
 }

@@ -304,6 +304,12 @@ func TestAPIBadParameters(t *testing.T) {
 		{"q=" + strings.Repeat("x", 1001), "q"},
 		{"property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1", "property"},
 		{"%zz=1", "query"},
+		// A NUL byte in any text parameter: 400 naming it, never a 500.
+		{"q=a%00b", "q"},
+		{"reason=a%00", "reason"},
+		{"entity=orders%00", "entity"},
+		{"property=k%3D%00", "property"},
+		{"cursor=%00", "cursor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -320,7 +326,7 @@ func TestAPIBadParameters(t *testing.T) {
 			}
 		})
 	}
-	for _, target := range []string{"/api/v1/entities?bogus=1", "/api/v1/groups?include_gone=maybe", "/api/v1/status?x=1", "/api/v1/messages/1?body=1"} {
+	for _, target := range []string{"/api/v1/groups?entity=%00", "/api/v1/entities?bogus=1", "/api/v1/groups?include_gone=maybe", "/api/v1/status?x=1", "/api/v1/messages/1?body=1"} {
 		if res, _, body := fx.get(t, target); res.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400: %s", target, res.StatusCode, body)
 		}

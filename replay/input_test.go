@@ -1,0 +1,60 @@
+package replay_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
+)
+
+// Bad input is a 400 naming the field, with nothing changed: never a
+// broker error (a 500) for a destination Service Bus could not name.
+func TestSubmitRefusesBadText(t *testing.T) {
+	e := newEnv(t, queues("orders", "elsewhere"), envOptions{})
+	e.sendAndDeadLetter("orders", "a", 2, "SqlTimeout")
+	e.cataloged(dlq.Filter{Entity: "orders"}, 2)
+	f := &dlq.Filter{Entity: "orders"}
+	for _, tt := range []struct {
+		name  string
+		req   replay.Request
+		param string
+	}{
+		{"destination with a NUL", replay.Request{Destination: "else\x00where"}, "destination"},
+		{"destination with two slashes", replay.Request{Destination: "a//b"}, "destination"},
+		{"destination starting with a slash", replay.Request{Destination: "/orders"}, "destination"},
+		{"destination ending with a slash", replay.Request{Destination: "orders/"}, "destination"},
+		{"destination with a space", replay.Request{Destination: "my queue"}, "destination"},
+		{"destination with a query", replay.Request{Destination: "orders?x=1"}, "destination"},
+		{"destination of the broker's own", replay.Request{Destination: "orders/$DeadLetterQueue"}, "destination"},
+		{"destination too long", replay.Request{Destination: strings.Repeat("q", 261)}, "destination"},
+		{"reason with a NUL", replay.Request{Reason: "bug\x00fixed"}, "reason"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, dry := range []bool{true, false} {
+				req := tt.req
+				req.Action, req.Selection, req.DryRun = replay.ActionReplay, replay.Selection{Filter: f}, dry
+				_, job, err := e.engine.Submit(audit.WithActor(t.Context(), "tester"), req)
+				var inv *replay.InvalidError
+				if !errors.As(err, &inv) || inv.Param != tt.param {
+					t.Fatalf("dry run %v: error %v (%T), want an InvalidError naming %s", dry, err, err, tt.param)
+				}
+				if job.ID != 0 {
+					t.Fatalf("a job was created: %+v", job)
+				}
+			}
+		})
+	}
+	// A name Service Bus allows passes the check and reaches the broker.
+	for _, ok := range []string{"elsewhere", "orders"} {
+		if _, _, err := e.engine.Submit(t.Context(), replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{Filter: f},
+			Destination: ok, DryRun: true}); err != nil {
+			t.Errorf("destination %q: %v", ok, err)
+		}
+	}
+	if jobs, _, _ := e.st.ListJobs(t.Context(), 10, ""); len(jobs) != 0 {
+		t.Errorf("%d jobs were created", len(jobs))
+	}
+}

@@ -46,3 +46,15 @@ func (e *FilterError) Error() string { return e.Msg }
 
 // InvalidParameter names the parameter (the API's invalid_argument).
 func (e *FilterError) InvalidParameter() string { return e.Param }
+
+// UnknownEntityError is a filter naming an entity the catalog has never
+// seen (a typo, most likely): an error, not an empty answer, so that
+// nobody reads "no messages" into a name that matches nothing (the API's
+// not_found, export's exit 1).
+type UnknownEntityError struct {
+	Entity string
+}
+
+func (e *UnknownEntityError) Error() string {
+	return "no entity '" + e.Entity + "' in the catalog"
+}

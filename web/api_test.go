@@ -197,7 +197,7 @@ func TestAPIMessagesFilters(t *testing.T) {
 		{"include_gone=0", dlq.Filter{}, 29},
 		{"entity=orders", dlq.Filter{Entity: "orders"}, 14},
 		{"entity=payments%2FSubscriptions%2Faudit", dlq.Filter{Entity: "payments/Subscriptions/audit"}, 15},
-		{"entity=nope", dlq.Filter{Entity: "nope"}, 0},
+		{"reason=NoSuchReason", dlq.Filter{Reason: "NoSuchReason"}, 0},
 		{"subqueue=main", dlq.Filter{SubQueue: dlq.SubQueueMain}, 2},
 		{"subqueue=transfer_dead_letter", dlq.Filter{SubQueue: dlq.SubQueueTransferDeadLetter}, 1},
 		{"subqueue=dead_letter", dlq.Filter{SubQueue: dlq.SubQueueDeadLetter}, 26},
@@ -273,7 +273,7 @@ func TestAPIMessagesPage(t *testing.T) {
 		t.Errorf("list message lacks body_size or body_preview: %v", m)
 	}
 	// Empty results are an empty array, not null.
-	_, _, body = fx.get(t, "/api/v1/messages?entity=nope")
+	_, _, body = fx.get(t, "/api/v1/messages?reason=NoSuchReason")
 	if !strings.Contains(body, `"messages":[]`) || !strings.Contains(body, `"next_cursor":null`) {
 		t.Errorf("empty page = %s", body)
 	}

@@ -30,6 +30,7 @@ func filterSamples() map[string]Filter {
 		"since":        {Since: &since},
 		"until":        {Until: &until},
 		"include_gone": {IncludeGone: true},
+		"all":          {All: true},
 	}
 }
 
@@ -327,5 +328,19 @@ func TestFilterFormRules(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	if names := FilterFlags(fs); !slices.Contains(names, "search") || slices.Contains(names, "q") || len(names) != len(filterKeys) {
 		t.Errorf("flags %v", names)
+	}
+}
+
+// Unconditional knows every key: each sample narrows the selection but
+// include_gone's and all's, which say "everything" louder.
+func TestFilterUnconditional(t *testing.T) {
+	for name, f := range filterSamples() {
+		want := name == "include_gone" || name == "all"
+		if got := f.Unconditional(); got != want {
+			t.Errorf("%s: Unconditional %v, want %v", name, got, want)
+		}
+	}
+	if !(Filter{}).Unconditional() || !(Filter{QueryNotBodies: true}).Unconditional() || every().Unconditional() {
+		t.Error("the empty filter is unconditional, every key together is not")
 	}
 }

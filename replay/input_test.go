@@ -58,3 +58,30 @@ func TestSubmitRefusesBadText(t *testing.T) {
 		t.Errorf("%d jobs were created", len(jobs))
 	}
 }
+
+// An empty filter would select the whole catalog: refused (400 naming
+// filter) unless it says "all": true, in a dry run and for real.
+func TestSubmitEmptyFilterNeedsAll(t *testing.T) {
+	e := newEnv(t, queues("orders", "other"), envOptions{})
+	e.sendAndDeadLetter("orders", "a", 2, "SqlTimeout")
+	e.sendAndDeadLetter("other", "b", 1, "Other")
+	e.cataloged(dlq.Filter{Entity: "orders"}, 2)
+	e.cataloged(dlq.Filter{Entity: "other"}, 1)
+	for _, f := range []dlq.Filter{{}, {IncludeGone: true}} {
+		for _, dry := range []bool{true, false} {
+			_, job, err := e.engine.Submit(t.Context(), replay.Request{Action: replay.ActionDiscard, Reason: "cleanup",
+				Selection: replay.Selection{Filter: &f}, DryRun: dry})
+			var inv *replay.InvalidError
+			if !errors.As(err, &inv) || inv.Param != "filter" || !strings.Contains(inv.Msg, `"all": true`) || job.ID != 0 {
+				t.Errorf("filter %+v, dry run %v: %v, job %d; want a 400 naming filter that says how to mean all", f, dry, err, job.ID)
+			}
+		}
+	}
+	plan, _ := e.submit(replay.Request{Action: replay.ActionDiscard, Selection: replay.Selection{Filter: &dlq.Filter{All: true}}, DryRun: true})
+	if plan.Summary.Total != 3 {
+		t.Errorf(`"all": true selects %d, want every message (3)`, plan.Summary.Total)
+	}
+	if jobs, _, _ := e.st.ListJobs(t.Context(), 10, ""); len(jobs) != 0 {
+		t.Errorf("%d jobs were created", len(jobs))
+	}
+}

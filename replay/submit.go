@@ -78,6 +78,9 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "ids", Msg: fmt.Sprintf("at most %d ids; select larger sets with a filter", MaxIDs)}
 	case sel.Edit != nil && len(sel.IDs) != 1:
 		return &InvalidError{Param: "ids", Msg: "an edit applies to exactly one message"}
+	case sel.Filter != nil && sel.Filter.Unconditional() && !sel.Filter.All:
+		return &InvalidError{Param: "filter", Msg: `the filter has no condition, so it would select every message in the catalog: ` +
+			`add "all": true to the filter if that is what you mean, or a condition such as "entity"`}
 	}
 	for _, t := range []struct{ param, v string }{{"destination", req.Destination}, {"reason", req.Reason}, {"entity", sel.Entity}} {
 		if i := strings.IndexByte(t.v, 0); i >= 0 {

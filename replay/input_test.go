@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
@@ -83,5 +86,38 @@ func TestSubmitEmptyFilterNeedsAll(t *testing.T) {
 	}
 	if jobs, _, _ := e.st.ListJobs(t.Context(), 10, ""); len(jobs) != 0 {
 		t.Errorf("%d jobs were created", len(jobs))
+	}
+}
+
+// A scheduled time Service Bus cannot hold (after 9999-12-31, which an
+// offset reaches) is a 400; one it can, far beyond what int64 nanoseconds
+// hold, schedules the copy for then (the emulator once enqueued it at once).
+func TestScheduledEnqueueBounds(t *testing.T) {
+	e := newEnv(t, queues("orders", "later"), envOptions{})
+	e.sendAndDeadLetter("orders", "a", 1, "SqlTimeout")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, 1)
+	late, err := time.Parse(time.RFC3339, "9999-12-31T23:00:00-05:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.engine.Submit(t.Context(), replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids},
+		ScheduledEnqueueAt: &late, DryRun: true})
+	var inv *replay.InvalidError
+	if !errors.As(err, &inv) || inv.Param != "scheduled_enqueue_at" || !strings.Contains(inv.Msg, "9999-12-31T23:59:59.9999999Z") {
+		t.Fatalf("%v: %v, want a 400 naming scheduled_enqueue_at and the limit", late, err)
+	}
+	far := time.Date(2500, 1, 2, 3, 4, 5, 0, time.UTC)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, Destination: "later",
+		ScheduledEnqueueAt: &far})
+	if j := e.finished(job.ID, 20*time.Second); j.Status != replay.StatusCompleted {
+		t.Fatalf("job %+v", j)
+	}
+	copies := e.peekAll("later", 0)
+	if len(copies) != 1 || copies[0].State != azservicebus.MessageStateScheduled || copies[0].ScheduledEnqueueTime == nil ||
+		!copies[0].ScheduledEnqueueTime.Equal(far) {
+		for _, c := range copies {
+			t.Logf("copy: state %v scheduled %v", c.State, c.ScheduledEnqueueTime)
+		}
+		t.Fatalf("%d copies, want one scheduled for %v", len(copies), far)
 	}
 }

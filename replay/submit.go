@@ -111,6 +111,10 @@ func (req *Request) validate(now time.Time) error {
 	if t := req.ScheduledEnqueueAt; t != nil && t.Before(now.Add(-time.Minute)) {
 		return &InvalidError{Param: "scheduled_enqueue_at", Msg: "is in the past: leave it out to replay now"}
 	}
+	if t := req.ScheduledEnqueueAt; t != nil && t.After(MaxScheduledEnqueueAt) {
+		return &InvalidError{Param: "scheduled_enqueue_at", Msg: fmt.Sprintf("%s is after %s, the latest time Service Bus schedules a message for",
+			t.UTC().Format(time.RFC3339Nano), MaxScheduledEnqueueAt.Format(time.RFC3339Nano))}
+	}
 	return nil
 }
 
@@ -293,6 +297,12 @@ func (e *Engine) target(ctx context.Context, source, destination string) (Target
 	t.FanOut = src.Kind == dlq.KindSubscription && info.Kind == dlq.KindTopic && src.Topic == info.Path
 	return t, nil
 }
+
+// MaxScheduledEnqueueAt is the latest scheduled enqueue time Service Bus
+// takes: its ScheduledEnqueueTimeUtc is a .NET DateTime, whose largest value
+// is 9999-12-31T23:59:59.9999999Z (the SDK sends milliseconds since 1970,
+// which hold it).
+var MaxScheduledEnqueueAt = time.Date(9999, 12, 31, 23, 59, 59, 999_999_900, time.UTC)
 
 // maxEntityName is the longest queue or topic name Service Bus takes.
 const maxEntityName = 260

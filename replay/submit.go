@@ -95,7 +95,9 @@ func (req *Request) validate(now time.Time) error {
 	if req.RatePerSecond < 0 || req.RatePerSecond > 1e6 {
 		return &InvalidError{Param: "rate_per_second", Msg: "want a number of messages per second, 0 (as fast as possible) up to 1000000"}
 	}
-	req.Reason = strings.TrimSpace(req.Reason)
+	// The reason is kept for display (the job, the audit trail): valid
+	// UTF-8, whatever a form sent.
+	req.Reason = strings.ToValidUTF8(strings.TrimSpace(req.Reason), "\uFFFD")
 	if len(req.Reason) > 1000 {
 		return &InvalidError{Param: "reason", Msg: "at most 1000 characters"}
 	}

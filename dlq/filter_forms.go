@@ -138,7 +138,11 @@ func (f *Filter) UnmarshalJSON(b []byte) error {
 	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		raw := obj[name]
 		if !slices.Contains(keys, name) {
-			return &FilterError{Param: name, Msg: fmt.Sprintf("unknown filter key %q; a filter takes %s", name, strings.Join(keys, ", "))}
+			param := name
+			if name == "" {
+				param = "filter" // an empty key names nothing
+			}
+			return &FilterError{Param: param, Msg: fmt.Sprintf("unknown filter key %q; a filter takes %s", name, strings.Join(keys, ", "))}
 		}
 		var (
 			s    string

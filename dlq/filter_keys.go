@@ -202,6 +202,12 @@ func (in input) time(name, v string) (*time.Time, error) {
 		}
 		return nil, in.bad(name, "%s must be an RFC 3339 time such as 2026-11-22T10:42:07Z, not %q", in.label(name), v)
 	}
+	// Forms write times in UTC (Encode, MarshalJSON): an offset that
+	// moves one out of the years 0000-9999 would write a time no form
+	// can read back (a job's kept filter among them).
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return nil, in.bad(name, "%s %q is outside the years 0000 to 9999 in UTC", in.label(name), v)
+	}
 	return &t, nil
 }
 

@@ -227,6 +227,10 @@ func TestFilterBadValuesNameTheParameter(t *testing.T) {
 		{"property", "k\x00=v", "NUL byte"},
 		{"subqueue", "main\x00", "NUL byte"},
 		{"since", "2026-11-22T10:00:00Z\x00", "NUL byte"},
+		// A time an offset moves out of 0000-9999 in UTC: forms write UTC,
+		// and could not read it back.
+		{"since", "9999-12-31T23:00:00-05:00", "0000 to 9999"},
+		{"until", "0000-01-01T00:30:00+01:00", "0000 to 9999"},
 	} {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
 			check := func(form, param string, err error) {

@@ -172,7 +172,7 @@ func (f *Filter) UnmarshalJSON(b []byte) error {
 
 // FilterFlags defines on fs a flag for every filter key (--entity,
 // --subqueue, --state, --reason, --group, --search, --property,
-// --since, --until, --include-gone) and returns their names in order, for
+// --since, --until, --include-gone, --all) and returns their names in order, for
 // a help text. FilterFromFlags reads them after fs.Parse.
 func FilterFlags(fs *flag.FlagSet) []string {
 	var names []string

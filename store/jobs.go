@@ -51,6 +51,7 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 	case len(sel.IDs) > 0:
 		return []string{"m.id IN (SELECT value FROM json_each(?))"}, []any{idList(sel.IDs)}, false, nil
 	case sel.Entity != "":
+		db := q
 		q := sel.SubQueue
 		if q == "" {
 			q = dlq.SubQueueMain
@@ -58,6 +59,13 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 		code, err := subQueueCode(q)
 		if err != nil {
 			return nil, nil, false, &InvalidArgumentError{Param: "subqueue", Msg: err.Error()}
+		}
+		var known bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM entities WHERE path = ?)`, sel.Entity).Scan(&known); err != nil {
+			return nil, nil, false, err
+		}
+		if !known {
+			return nil, nil, false, &dlq.UnknownEntityError{Entity: sel.Entity}
 		}
 		return []string{"m.entity_id = (SELECT id FROM entities WHERE path = ?)", "m.subqueue = ?",
 				"m.sequence_number IN (SELECT value FROM json_each(?))", "m.gone_at IS NULL"},

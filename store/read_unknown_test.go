@@ -35,6 +35,10 @@ func TestUnknownEntityIsAnError(t *testing.T) {
 	_, err = fx.s.CreateJob(t.Context(), replay.Job{Action: replay.ActionReplay}, replay.Selection{Filter: &f}, 3)
 	check("CreateJob", err)
 
+	// Deferred messages by sequence number, of an entity never seen.
+	_, err = fx.s.SummariseSelection(t.Context(), replay.Selection{Entity: "nosuch", SequenceNumbers: []int64{1}}, 3, 10)
+	check("SummariseSelection by sequence numbers", err)
+
 	if recs, err := fx.s.MessagesByID(t.Context(), []int64{1, 2, 3}, f); err != nil || len(recs) != 0 {
 		t.Errorf("MessagesByID: %v %v, want none and no error", recs, err)
 	}

@@ -19,11 +19,24 @@ type Filter struct {
 	Since       *time.Time // enqueued_at >= Since
 	Until       *time.Time // enqueued_at < Until
 	IncludeGone bool
+	// All says outright that the filter means every message: a job's
+	// filter without any other condition must (Unconditional), so that an
+	// empty filter ({}) never replays or discards the whole catalog by
+	// mistake. It adds no condition.
+	All bool
 
 	// QueryNotBodies keeps Query out of body text: for someone who may not
 	// read bodies, whom a search would otherwise tell what they contain.
 	// Never part of an outside form: it is the reader's, not the filter's.
 	QueryNotBodies bool
+}
+
+// Unconditional reports whether f selects every message: it sets no key
+// that narrows the selection (include_gone and all widen or say so; the
+// reader's QueryNotBodies is no condition of the filter's).
+func (f Filter) Unconditional() bool {
+	return f.Entity == "" && f.SubQueue == "" && f.State == "" && f.Reason == "" && f.Group == "" &&
+		f.Query == "" && len(f.Properties) == 0 && f.Since == nil && f.Until == nil
 }
 
 // PropertyMatch is one application property = value condition. Value is
@@ -46,3 +59,15 @@ func (e *FilterError) Error() string { return e.Msg }
 
 // InvalidParameter names the parameter (the API's invalid_argument).
 func (e *FilterError) InvalidParameter() string { return e.Param }
+
+// UnknownEntityError is a filter naming an entity the catalog has never
+// seen (a typo, most likely): an error, not an empty answer, so that
+// nobody reads "no messages" into a name that matches nothing (the API's
+// not_found, export's exit 1).
+type UnknownEntityError struct {
+	Entity string
+}
+
+func (e *UnknownEntityError) Error() string {
+	return "no entity '" + e.Entity + "' in the catalog"
+}

@@ -61,6 +61,9 @@ func parseValues(v url.Values, in input) (Filter, error) {
 			if k.kind != manyValue && x == "" {
 				continue // an empty value is no condition
 			}
+			if err := checkText(k.name, x, in); err != nil {
+				return f, err
+			}
 			if err := k.parse(&f, x, in); err != nil {
 				return f, err
 			}
@@ -75,6 +78,16 @@ func parseValues(v url.Values, in input) (Filter, error) {
 		}
 	}
 	return f, nil
+}
+
+// checkText refuses what no value of any key can hold: a NUL byte, which
+// no catalog text contains and SQLite's full-text search cannot take. Every
+// form's values pass here, before any key reads them.
+func checkText(name, v string, in input) error {
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return in.bad(name, "%s holds a NUL byte (at byte %d): no message text contains one; remove it", in.label(name), i)
+	}
+	return nil
 }
 
 // Encode is f as a query string's parameters (links, live subscriptions);
@@ -125,7 +138,11 @@ func (f *Filter) UnmarshalJSON(b []byte) error {
 	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		raw := obj[name]
 		if !slices.Contains(keys, name) {
-			return &FilterError{Param: name, Msg: fmt.Sprintf("unknown filter key %q; a filter takes %s", name, strings.Join(keys, ", "))}
+			param := name
+			if name == "" {
+				param = "filter" // an empty key names nothing
+			}
+			return &FilterError{Param: param, Msg: fmt.Sprintf("unknown filter key %q; a filter takes %s", name, strings.Join(keys, ", "))}
 		}
 		var (
 			s    string
@@ -155,7 +172,7 @@ func (f *Filter) UnmarshalJSON(b []byte) error {
 
 // FilterFlags defines on fs a flag for every filter key (--entity,
 // --subqueue, --state, --reason, --group, --search, --property,
-// --since, --until, --include-gone) and returns their names in order, for
+// --since, --until, --include-gone, --all) and returns their names in order, for
 // a help text. FilterFromFlags reads them after fs.Parse.
 func FilterFlags(fs *flag.FlagSet) []string {
 	var names []string

@@ -150,25 +150,36 @@ var filterKeys = []*filterKey{
 	},
 	{
 		name: "include_gone", flag: "include-gone", kind: boolValue,
-		usage: "also messages the catalog saw leave the broker",
-		parse: func(f *Filter, v string, in input) error {
-			switch strings.TrimSpace(v) {
-			case "", "false", "0":
-				f.IncludeGone = false
-			case "true", "1":
-				f.IncludeGone = true
-			default:
-				return in.bad("include_gone", "%s must be true, false, 1 or 0, not %q", in.label("include_gone"), v)
-			}
-			return nil
-		},
-		encode: func(f Filter) []string {
-			if f.IncludeGone {
-				return []string{"true"}
-			}
-			return nil
-		},
+		usage:  "also messages the catalog saw leave the broker",
+		parse:  func(f *Filter, v string, in input) error { return in.boolean("include_gone", v, &f.IncludeGone) },
+		encode: func(f Filter) []string { return someBool(f.IncludeGone) },
 	},
+	{
+		name: "all", flag: "all", kind: boolValue,
+		usage:  "every message: no condition (export's default; a job's filter with no other condition must say it)",
+		parse:  func(f *Filter, v string, in input) error { return in.boolean("all", v, &f.All) },
+		encode: func(f Filter) []string { return someBool(f.All) },
+	},
+}
+
+// boolean reads a boolValue key's value into b.
+func (in input) boolean(name, v string, b *bool) error {
+	switch strings.TrimSpace(v) {
+	case "", "false", "0":
+		*b = false
+	case "true", "1":
+		*b = true
+	default:
+		return in.bad(name, "%s must be true, false, 1 or 0, not %q", in.label(name), v)
+	}
+	return nil
+}
+
+func someBool(b bool) []string {
+	if b {
+		return []string{"true"}
+	}
+	return nil
 }
 
 // time reads a time: RFC 3339, or also a datetime-local value in UTC.
@@ -190,6 +201,12 @@ func (in input) time(name, v string) (*time.Time, error) {
 			return nil, in.bad(name, "%s must be a date and time in UTC such as 2026-11-22T10:42, not %q", in.label(name), v)
 		}
 		return nil, in.bad(name, "%s must be an RFC 3339 time such as 2026-11-22T10:42:07Z, not %q", in.label(name), v)
+	}
+	// Forms write times in UTC (Encode, MarshalJSON): an offset that
+	// moves one out of the years 0000-9999 would write a time no form
+	// can read back (a job's kept filter among them).
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return nil, in.bad(name, "%s %q is outside the years 0000 to 9999 in UTC", in.label(name), v)
 	}
 	return &t, nil
 }

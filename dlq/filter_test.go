@@ -30,6 +30,7 @@ func filterSamples() map[string]Filter {
 		"since":        {Since: &since},
 		"until":        {Until: &until},
 		"include_gone": {IncludeGone: true},
+		"all":          {All: true},
 	}
 }
 
@@ -217,6 +218,19 @@ func TestFilterBadValuesNameTheParameter(t *testing.T) {
 		{"since", "yesterday", "2026-11-22T10:4"},
 		{"until", "2026-11-22", "2026-11-22T10:4"},
 		{"include_gone", "yes", "true, false, 1 or 0"},
+		// A NUL byte is refused in every key, before the key reads it.
+		{"q", "a\x00b", "NUL byte"},
+		{"entity", "orders\x00", "NUL byte"},
+		{"reason", "\x00", "NUL byte"},
+		{"group", "g\x00", "NUL byte"},
+		{"property", "k=\x00", "NUL byte"},
+		{"property", "k\x00=v", "NUL byte"},
+		{"subqueue", "main\x00", "NUL byte"},
+		{"since", "2026-11-22T10:00:00Z\x00", "NUL byte"},
+		// A time an offset moves out of 0000-9999 in UTC: forms write UTC,
+		// and could not read it back.
+		{"since", "9999-12-31T23:00:00-05:00", "0000 to 9999"},
+		{"until", "0000-01-01T00:30:00+01:00", "0000 to 9999"},
 	} {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
 			check := func(form, param string, err error) {
@@ -318,5 +332,19 @@ func TestFilterFormRules(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	if names := FilterFlags(fs); !slices.Contains(names, "search") || slices.Contains(names, "q") || len(names) != len(filterKeys) {
 		t.Errorf("flags %v", names)
+	}
+}
+
+// Unconditional knows every key: each sample narrows the selection but
+// include_gone's and all's, which say "everything" louder.
+func TestFilterUnconditional(t *testing.T) {
+	for name, f := range filterSamples() {
+		want := name == "include_gone" || name == "all"
+		if got := f.Unconditional(); got != want {
+			t.Errorf("%s: Unconditional %v, want %v", name, got, want)
+		}
+	}
+	if !(Filter{}).Unconditional() || !(Filter{QueryNotBodies: true}).Unconditional() || every().Unconditional() {
+		t.Error("the empty filter is unconditional, every key together is not")
 	}
 }

@@ -6,6 +6,7 @@ package replay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -185,6 +186,9 @@ func (e *env) cataloged(f dlq.Filter, n int) []int64 {
 			ids = append(ids, r.ID)
 			return nil
 		})
+		if unknown := (*dlq.UnknownEntityError)(nil); errors.As(err, &unknown) {
+			return false // the entity is not cataloged yet
+		}
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
@@ -76,11 +78,26 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "ids", Msg: fmt.Sprintf("at most %d ids; select larger sets with a filter", MaxIDs)}
 	case sel.Edit != nil && len(sel.IDs) != 1:
 		return &InvalidError{Param: "ids", Msg: "an edit applies to exactly one message"}
+	case sel.Filter != nil && sel.Filter.Unconditional() && !sel.Filter.All:
+		return &InvalidError{Param: "filter", Msg: `the filter has no condition, so it would select every message in the catalog: ` +
+			`add "all": true to the filter if that is what you mean, or a condition such as "entity"`}
+	}
+	for _, t := range []struct{ param, v string }{{"destination", req.Destination}, {"reason", req.Reason}, {"entity", sel.Entity}} {
+		if i := strings.IndexByte(t.v, 0); i >= 0 {
+			return &InvalidError{Param: t.param, Msg: fmt.Sprintf("holds a NUL byte (at byte %d): remove it", i)}
+		}
+	}
+	if req.Destination != "" {
+		if err := checkEntityName(req.Destination); err != nil {
+			return &InvalidError{Param: "destination", Msg: err.Error()}
+		}
 	}
 	if req.RatePerSecond < 0 || req.RatePerSecond > 1e6 {
 		return &InvalidError{Param: "rate_per_second", Msg: "want a number of messages per second, 0 (as fast as possible) up to 1000000"}
 	}
-	req.Reason = strings.TrimSpace(req.Reason)
+	// The reason is kept for display (the job, the audit trail): valid
+	// UTF-8, whatever a form sent.
+	req.Reason = strings.ToValidUTF8(strings.TrimSpace(req.Reason), "\uFFFD")
 	if len(req.Reason) > 1000 {
 		return &InvalidError{Param: "reason", Msg: "at most 1000 characters"}
 	}
@@ -95,6 +112,10 @@ func (req *Request) validate(now time.Time) error {
 	}
 	if t := req.ScheduledEnqueueAt; t != nil && t.Before(now.Add(-time.Minute)) {
 		return &InvalidError{Param: "scheduled_enqueue_at", Msg: "is in the past: leave it out to replay now"}
+	}
+	if t := req.ScheduledEnqueueAt; t != nil && t.After(MaxScheduledEnqueueAt) {
+		return &InvalidError{Param: "scheduled_enqueue_at", Msg: fmt.Sprintf("%s is after %s, the latest time Service Bus schedules a message for",
+			t.UTC().Format(time.RFC3339Nano), MaxScheduledEnqueueAt.Format(time.RFC3339Nano))}
 	}
 	return nil
 }
@@ -277,4 +298,36 @@ func (e *Engine) target(ctx context.Context, source, destination string) (Target
 		info.DuplicateDetectionWindow, info.DefaultTimeToLive
 	t.FanOut = src.Kind == dlq.KindSubscription && info.Kind == dlq.KindTopic && src.Topic == info.Path
 	return t, nil
+}
+
+// MaxScheduledEnqueueAt is the latest scheduled enqueue time Service Bus
+// takes: its ScheduledEnqueueTimeUtc is a .NET DateTime, whose largest value
+// is 9999-12-31T23:59:59.9999999Z (the SDK sends milliseconds since 1970,
+// which hold it).
+var MaxScheduledEnqueueAt = time.Date(9999, 12, 31, 23, 59, 59, 999_999_900, time.UTC)
+
+// maxEntityName is the longest queue or topic name Service Bus takes.
+const maxEntityName = 260
+
+// checkEntityName checks a queue or topic name (or a subscription's path,
+// which the destination check refuses later with its own words) as Service
+// Bus's naming rules have it: at most 260 characters; segments separated by
+// single slashes, none empty (so no slash at either end); each segment of
+// letters, digits, periods, hyphens and underscores; no segment starting
+// with $ (the broker's own, such as $DeadLetterQueue).
+func checkEntityName(name string) error {
+	if n := utf8.RuneCountInString(name); n > maxEntityName {
+		return fmt.Errorf("%d characters is too long for a queue or topic name: at most %d", n, maxEntityName)
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == "" {
+			return fmt.Errorf("%q is not a queue or topic name: it may not start or end with a slash, or hold two in a row", name)
+		}
+		for _, r := range seg {
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '.' && r != '-' && r != '_' {
+				return fmt.Errorf("%q is not a queue or topic name: %q is not allowed; names hold letters, digits, '.', '-', '_' and '/'", name, r)
+			}
+		}
+	}
+	return nil
 }

@@ -26,6 +26,13 @@ const (
 	skipStopped   = "the job ended (%s) before this message was sent; it is still in its queue"
 )
 
+// displayText is text a job record keeps for people to read (who created
+// it, its reason and destination, a message's error, why it paused): valid
+// UTF-8, each invalid byte sequence replaced by U+FFFD, so that every page
+// and JSON answer shows what is stored. The catalog's own copies of message
+// data keep their exact bytes; this is never applied to them.
+func displayText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
 // selectionWhere turns a replay selection into WHERE terms over messages m.
 func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where []string, args []any, empty bool, err error) {
 	switch {
@@ -44,6 +51,7 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 	case len(sel.IDs) > 0:
 		return []string{"m.id IN (SELECT value FROM json_each(?))"}, []any{idList(sel.IDs)}, false, nil
 	case sel.Entity != "":
+		db := q
 		q := sel.SubQueue
 		if q == "" {
 			q = dlq.SubQueueMain
@@ -51,6 +59,13 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 		code, err := subQueueCode(q)
 		if err != nil {
 			return nil, nil, false, &InvalidArgumentError{Param: "subqueue", Msg: err.Error()}
+		}
+		var known bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM entities WHERE path = ?)`, sel.Entity).Scan(&known); err != nil {
+			return nil, nil, false, err
+		}
+		if !known {
+			return nil, nil, false, &dlq.UnknownEntityError{Entity: sel.Entity}
 		}
 		return []string{"m.entity_id = (SELECT id FROM entities WHERE path = ?)", "m.subqueue = ?",
 				"m.sequence_number IN (SELECT value FROM json_each(?))", "m.gone_at IS NULL"},
@@ -187,8 +202,8 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 	err = tx.QueryRowContext(ctx, `INSERT INTO jobs (action, status, created_at, created_by, destination, rate_per_second,
 		scheduled_enqueue_at, reason, allow_poison, acknowledge_fan_out, filter)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		string(j.Action), string(replay.StatusQueued), now, j.CreatedBy, j.Destination, j.RatePerSecond,
-		millis(j.ScheduledEnqueueAt), j.Reason, j.AllowPoison, j.AcknowledgeFanOut, filter).Scan(&j.ID)
+		string(j.Action), string(replay.StatusQueued), now, displayText(j.CreatedBy), displayText(j.Destination), j.RatePerSecond,
+		millis(j.ScheduledEnqueueAt), displayText(j.Reason), j.AllowPoison, j.AcknowledgeFanOut, filter).Scan(&j.ID)
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -483,7 +498,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		if !ok || o.state.Finished() {
 			continue // never move a finished message again
 		}
-		if _, err := stmt.ExecContext(ctx, string(u.State), u.CopyMessageID, u.CopyMessageID, u.Error, u.Flag,
+		if _, err := stmt.ExecContext(ctx, string(u.State), u.CopyMessageID, u.CopyMessageID, displayText(u.Error), u.Flag,
 			!u.State.Finished(), now, jobID, u.MessageID); err != nil {
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
@@ -542,7 +557,7 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 		finished = now
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, paused_reason = ?, started_at = coalesce(started_at, ?),
-		finished_at = coalesce(?, finished_at) WHERE id = ?`, string(st), reason, started, finished, jobID)
+		finished_at = coalesce(?, finished_at) WHERE id = ?`, string(st), displayText(reason), started, finished, jobID)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}

@@ -124,7 +124,7 @@ func TestJobsFreezeSkipConflictAndCount(t *testing.T) {
 		t.Error("a bad cursor was accepted")
 	}
 	// An empty selection is refused.
-	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay}, replay.Selection{Filter: &dlq.Filter{Entity: "nope"}}, 1); !errors.As(err, new(*replay.PreconditionError)) {
+	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay}, replay.Selection{Filter: &dlq.Filter{Reason: "NoSuchReason"}}, 1); !errors.As(err, new(*replay.PreconditionError)) {
 		t.Errorf("an empty selection: %v", err)
 	}
 }

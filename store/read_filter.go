@@ -130,7 +130,9 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 		var id int64
 		err := db.QueryRowContext(ctx, `SELECT id FROM entities WHERE path = ?`, f.Entity).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
-			return &compiled{empty: true}, nil
+			// Entities are never removed from the table (a deleted one
+			// keeps deleted_at), so this name was never seen.
+			return nil, &dlq.UnknownEntityError{Entity: f.Entity}
 		}
 		if err != nil {
 			return nil, err

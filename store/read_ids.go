@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -25,6 +26,10 @@ func (s *Store) MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]
 		return nil, &InvalidArgumentError{Param: "ids", Msg: fmt.Sprintf("at most %d ids, got %d", MaxByIDs, len(ids))}
 	}
 	c, err := compileFilter(ctx, s.reader, f)
+	var unknown *dlq.UnknownEntityError
+	if errors.As(err, &unknown) {
+		return nil, nil // a live list of an entity not (yet) seen: none of them
+	}
 	if err != nil {
 		return nil, fmt.Errorf("messages by id: %w", err)
 	}

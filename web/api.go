@@ -91,9 +91,18 @@ func (q *query) one(name string) (string, error) {
 	case 0:
 		return "", nil
 	case 1:
-		return vs[0], nil
+		return vs[0], textParam(name, vs[0])
 	}
 	return "", invalidArgument(name, "%s is given %d times; give it once", name, len(vs))
+}
+
+// textParam refuses a parameter value no text of dlqdash holds: a NUL byte
+// (dlq's filter refuses it in its own keys the same way).
+func textParam(name, v string) error {
+	if i := strings.IndexByte(v, 0); i >= 0 {
+		return invalidArgument(name, "%s holds a NUL byte (at byte %d): remove it", name, i)
+	}
+	return nil
 }
 
 // mark records names as read by a parser of their own (dlq's filter).

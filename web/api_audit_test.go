@@ -147,6 +147,7 @@ func TestListAudit(t *testing.T) {
 		{"cursor=bogus", "cursor"},
 		{"actor=a&actor=b", "actor"},
 		{"user=bob", "user"},
+		{"actor=bob%00", "actor"},
 	} {
 		code, _, body := getAudit(t, h, "/api/v1/audit?"+tt.query)
 		if code != http.StatusBadRequest || !strings.Contains(body, `"invalid_argument"`) || !strings.Contains(body, `"`+tt.param+`"`) {

@@ -68,6 +68,9 @@ func decodeBody(r *http.Request, v any, max int64) error {
 		}
 		if strings.HasPrefix(err.Error(), "json: unknown field ") {
 			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			if field == "" {
+				return invalidArgument("body", "unknown field %q: a field needs a name", field)
+			}
 			return invalidArgument(field, "unknown field %q", field)
 		}
 		return invalidArgument("body", "the body is not the JSON object this endpoint takes: %v", err)

@@ -197,7 +197,7 @@ func TestAPIMessagesFilters(t *testing.T) {
 		{"include_gone=0", dlq.Filter{}, 29},
 		{"entity=orders", dlq.Filter{Entity: "orders"}, 14},
 		{"entity=payments%2FSubscriptions%2Faudit", dlq.Filter{Entity: "payments/Subscriptions/audit"}, 15},
-		{"entity=nope", dlq.Filter{Entity: "nope"}, 0},
+		{"reason=NoSuchReason", dlq.Filter{Reason: "NoSuchReason"}, 0},
 		{"subqueue=main", dlq.Filter{SubQueue: dlq.SubQueueMain}, 2},
 		{"subqueue=transfer_dead_letter", dlq.Filter{SubQueue: dlq.SubQueueTransferDeadLetter}, 1},
 		{"subqueue=dead_letter", dlq.Filter{SubQueue: dlq.SubQueueDeadLetter}, 26},
@@ -273,7 +273,7 @@ func TestAPIMessagesPage(t *testing.T) {
 		t.Errorf("list message lacks body_size or body_preview: %v", m)
 	}
 	// Empty results are an empty array, not null.
-	_, _, body = fx.get(t, "/api/v1/messages?entity=nope")
+	_, _, body = fx.get(t, "/api/v1/messages?reason=NoSuchReason")
 	if !strings.Contains(body, `"messages":[]`) || !strings.Contains(body, `"next_cursor":null`) {
 		t.Errorf("empty page = %s", body)
 	}
@@ -304,6 +304,12 @@ func TestAPIBadParameters(t *testing.T) {
 		{"q=" + strings.Repeat("x", 1001), "q"},
 		{"property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1&property=a%3D1", "property"},
 		{"%zz=1", "query"},
+		// A NUL byte in any text parameter: 400 naming it, never a 500.
+		{"q=a%00b", "q"},
+		{"reason=a%00", "reason"},
+		{"entity=orders%00", "entity"},
+		{"property=k%3D%00", "property"},
+		{"cursor=%00", "cursor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -320,7 +326,7 @@ func TestAPIBadParameters(t *testing.T) {
 			}
 		})
 	}
-	for _, target := range []string{"/api/v1/entities?bogus=1", "/api/v1/groups?include_gone=maybe", "/api/v1/status?x=1", "/api/v1/messages/1?body=1"} {
+	for _, target := range []string{"/api/v1/groups?entity=%00", "/api/v1/entities?bogus=1", "/api/v1/groups?include_gone=maybe", "/api/v1/status?x=1", "/api/v1/messages/1?body=1"} {
 		if res, _, body := fx.get(t, target); res.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400: %s", target, res.StatusCode, body)
 		}

@@ -98,6 +98,7 @@ func classify(err error) (p problem, ok bool) {
 		ip       invalidParamError
 		si       *signInError
 		tl       *tooLargeError
+		unknown  *dlq.UnknownEntityError
 	)
 	switch {
 	case err == nil:
@@ -115,6 +116,9 @@ func classify(err error) (p problem, ok bool) {
 		return problem{status: http.StatusUnprocessableEntity, code: "failed_precondition", msg: pre.Msg}, true
 	case errors.As(err, &conflict):
 		return problem{status: http.StatusConflict, code: "conflict", msg: conflict.Error()}, true
+	case errors.As(err, &unknown):
+		// A filter's entity the catalog never saw: 404 in its own words.
+		return problem{status: http.StatusNotFound, code: "not_found", msg: unknown.Error()}, true
 	case errors.Is(err, replay.ErrNotFound):
 		return problem{status: http.StatusNotFound, code: "not_found", msg: replay.ErrNotFound.Error()}, true
 	case errors.Is(err, ErrNotFound), catalogNotFound(err):
@@ -251,6 +255,9 @@ func formProblem(err error) (status int, fe *views.FieldError, ok bool) {
 	p, known := classify(err)
 	if !known {
 		return 0, nil, false
+	}
+	if unknown := (*dlq.UnknownEntityError)(nil); errors.As(err, &unknown) {
+		p.param = "entity" // the form's field at fault (the API's 404 names none)
 	}
 	return p.status, &views.FieldError{Field: p.param, Message: p.msg}, true
 }

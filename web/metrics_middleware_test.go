@@ -66,7 +66,7 @@ func TestMeasureLabelsByRoutePattern(t *testing.T) {
 		want           observation
 	}{
 		{"GET", "/healthz", nil, observation{"GET", "GET /healthz", 200}},
-		{"GET", "/api/v1/messages?entity=orders", nil, observation{"GET", "GET /api/v1/messages", 200}},
+		{"GET", "/api/v1/messages?state=active", nil, observation{"GET", "GET /api/v1/messages", 200}},
 		{"GET", "/api/v1/messages/12345", nil, observation{"GET", "GET /api/v1/messages/{id}", 404}},
 		{"GET", "/api/v1/no-such-thing", nil, observation{"GET", "/api/", 404}},
 		{"GET", "/no/such/page/98765", nil, observation{"GET", "/", 404}},

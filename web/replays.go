@@ -63,6 +63,9 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 		form.IDs = opts.values["id"]
 	}
 	for _, name := range dlq.FilterKeys() {
+		if name == "all" {
+			continue // the confirm form's own checkbox, never a hidden field
+		}
 		for _, v := range filter.values[name] {
 			form.Filter = append(form.Filter, views.Param{Name: name, Value: v})
 		}
@@ -93,6 +96,9 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 			return form, req, filterFieldError(err)
 		}
 		req.Selection.Filter = &f
+		// Every message in the catalog: the confirm form asks for
+		// filter.all, which the engine requires of such a filter.
+		form.Everything, form.ConfirmAll = f.Unconditional(), f.All
 	} else {
 		sel := make([]int64, 0, len(ids))
 		for _, s := range ids {
@@ -140,6 +146,14 @@ func truthy(v string) bool { return v == "true" || v == "1" }
 // dryRun is req as a dry run.
 func dryRun(req replay.Request) replay.Request {
 	req.DryRun = true // a discard's reason may still be untyped: the engine allows that in a dry run
+	if f := req.Selection.Filter; f != nil && f.Unconditional() && !f.All {
+		// Every message, not yet confirmed: the dry run counts them so
+		// that the confirm form can ask with the number (a dry run
+		// changes nothing; the real submission still needs filter.all).
+		all := *f
+		all.All = true
+		req.Selection.Filter = &all
+	}
 	return req
 }
 

@@ -326,7 +326,7 @@ func TestExportFilters(t *testing.T) {
 		{[]string{"--since", "2026-11-22T10:10:00Z", "--until", "2026-11-22T10:20:00Z"}, func(r dlq.Record) bool {
 			return present(r) && r.EnqueuedAt.Minute() >= 10 && r.EnqueuedAt.Minute() < 20
 		}},
-		{[]string{"--entity", "nope"}, func(dlq.Record) bool { return false }},
+		{[]string{"--entity", "orders", "--reason", "NoSuchReason"}, func(dlq.Record) bool { return false }},
 		// The message list's other keys, from dlq's one table of them.
 		{[]string{"--property", "i=12"}, func(r dlq.Record) bool { return present(r) && r.SequenceNumber == 13 }},
 		{[]string{"--search", "SqlTimeout", "--entity", "orders"}, func(r dlq.Record) bool {
@@ -336,6 +336,22 @@ func TestExportFilters(t *testing.T) {
 	for _, tt := range tests {
 		if got, w := count(tt.args...), want(tt.keep); got != w {
 			t.Errorf("%v: %d messages, want %d", tt.args, got, w)
+		}
+	}
+}
+
+// An entity the catalog never saw is a mistake to say, not an empty
+// export: exit 1 with the API's words, nothing on stdout.
+func TestExportUnknownEntity(t *testing.T) {
+	path, _ := exportDB(t)
+	for _, format := range []string{"jsonl", "csv"} {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), []string{"export", "--db", path, "--format", format, "--entity", "nosuch"}, env(), &stdout, &stderr)
+		if code != exitFailure || !strings.Contains(stderr.String(), "no entity 'nosuch' in the catalog") {
+			t.Errorf("%s: exit %d, stderr %q; want %d and the entity named", format, code, stderr.String(), exitFailure)
+		}
+		if format == "jsonl" && stdout.Len() != 0 {
+			t.Errorf("%s: stdout %q, want nothing", format, stdout.String())
 		}
 	}
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -90,9 +91,9 @@ func (s *store) enqueue(m *goamqp.Message, seq int64, sched time.Time, size int3
 	if fw != nil {
 		r.hops = fw.hops
 	}
-	if !sched.IsZero() && sched.UnixNano() > at {
+	if !sched.IsZero() && sched.After(time.Unix(0, at)) {
 		r.state = stateScheduled
-		r.scheduledAt = sched.UnixNano()
+		r.scheduledAt = dueNano(sched)
 		r.enqueued = sched.UnixMilli()
 	} else {
 		r.enqueued = at / int64(time.Millisecond)
@@ -207,7 +208,7 @@ func (t *topic) sendLocked(msgs []*goamqp.Message, sched []time.Time, seqs []int
 			seqs[i] = t.in.seq
 		}
 		size := estimateSize(m)
-		if at := sched[i]; !at.IsZero() && at.UnixNano() > now {
+		if at := sched[i]; !at.IsZero() && at.After(time.Unix(0, now)) {
 			t.schedule(m, t.in.seq, at, size)
 			continue
 		}
@@ -319,4 +320,19 @@ func (ns *Namespace) CancelScheduled(path string, seqs []int64) error {
 		}
 	}
 	return nil
+}
+
+// latestNano is the latest time int64 unix nanoseconds hold (in 2262).
+var latestNano = time.Unix(0, math.MaxInt64)
+
+// dueNano is a scheduled time as the unix nanoseconds scheduled records are
+// ordered and compared by. Service Bus schedules up to 9999-12-31, past
+// what int64 nanoseconds hold, where UnixNano wraps around to a time in the
+// past (and the message was enqueued at once): a later time saturates to
+// the latest instant the clock can reach, due after every other.
+func dueNano(t time.Time) int64 {
+	if t.After(latestNano) {
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }

@@ -642,7 +642,7 @@ func (t *topic) dupWindow() time.Duration { return t.props.DuplicateDetectionHis
 func (t *topic) schedule(m *goamqp.Message, seq int64, at time.Time, size int32) {
 	r := newRecord(nil, m, seq, size)
 	r.state = stateScheduled
-	r.scheduledAt = at.UnixNano()
+	r.scheduledAt = dueNano(at)
 	r.enqueued = at.UnixMilli()
 	t.sched.push(r)
 	t.schedBySeq[seq] = r

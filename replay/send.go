@@ -95,6 +95,9 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 		return ready, nil
 	}
 	var err error
+	if toSend, err = r.canaryCap(ctx, toSend); err != nil {
+		return ready, err
+	}
 	if toSend, err = r.pace(ctx, s, toSend); err != nil || len(toSend) == 0 {
 		return ready, err
 	}

@@ -30,6 +30,9 @@ type Request struct {
 	AllowPoison        bool
 	Reason             string
 	DryRun             bool
+	// Canary: canary_count, canary_watch, pause_on_redeadletter and ramp
+	// (Verdict and the bases are the engine's).
+	Canary Canary
 }
 
 // Plan is what a job would do: a dry run's answer, and the checks a real
@@ -96,7 +99,7 @@ func (req *Request) validate(now time.Time) error {
 	if t := req.ScheduledEnqueueAt; t != nil && t.Before(now.Add(-time.Minute)) {
 		return &InvalidError{Param: "scheduled_enqueue_at", Msg: "is in the past: leave it out to replay now"}
 	}
-	return nil
+	return req.validateCanary()
 }
 
 // Submit checks a request and, unless it is a dry run, creates its job.
@@ -133,7 +136,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	}
 	j := Job{Action: req.Action, CreatedBy: audit.ActorFrom(ctx), Destination: req.Destination, RatePerSecond: req.RatePerSecond,
 		ScheduledEnqueueAt: req.ScheduledEnqueueAt, Reason: req.Reason, AllowPoison: req.AllowPoison,
-		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON}
+		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON,
+		Canary: Canary{Count: req.Canary.Count, Watch: req.Canary.Watch, PauseOnRedeadletter: req.Canary.PauseOnRedeadletter, Ramp: req.Canary.Ramp}}
 	job, err = e.cfg.Store.CreateJob(ctx, j, req.Selection, e.cfg.PoisonCap)
 	action := audit.ActionReplayJobCreated
 	if req.Action == ActionDiscard {
@@ -147,6 +151,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	if len(filterJSON) > 0 {
 		params["filter"] = filterJSON
 	}
+	canaryParams(params, req.Canary)
 	var ids []string
 	if len(req.Selection.IDs) > 0 {
 		ids = make([]string, len(req.Selection.IDs))
@@ -211,6 +216,7 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 		warn("some messages have a time-to-live of %s: a copy keeps it, and may expire before anyone receives it",
 			time.Duration(sum.MinTimeToLive)*time.Millisecond)
 	}
+	p.Warnings = append(p.Warnings, canaryPlan(req.Canary, req.RatePerSecond)...)
 	if req.ScheduledEnqueueAt != nil {
 		warn("copies are scheduled for %s; the originals are removed as soon as each copy is accepted",
 			req.ScheduledEnqueueAt.UTC().Format(time.RFC3339))

@@ -109,6 +109,10 @@ func (r *run) canaryActive() bool {
 	return r.job.Action == ActionReplay && r.job.Canary.Count > 0 && r.job.Canary.Verdict == ""
 }
 
+// canarySent reports whether the whole canary is sent and waits to be
+// watched.
+func (r *run) canarySent() bool { return r.canaryActive() && r.canaryLeft() == 0 }
+
 // canaryLeft is how many canary copies may still be sent (when active).
 func (r *run) canaryLeft() int { return max(0, r.job.Canary.Count-copiesSent(r.job)) }
 

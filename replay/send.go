@@ -48,6 +48,7 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 	// cancel) shows between them rather than after the whole batch.
 	size := len(work)
 	if r.limiter != nil {
+		r.ramp(now) // a ramping job's bucket is smaller at first
 		size = r.limiter.Burst()
 	}
 	done := len(poison)
@@ -74,6 +75,9 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 		done += n
 		if err != nil {
 			return done, err
+		}
+		if r.canarySent() {
+			return done, errCanaryWatch // canary.go: watch it before going on
 		}
 	}
 	return done, nil

@@ -42,6 +42,8 @@ type Plan struct {
 	Warnings []string
 	// Targets are the destinations with what matters about them.
 	Targets []Target
+	// Canary is the job's canary and ramp options (with the default watch).
+	Canary Canary
 }
 
 // Target is one destination of a plan.
@@ -187,7 +189,7 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	p.Summary = sum
+	p.Summary, p.Canary = sum, req.Canary
 	if sum.Total == 0 {
 		return p, &PreconditionError{Msg: "the selection matches no messages"}
 	}

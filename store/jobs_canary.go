@@ -84,3 +84,18 @@ func (s *Store) SetCanary(ctx context.Context, jobID int64, verdict string, sent
 	}
 	return j, nil
 }
+
+// JobsOfCopies implements web.JobOutcomes: the jobs of which the catalog
+// messages ids hold dead-lettered copies.
+func (s *Store) JobsOfCopies(ctx context.Context, ids []int64) ([]replay.Job, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id IN (
+		SELECT CAST(json_extract(properties, '$."dlqdash.job_id"') AS INTEGER) FROM messages
+		WHERE id IN (SELECT value FROM json_each(?)) AND replay_count > 0 AND subqueue IN (1, 2)) ORDER BY id`, idList(ids)))
+	if err != nil {
+		return nil, fmt.Errorf("jobs of copies: %w", err)
+	}
+	return js, nil
+}

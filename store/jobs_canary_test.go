@@ -76,6 +76,20 @@ func TestRedeadletteredCountedOnceAtIngest(t *testing.T) {
 		}
 	}
 	check("after the copies came back")
+	all, _, err := s.ListMessages(ctx, dlq.Filter{Entity: "orders"}, 50, "")
+	if err != nil || len(all) != 7 {
+		t.Fatalf("%d messages, %v", len(all), err)
+	}
+	var allIDs []int64
+	for _, r := range all {
+		allIDs = append(allIDs, r.ID)
+	}
+	if js, err := s.JobsOfCopies(ctx, allIDs); err != nil || len(js) != 1 || js[0].ID != j.ID || js[0].Counts.Redeadlettered != 3 {
+		t.Fatalf("jobs of the copies: %+v, %v", js, err)
+	}
+	if js, err := s.JobsOfCopies(ctx, allIDs[len(allIDs)-3:]); err != nil || len(js) != 0 { // newest first: the originals
+		t.Fatalf("jobs of the originals: %+v, %v", js, err)
+	}
 	page(1, copies...)
 	check("after the same page again")
 	page(1) // every message of the queue has gone

@@ -47,6 +47,10 @@ type HubConfig struct {
 	// JobItems lists a job's messages, for the live table of a job's page;
 	// nil leaves that table to refresh when the job finishes.
 	JobItems JobItemLister
+	// Outcomes finds the jobs whose copies are among new catalog messages
+	// (dead-lettered again), so that their pages show it live; nil leaves
+	// that to the next job change.
+	Outcomes JobOutcomes
 	Logger   *slog.Logger
 	// Mode and Namespace word the freshness panel, as on the overview.
 	Mode, Namespace string
@@ -267,6 +271,7 @@ func (h *Hub) flush(ctx context.Context, b *batch, chart, groups *throttle) {
 	}
 	if len(b.newIDs) > 0 {
 		h.sendNew(ctx, b.newIDs)
+		h.sendOutcomes(ctx, b.newIDs)
 	}
 	if len(b.changed) > 0 {
 		h.sendChanged(ctx, slices.Sorted(maps.Keys(b.changed)))

@@ -2,8 +2,11 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"html"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -109,5 +112,101 @@ func TestLiveRedeadlettered(t *testing.T) {
 	defer fo.mu.Unlock()
 	if len(fo.asked) != 1 || !slices.Equal(fo.asked[0], []int64{100, 101}) {
 		t.Errorf("asked for the jobs of %v, want [[100 101]] once", fo.asked)
+	}
+}
+
+// TestReplayFormProposesACanary: the confirm page of a replay of more than
+// 100 messages proposes a canary of 10 and pause_on_redeadletter 0.5, once
+// (an emptied field stays empty); a small replay or a discard proposes
+// none; the fields reach the engine, and bad ones are refused naming them.
+func TestReplayFormProposesACanary(t *testing.T) {
+	fx := newJobsFixture(t)
+	total := 101
+	fx.jobs.plan = func(req replay.Request) replay.Plan {
+		return replay.Plan{Summary: replay.SelectionSummary{Total: total}}
+	}
+	first := url.Values{"action": {"replay"}, "id": {idStr(fx.ids[0])}}
+	body := fx.postPage(t, "/replays", first, 200)
+	for _, want := range []string{`name="canary_count" value="10"`, `name="pause_on_redeadletter" value="0.5"`,
+		`<input type="hidden" name="canary_offered" value="true"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the confirm page of 101 messages lacks %s", want)
+		}
+	}
+	// Checked again with the canary emptied: it stays empty.
+	again := url.Values{"action": {"replay"}, "id": {idStr(fx.ids[0])}, "canary_offered": {"true"}, "canary_count": {""}}
+	if body := fx.postPage(t, "/replays", again, 200); !strings.Contains(body, `name="canary_count" value=""`) {
+		t.Error("an emptied canary was proposed again")
+	}
+	total = 100
+	if body := fx.postPage(t, "/replays", first, 200); !strings.Contains(body, `name="canary_count" value=""`) {
+		t.Error("a canary was proposed for 100 messages")
+	}
+	total = 500
+	if body := fx.postPage(t, "/replays", url.Values{"action": {"discard"}, "id": {idStr(fx.ids[0])}}, 200); strings.Contains(body, `name="canary_count"`) {
+		t.Error("a discard's form offers a canary")
+	}
+
+	start := url.Values{"action": {"replay"}, "id": {idStr(fx.ids[0])}, "canary_offered": {"true"}, "canary_count": {"10"},
+		"canary_watch": {"45s"}, "pause_on_redeadletter": {"0.5"}, "ramp": {"2m"}, "rate_per_second": {"100"}}
+	if res, body := fx.post(t, "/jobs", start); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("status %d: %.2000s", res.StatusCode, body)
+	}
+	subs := fx.jobs.submitted()
+	c := subs[len(subs)-1].Canary
+	if c.Count != 10 || c.Watch != 45*time.Second || c.PauseOnRedeadletter == nil || *c.PauseOnRedeadletter != 0.5 || c.Ramp != 2*time.Minute {
+		t.Errorf("submitted canary %+v", c)
+	}
+	for field, bad := range map[string]string{"canary_count": "ten", "canary_watch": "soon", "ramp": "5", "pause_on_redeadletter": "half"} {
+		form := url.Values{"action": {"replay"}, "id": {idStr(fx.ids[0])}, field: {bad}}
+		body := fx.postPage(t, "/replays", form, http.StatusBadRequest)
+		if !strings.Contains(body, `name="`+field+`" value="`+bad+`"`) || !strings.Contains(body, `aria-invalid="true"`) {
+			t.Errorf("%s=%s: the field is not re-rendered as invalid", field, bad)
+		}
+	}
+}
+
+// TestAPIJobCanaryOptions: POST /api/v1/jobs reads the canary and ramp
+// options (bad durations are 400s naming them), the dry run's answer has
+// the plan's canary, and the job object has the outcome keys.
+func TestAPIJobCanaryOptions(t *testing.T) {
+	fx := newJobsFixture(t)
+	fx.jobs.plan = func(req replay.Request) replay.Plan {
+		return replay.Plan{Summary: replay.SelectionSummary{Total: 3}, Canary: req.Canary}
+	}
+	post := func(body string) (int, map[string]any) {
+		t.Helper()
+		req := httptest.NewRequestWithContext(t.Context(), "POST", "/api/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		res, text := do(t, fx.h, req)
+		var out map[string]any
+		if err := json.Unmarshal([]byte(text), &out); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		return res.StatusCode, out
+	}
+	id := idStr(fx.ids[0])
+	for field, body := range map[string]string{
+		"canary_watch": `{"action":"replay","ids":["` + id + `"],"canary_count":5,"canary_watch":"soon"}`,
+		"ramp":         `{"action":"replay","ids":["` + id + `"],"rate_per_second":5,"ramp":"10"}`,
+	} {
+		status, out := post(body)
+		e, _ := out["error"].(map[string]any)
+		if status != http.StatusBadRequest || e["parameter"] != field {
+			t.Errorf("%s: %d %v", field, status, out)
+		}
+	}
+	status, out := post(`{"action":"replay","ids":["` + id + `"],"canary_count":5,"canary_watch":"45s","pause_on_redeadletter":0.25,"dry_run":true}`)
+	c, _ := out["canary"].(map[string]any)
+	if status != http.StatusOK || c["canary_count"] != 5.0 || c["canary_watch"] != "45s" || c["pause_on_redeadletter"] != 0.25 || c["ramp"] != nil {
+		t.Errorf("dry run: %d %v", status, out)
+	}
+	status, out = post(`{"action":"replay","ids":["` + id + `"],"canary_count":5}`)
+	counts, _ := out["counts"].(map[string]any)
+	if status != http.StatusCreated || counts["redeadlettered"] != 0.0 || out["canary_verdict"] != nil {
+		t.Errorf("job: %d %v", status, out)
+	}
+	if rs, ok := out["redeadlettered_reasons"].([]any); !ok || len(rs) != 0 {
+		t.Errorf("redeadlettered_reasons %#v, want []", out["redeadlettered_reasons"])
 	}
 }

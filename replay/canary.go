@@ -106,7 +106,7 @@ func copiesSent(j Job) int { return j.Counts.Sent + j.Counts.Completed }
 
 // canaryActive reports whether the run is still sending its canary.
 func (r *run) canaryActive() bool {
-	return r.job.Action == ActionReplay && r.job.Canary.Count > 0 && r.job.Canary.Verdict == ""
+	return !r.cancelling && r.job.Action == ActionReplay && r.job.Canary.Count > 0 && r.job.Canary.Verdict == ""
 }
 
 // canarySent reports whether the whole canary is sent and waits to be

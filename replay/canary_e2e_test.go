@@ -175,3 +175,55 @@ func TestRampStartsSlower(t *testing.T) {
 		t.Fatalf("with a ramp %s, without %s: the ramp did not start slower", slow, fast)
 	}
 }
+
+// TestCanaryPassesThenSendsTheRest: a canary whose copies are consumed
+// passes after its watch, the verdict is audited, and the job sends the
+// rest.
+func TestCanaryPassesThenSendsTheRest(t *testing.T) {
+	e := newEnv(t, queues("orders"), envOptions{})
+	e.sendAndDeadLetter("orders", "ord", 12, "Original")
+	ids := e.cataloged(dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}, 12)
+	stop := e.consume("orders", "")
+	defer stop()
+	half := 0.5
+	start := time.Now()
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids},
+		Canary: replay.Canary{Count: 3, Watch: time.Second, PauseOnRedeadletter: &half}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 12 || j.Canary.Verdict != replay.CanaryPassed || j.Counts.Redeadlettered != 0 {
+		t.Fatalf("job %+v", j)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("finished after %s: the canary was not watched for its second", took)
+	}
+	var verdicts []audit.Entry
+	if err := e.log.Scan(t.Context(), audit.Filter{Action: audit.ActionCanaryVerdict}, func(en audit.Entry) error {
+		verdicts = append(verdicts, en)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(verdicts) != 1 || verdicts[0].Outcome != audit.OutcomeSucceeded || !strings.Contains(string(verdicts[0].Params), `"canary_sent":3`) {
+		t.Fatalf("canary verdicts in the audit: %+v", verdicts)
+	}
+}
+
+// TestGuardPausesWithoutCanary: pause_on_redeadletter alone is judged after
+// every batch: a paced replay to a consumer that dead-letters everything
+// pauses itself before it has sent everything.
+func TestGuardPausesWithoutCanary(t *testing.T) {
+	e := newEnv(t, queues("orders"), envOptions{})
+	e.sendAndDeadLetter("orders", "ord", 40, "Original")
+	ids := e.cataloged(dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}, 40)
+	stop := e.consume("orders", "SqlTimeout")
+	defer stop()
+	share := 0.3
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, RatePerSecond: 10,
+		Canary: replay.Canary{PauseOnRedeadletter: &share}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusPaused || j.Counts.Sent+j.Counts.Completed >= 40 || !strings.Contains(j.PausedReason, "SqlTimeout") ||
+		!strings.Contains(j.PausedReason, "more than pause_on_redeadletter 30 %") {
+		t.Fatalf("job %+v", j)
+	}
+	t.Logf("paused after %d sent: %s", j.Counts.Sent+j.Counts.Completed, j.PausedReason)
+}

@@ -213,15 +213,15 @@ func TestCanaryPassesThenSendsTheRest(t *testing.T) {
 // pauses itself before it has sent everything.
 func TestGuardPausesWithoutCanary(t *testing.T) {
 	e := newEnv(t, queues("orders"), envOptions{})
-	e.sendAndDeadLetter("orders", "ord", 40, "Original")
-	ids := e.cataloged(dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}, 40)
+	e.sendAndDeadLetter("orders", "ord", 60, "Original")
+	ids := e.cataloged(dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}, 60)
 	stop := e.consume("orders", "SqlTimeout")
 	defer stop()
 	share := 0.3
 	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, RatePerSecond: 10,
 		Canary: replay.Canary{PauseOnRedeadletter: &share}})
 	j := e.finished(job.ID, 30*time.Second)
-	if j.Status != replay.StatusPaused || j.Counts.Sent+j.Counts.Completed >= 40 || !strings.Contains(j.PausedReason, "SqlTimeout") ||
+	if j.Status != replay.StatusPaused || j.Counts.Sent+j.Counts.Completed >= 60 || !strings.Contains(j.PausedReason, "SqlTimeout") ||
 		!strings.Contains(j.PausedReason, "more than pause_on_redeadletter 30 %") {
 		t.Fatalf("job %+v", j)
 	}

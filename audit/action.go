@@ -18,6 +18,11 @@ const (
 	ActionJobCancelled = "job_cancelled"
 	ActionJobCompleted = "job_completed"
 	ActionJobFailed    = "job_failed"
+	// ActionCanaryVerdict: a job's canary was judged after its watch.
+	// Params add {"verdict": "passed"|"failed", "canary_sent",
+	// "redeadlettered"}; outcome succeeded when it passed, failed when not
+	// (the job pauses itself).
+	ActionCanaryVerdict = "canary_verdict"
 	// What became of each message of a job. MessageIDs: the message.
 	ActionReplay  = "replay"  // copy sent and original completed
 	ActionDiscard = "discard" // removed from the dead-letter queue without resending
@@ -58,7 +63,8 @@ const (
 var actions = map[string]bool{
 	ActionReplayJobCreated: true, ActionDiscardJobCreated: true,
 	ActionJobPaused: true, ActionJobResumed: true, ActionJobCancelled: true, ActionJobCompleted: true, ActionJobFailed: true,
-	ActionReplay: true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
+	ActionCanaryVerdict: true,
+	ActionReplay:        true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
 	ActionEditReplay: true, ActionDeferredResolved: true,
 	ActionLogin: true, ActionLogout: true, ActionTokenCreated: true, ActionTokenRevoked: true, ActionDenied: true,
 	ActionAuditKeyed: true,

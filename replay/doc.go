@@ -105,4 +105,22 @@
 // to every subscription of the topic: refused unless acknowledged. A dry
 // run (Submit with DryRun) says all of this, and what the destinations'
 // duplicate detection and time-to-live imply, without changing anything.
+//
+// # Outcomes, canary and ramp
+//
+// A copy that its consumer dead-letters again comes back to a dead-letter
+// queue carrying dlqdash.job_id; the catalog counts it for the job as it
+// inserts it (Counts.Redeadlettered, with the new reasons), once per copy.
+// A job may start small (canary.go): with Canary.Count it sends that many
+// copies, then stops sending (its source's held messages are given back)
+// and watches Canary.Watch, reading the job's count from the store; with
+// Canary.PauseOnRedeadletter it pauses itself as soon as more than that
+// share of the copies sent came back, during the watch and after every
+// batch from then on, saying how many and the top reason. The verdict is
+// stored (a resume sends no canary again) and audited (canary_verdict);
+// when the guard pauses a job, the share starts again from there, so a
+// resume judges the copies sent after it. A canary larger than the job is
+// not watched: the job is its own canary. Canary.Ramp makes a paced job's
+// rate and bucket rise linearly from a tenth of its rate to all of it,
+// from the start of the run or the canary's pass.
 package replay

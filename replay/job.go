@@ -89,6 +89,10 @@ func (s ItemState) Finished() bool {
 // Counts are a job's messages by state: Pending includes locked ones.
 type Counts struct {
 	Pending, Sent, Completed, Failed, Skipped int
+	// Redeadlettered counts the job's copies the catalog has seen
+	// dead-lettered again (it is not an item state: a copy is a new
+	// message, counted as the ingester catalogs it).
+	Redeadlettered int
 }
 
 // Job is a replay or discard job.
@@ -115,6 +119,11 @@ type Job struct {
 	PausedReason string
 	StartedAt    *time.Time
 	FinishedAt   *time.Time
+	// RedeadletteredReasons are the reasons of the copies dead-lettered
+	// again, the most frequent first.
+	RedeadletteredReasons []ReasonCount
+	// Canary is the job's canary and ramp options and their state.
+	Canary Canary
 }
 
 // Item is one message of a job.

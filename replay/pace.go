@@ -27,6 +27,7 @@ func (r *run) pace(ctx context.Context, s *source, toSend []match) ([]match, err
 		return toSend, nil
 	}
 	now := r.e.now()
+	r.ramp(now)
 	var wait time.Duration
 	n := 0
 	for _, mt := range toSend {

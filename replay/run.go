@@ -46,6 +46,8 @@ type run struct {
 	senders map[string]Sender
 	// cancelling: only finish what was sent; send nothing new.
 	cancelling bool
+	// rampFrom is when the job's ramp started (canary.go, pace.go).
+	rampFrom time.Time
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -130,7 +132,7 @@ func (r *run) execute(parent context.Context) {
 		}
 		mu := r.e.sourceLock(k)
 		mu.Lock()
-		err := r.work(ctx, k, bySource[k])
+		err := r.workWatched(ctx, k, bySource[k])
 		mu.Unlock()
 		if errors.As(err, &stop) {
 			break

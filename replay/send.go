@@ -48,6 +48,7 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 	// cancel) shows between them rather than after the whole batch.
 	size := len(work)
 	if r.limiter != nil {
+		r.ramp(now) // a ramping job's bucket is smaller at first
 		size = r.limiter.Burst()
 	}
 	done := len(poison)
@@ -75,6 +76,9 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 		if err != nil {
 			return done, err
 		}
+		if r.canarySent() {
+			return done, errCanaryWatch // canary.go: watch it before going on
+		}
 	}
 	return done, nil
 }
@@ -95,6 +99,9 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 		return ready, nil
 	}
 	var err error
+	if toSend, err = r.canaryCap(ctx, toSend); err != nil {
+		return ready, err
+	}
 	if toSend, err = r.pace(ctx, s, toSend); err != nil || len(toSend) == 0 {
 		return ready, err
 	}

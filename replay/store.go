@@ -50,6 +50,11 @@ type Store interface {
 	// CopiesOf finds the catalog's copies of messages by MessageId (a
 	// replayed copy that was dead-lettered again).
 	CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record, error)
+	// SetCanary records a job's canary verdict ("", CanaryPassed or
+	// CanaryFailed) and where its pause_on_redeadletter share starts
+	// counting (Canary.SentBase, Canary.RedeadletteredBase), and returns
+	// the job, whose Counts.Redeadlettered is the catalog's count.
+	SetCanary(ctx context.Context, jobID int64, verdict string, sentBase, redeadletteredBase int) (Job, error)
 }
 
 // Selection is what a job acts on: catalog ids, a filter frozen when the

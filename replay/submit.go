@@ -32,6 +32,9 @@ type Request struct {
 	AllowPoison        bool
 	Reason             string
 	DryRun             bool
+	// Canary: canary_count, canary_watch, pause_on_redeadletter and ramp
+	// (Verdict and the bases are the engine's).
+	Canary Canary
 }
 
 // Plan is what a job would do: a dry run's answer, and the checks a real
@@ -41,6 +44,8 @@ type Plan struct {
 	Warnings []string
 	// Targets are the destinations with what matters about them.
 	Targets []Target
+	// Canary is the job's canary and ramp options (with the default watch).
+	Canary Canary
 }
 
 // Target is one destination of a plan.
@@ -117,7 +122,7 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "scheduled_enqueue_at", Msg: fmt.Sprintf("%s is after %s, the latest time Service Bus schedules a message for",
 			t.UTC().Format(time.RFC3339Nano), MaxScheduledEnqueueAt.Format(time.RFC3339Nano))}
 	}
-	return nil
+	return req.validateCanary()
 }
 
 // Submit checks a request and, unless it is a dry run, creates its job.
@@ -154,7 +159,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	}
 	j := Job{Action: req.Action, CreatedBy: audit.ActorFrom(ctx), Destination: req.Destination, RatePerSecond: req.RatePerSecond,
 		ScheduledEnqueueAt: req.ScheduledEnqueueAt, Reason: req.Reason, AllowPoison: req.AllowPoison,
-		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON}
+		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON,
+		Canary: Canary{Count: req.Canary.Count, Watch: req.Canary.Watch, PauseOnRedeadletter: req.Canary.PauseOnRedeadletter, Ramp: req.Canary.Ramp}}
 	job, err = e.cfg.Store.CreateJob(ctx, j, req.Selection, e.cfg.PoisonCap)
 	action := audit.ActionReplayJobCreated
 	if req.Action == ActionDiscard {
@@ -168,6 +174,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	if len(filterJSON) > 0 {
 		params["filter"] = filterJSON
 	}
+	canaryParams(params, req.Canary)
 	var ids []string
 	if len(req.Selection.IDs) > 0 {
 		ids = make([]string, len(req.Selection.IDs))
@@ -203,7 +210,7 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	p.Summary = sum
+	p.Summary, p.Canary = sum, req.Canary
 	if sum.Total == 0 {
 		return p, &PreconditionError{Msg: "the selection matches no messages"}
 	}
@@ -232,6 +239,7 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 		warn("some messages have a time-to-live of %s: a copy keeps it, and may expire before anyone receives it",
 			time.Duration(sum.MinTimeToLive)*time.Millisecond)
 	}
+	p.Warnings = append(p.Warnings, canaryPlan(req.Canary, req.RatePerSecond)...)
 	if req.ScheduledEnqueueAt != nil {
 		warn("copies are scheduled for %s; the originals are removed as soon as each copy is accepted",
 			req.ScheduledEnqueueAt.UTC().Format(time.RFC3339))

@@ -15,6 +15,18 @@ import (
 //
 //	go test -run '^$' -bench ApplyPage -benchtime 400x ./store/
 func BenchmarkApplyPage(b *testing.B) {
+	benchApplyPage(b, dlq.EncodeProperties(map[string]any{"tenant": "acme", "attempt": int64(3)}))
+}
+
+// BenchmarkApplyPageCopies is BenchmarkApplyPage where every message is a
+// replayed copy dead-lettered again (dlqdash.job_id of an existing job):
+// what the redeadlettered trigger (migration 0009) costs at most.
+func BenchmarkApplyPageCopies(b *testing.B) {
+	benchApplyPage(b, dlq.EncodeProperties(map[string]any{"tenant": "acme", "attempt": int64(3),
+		"dlqdash.job_id": "1", "dlqdash.replay_count": int64(1)}))
+}
+
+func benchApplyPage(b *testing.B, props []byte) {
 	const page = 250
 	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), Options{})
 	if err != nil {
@@ -27,7 +39,10 @@ func BenchmarkApplyPage(b *testing.B) {
 	}
 	body := bytes.Repeat([]byte(`{"sku":"A-1","qty":3,"note":"customer asked for gift wrap"},`), 17)
 	reason := "SqlTimeout"
-	props := dlq.EncodeProperties(map[string]any{"tenant": "acme", "attempt": int64(3)})
+	if _, err := s.writer.ExecContext(b.Context(), `INSERT INTO jobs (id, action, status, created_at, created_by)
+		VALUES (1, 'replay', 'completed', 0, 'bench')`); err != nil {
+		b.Fatal(err)
+	}
 	seq := int64(0)
 	b.ReportAllocs()
 	for b.Loop() {

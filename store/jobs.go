@@ -200,10 +200,12 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		edit = string(b)
 	}
 	err = tx.QueryRowContext(ctx, `INSERT INTO jobs (action, status, created_at, created_by, destination, rate_per_second,
-		scheduled_enqueue_at, reason, allow_poison, acknowledge_fan_out, filter)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		scheduled_enqueue_at, reason, allow_poison, acknowledge_fan_out, filter,
+		canary_count, canary_watch_ms, pause_on_redeadletter, ramp_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		string(j.Action), string(replay.StatusQueued), now, displayText(j.CreatedBy), displayText(j.Destination), j.RatePerSecond,
-		millis(j.ScheduledEnqueueAt), displayText(j.Reason), j.AllowPoison, j.AcknowledgeFanOut, filter).Scan(&j.ID)
+		millis(j.ScheduledEnqueueAt), displayText(j.Reason), j.AllowPoison, j.AcknowledgeFanOut, filter,
+		j.Canary.Count, j.Canary.Watch.Milliseconds(), j.Canary.PauseOnRedeadletter, j.Canary.Ramp.Milliseconds()).Scan(&j.ID)
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -249,7 +251,7 @@ func recountJob(ctx context.Context, tx *sql.Tx, id int64) error {
 
 const jobColumns = `id, action, status, created_at, created_by, destination, rate_per_second, scheduled_enqueue_at,
 	reason, allow_poison, acknowledge_fan_out, filter, total, pending, sent, completed, failed, skipped, flagged,
-	paused_reason, started_at, finished_at`
+	paused_reason, started_at, finished_at, ` + jobCanaryColumns
 
 func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 	var (
@@ -258,11 +260,16 @@ func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 		created                     int64
 		scheduled, started, finised *int64
 		filter                      *string
+		c                           canaryRow
 	)
 	err := row.Scan(&j.ID, &action, &status, &created, &j.CreatedBy, &j.Destination, &j.RatePerSecond, &scheduled,
 		&j.Reason, &j.AllowPoison, &j.AcknowledgeFanOut, &filter, &j.Total, &j.Counts.Pending, &j.Counts.Sent,
-		&j.Counts.Completed, &j.Counts.Failed, &j.Counts.Skipped, &j.Flagged, &j.PausedReason, &started, &finised)
+		&j.Counts.Completed, &j.Counts.Failed, &j.Counts.Skipped, &j.Flagged, &j.PausedReason, &started, &finised,
+		&c.redeadlettered, &c.reasons, &c.count, &c.watch, &c.pause, &c.ramp, &c.verdict, &c.sentBase, &c.backBase)
 	if err != nil {
+		return j, err
+	}
+	if err := c.into(&j); err != nil {
 		return j, err
 	}
 	j.Action, j.Status = replay.Action(action), replay.Status(status)

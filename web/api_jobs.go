@@ -46,6 +46,11 @@ type jobRequest struct {
 	AllowPoison        bool        `json:"allow_poison"`
 	Reason             string      `json:"reason"`
 	DryRun             bool        `json:"dry_run"`
+	// The canary and ramp (docs/api.md).
+	CanaryCount         *int     `json:"canary_count"`
+	CanaryWatch         *string  `json:"canary_watch"`
+	PauseOnRedeadletter *float64 `json:"pause_on_redeadletter"`
+	Ramp                *string  `json:"ramp"`
 	// Entity, Subqueue and SequenceNumbers select present messages by
 	// sequence number (deferred messages, as the application knows them).
 	Entity          string  `json:"entity"`
@@ -115,7 +120,32 @@ func (jr *jobRequest) request() (replay.Request, error) {
 		}
 		req.ScheduledEnqueueAt = &t
 	}
-	return req, nil
+	req.Canary, err = canaryOptions(jr.CanaryCount, jr.CanaryWatch, jr.PauseOnRedeadletter, jr.Ramp)
+	return req, err
+}
+
+// canaryOptions reads the canary and ramp options (the engine checks their
+// values).
+func canaryOptions(count *int, watch *string, pause *float64, ramp *string) (replay.Canary, error) {
+	c := replay.Canary{PauseOnRedeadletter: pause}
+	if count != nil {
+		c.Count = *count
+	}
+	for _, d := range []struct {
+		name string
+		s    *string
+		to   *time.Duration
+	}{{"canary_watch", watch, &c.Watch}, {"ramp", ramp, &c.Ramp}} {
+		if d.s == nil || *d.s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(*d.s)
+		if err != nil {
+			return c, invalidArgument(d.name, `must be a duration such as "30s" or "5m", not %q`, *d.s)
+		}
+		*d.to = v
+	}
+	return c, nil
 }
 
 // createJob answers POST /api/v1/jobs: a dry run (200) or a new job (201).

@@ -56,6 +56,10 @@ type HubConfig struct {
 	// JobItems lists a job's messages, for the live table of a job's page;
 	// nil leaves that table to refresh when the job finishes.
 	JobItems JobItemLister
+	// Outcomes finds the jobs whose copies are among new catalog messages
+	// (dead-lettered again), so that their pages show it live; nil leaves
+	// that to the next job change.
+	Outcomes JobOutcomes
 	Logger   *slog.Logger
 	// Mode and Namespace word the freshness panel, as on the overview.
 	Mode, Namespace string
@@ -310,6 +314,7 @@ func (h *Hub) flush(ctx context.Context, b *batch, chart, groups, newRows *throt
 		// Sent by Run when the throttle lets them (newRowsEvery).
 		h.pendingNew = append(h.pendingNew, b.newIDs...)
 		newRows.due = true
+		h.sendOutcomes(ctx, b.newIDs)
 	}
 	if len(b.changed) > 0 {
 		h.sendChanged(ctx, slices.Sorted(maps.Keys(b.changed)))

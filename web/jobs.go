@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/replay"
@@ -28,7 +29,27 @@ func jobView(j replay.Job) views.Job {
 	}
 	// The engine's own rules: a button only where it would be accepted.
 	v.CanPause, v.CanResume, v.CanCancel = j.Status.CanPause(), j.Status.CanResume(), j.Status.CanCancel()
+	v.Outcome = outcomeView(j)
 	return v
+}
+
+// outcomeView is what became of a job's copies, and its canary, as the
+// pages show them.
+func outcomeView(j replay.Job) views.Outcome {
+	o := views.Outcome{Redeadlettered: j.Counts.Redeadlettered, CanaryCount: j.Canary.Count, CanaryVerdict: j.Canary.Verdict}
+	for _, rc := range j.RedeadletteredReasons {
+		o.Reasons = append(o.Reasons, views.ReasonCount{Reason: text(rc.Reason), Count: rc.Count})
+	}
+	if j.Canary.Count > 0 {
+		o.CanaryWatch = j.Canary.Watch.String()
+	}
+	if p := j.Canary.PauseOnRedeadletter; p != nil {
+		o.PauseOnRedeadletter = strconv.FormatFloat(*p*100, 'f', -1, 64) + " %"
+	}
+	if j.Canary.Ramp > 0 {
+		o.Ramp = j.Canary.Ramp.String()
+	}
+	return o
 }
 
 // readOnly is a job without its controls: for someone whose role may not

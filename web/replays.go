@@ -76,6 +76,9 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 	form.AcknowledgeFanOut = truthy(opts.values.Get("acknowledge_fan_out"))
 	form.AllowPoison = truthy(opts.values.Get("allow_poison"))
 	form.Reason = r.PostForm.Get("reason")
+	form.CanaryCount, form.CanaryWatch = opts.values.Get("canary_count"), opts.values.Get("canary_watch")
+	form.PauseOnRedeadletter, form.Ramp = opts.values.Get("pause_on_redeadletter"), opts.values.Get("ramp")
+	form.CanaryOffered = truthy(opts.values.Get("canary_offered"))
 
 	action, err := opts.one("action")
 	if err != nil {
@@ -135,6 +138,9 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 		return form, req, err
 	}
 	if req.Reason, err = opts.one("reason"); err != nil {
+		return form, req, err
+	}
+	if req.Canary, err = readCanaryForm(opts); err != nil {
 		return form, req, err
 	}
 	return form, req, opts.done()
@@ -210,6 +216,7 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		return s.refuseReplay(w, r, c, err, plan, dryRun(req), false)
 	case preview:
 		c.Plan = planView(plan, false)
+		c.Form = proposeCanary(c.Form, plan)
 		return s.render(w, r, views.ReplayConfirmPage(c))
 	}
 	http.Redirect(w, r, views.JobURL(job.ID), http.StatusSeeOther)
@@ -276,4 +283,71 @@ func planView(p replay.Plan, selectionOnly bool) *views.ReplayPlan {
 		v.Targets = append(v.Targets, tv)
 	}
 	return v
+}
+
+// The canary the confirm form proposes for a replay of more than
+// proposeCanaryOver messages, the first time it is shown.
+const (
+	proposeCanaryOver       = 100
+	proposedCanaryCount     = "10"
+	proposedPauseOnRedeadLt = "0.5"
+)
+
+// proposeCanary fills the canary fields of a large replay's form the first
+// time the form is shown; after that (canary_offered), what the person
+// typed or emptied stays.
+func proposeCanary(f views.ReplayForm, plan replay.Plan) views.ReplayForm {
+	if f.Action != string(replay.ActionReplay) || f.CanaryOffered || plan.Summary.Total <= proposeCanaryOver {
+		return f
+	}
+	if f.CanaryCount == "" {
+		f.CanaryCount = proposedCanaryCount
+	}
+	if f.PauseOnRedeadletter == "" {
+		f.PauseOnRedeadletter = proposedPauseOnRedeadLt
+	}
+	return f
+}
+
+// readCanaryForm reads the canary and ramp fields (the engine checks
+// their values).
+func readCanaryForm(opts *query) (replay.Canary, error) {
+	var c replay.Canary
+	if _, err := opts.boolean("canary_offered"); err != nil {
+		return c, err
+	}
+	if v, err := opts.one("canary_count"); err != nil {
+		return c, err
+	} else if v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return c, invalidArgument("canary_count", "the canary must be a whole number of messages, not %q", v)
+		}
+		c.Count = n
+	}
+	if v, err := opts.one("pause_on_redeadletter"); err != nil {
+		return c, err
+	} else if v != "" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(f) {
+			return c, invalidArgument("pause_on_redeadletter", "want a fraction from 0 to 1, not %q", v)
+		}
+		c.PauseOnRedeadletter = &f
+	}
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{{"canary_watch", &c.Watch}, {"ramp", &c.Ramp}} {
+		v, err := opts.one(d.name)
+		if err != nil {
+			return c, err
+		}
+		if v == "" {
+			continue
+		}
+		if *d.to, err = time.ParseDuration(strings.TrimSpace(v)); err != nil {
+			return c, invalidArgument(d.name, `must be a duration such as "30s" or "5m", not %q`, v)
+		}
+	}
+	return c, nil
 }

@@ -65,7 +65,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	}()
 	// The hub exists before the ingester that publishes to it; it runs as
 	// a loop, and the server closes its websockets when HTTP shuts down.
-	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace,
+	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Outcomes: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace,
 		MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor})
 	// Metrics count the same events the hub shows, so they exist before
 	// onStore builds the ingester and the engine that emit them; depth and

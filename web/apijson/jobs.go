@@ -27,6 +27,41 @@ type Job struct {
 	PausedReason *string `json:"paused_reason"`
 	StartedAt    *Time   `json:"started_at"`
 	FinishedAt   *Time   `json:"finished_at"`
+	// RedeadletteredReasons group counts.redeadlettered by the new
+	// dead-letter reason, the most frequent first (at most 10).
+	RedeadletteredReasons []ReasonCount `json:"redeadlettered_reasons"`
+	JobCanary
+	// CanaryVerdict is null until the canary was judged.
+	CanaryVerdict *string `json:"canary_verdict"`
+}
+
+// ReasonCount is a dead-letter reason with how many copies came back with it.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// JobCanary are a job's canary and ramp options, in the job object and
+// (as "canary") in a dry run's answer.
+type JobCanary struct {
+	CanaryCount         int      `json:"canary_count"`
+	CanaryWatch         *string  `json:"canary_watch"`
+	PauseOnRedeadletter *float64 `json:"pause_on_redeadletter"`
+	Ramp                *string  `json:"ramp"`
+}
+
+// NewJobCanary is c as the API writes it.
+func NewJobCanary(c replay.Canary) JobCanary {
+	out := JobCanary{CanaryCount: c.Count, PauseOnRedeadletter: c.PauseOnRedeadletter}
+	if c.Count > 0 {
+		w := c.Watch.String()
+		out.CanaryWatch = &w
+	}
+	if c.Ramp > 0 {
+		r := c.Ramp.String()
+		out.Ramp = &r
+	}
+	return out
 }
 
 // JobCounts are a job's messages by state.
@@ -36,6 +71,8 @@ type JobCounts struct {
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
 	Skipped   int `json:"skipped"`
+	// Redeadlettered: copies of this job the catalog saw dead-lettered again.
+	Redeadlettered int `json:"redeadlettered"`
 }
 
 // NewJob is j as the API's job object.
@@ -45,7 +82,8 @@ func NewJob(j replay.Job) Job {
 		CreatedAt: Time(j.CreatedAt), CreatedBy: j.CreatedBy, Destination: nonEmpty(j.Destination),
 		ScheduledEnqueueAt: TimeOrNull(j.ScheduledEnqueueAt), Reason: nonEmpty(j.Reason),
 		AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Total: j.Total,
-		Counts:  JobCounts{j.Counts.Pending, j.Counts.Sent, j.Counts.Completed, j.Counts.Failed, j.Counts.Skipped},
+		Counts: JobCounts{j.Counts.Pending, j.Counts.Sent, j.Counts.Completed, j.Counts.Failed, j.Counts.Skipped,
+			j.Counts.Redeadlettered},
 		Flagged: j.Flagged, PausedReason: nonEmpty(j.PausedReason),
 		StartedAt: TimeOrNull(j.StartedAt), FinishedAt: TimeOrNull(j.FinishedAt),
 	}
@@ -53,6 +91,12 @@ func NewJob(j replay.Job) Job {
 		r := j.RatePerSecond
 		out.RatePerSecond = &r
 	}
+	out.RedeadletteredReasons = []ReasonCount{}
+	for _, rc := range j.RedeadletteredReasons {
+		out.RedeadletteredReasons = append(out.RedeadletteredReasons, ReasonCount{rc.Reason, rc.Count})
+	}
+	out.JobCanary = NewJobCanary(j.Canary)
+	out.CanaryVerdict = nonEmpty(j.Canary.Verdict)
 	return out
 }
 
@@ -94,6 +138,8 @@ type DryRun struct {
 	Warnings []string     `json:"warnings"`
 	Counts   DryRunCounts `json:"counts"`
 	Targets  []DryTarget  `json:"targets"`
+	// Canary is the job's canary and ramp options, null when none is set.
+	Canary *JobCanary `json:"canary"`
 }
 
 // DryRunCounts break a dry run's total down.
@@ -121,6 +167,10 @@ func NewDryRun(p replay.Plan) DryRun {
 		Counts: DryRunCounts{p.Summary.Gone, p.Summary.Scheduled, p.Summary.Deferred, p.Summary.Poison, p.Summary.InJobs}}
 	if d.Warnings == nil {
 		d.Warnings = []string{}
+	}
+	if c := p.Canary; c.Count > 0 || c.PauseOnRedeadletter != nil || c.Ramp > 0 {
+		jc := NewJobCanary(c)
+		d.Canary = &jc
 	}
 	for _, r := range p.Summary.Sample {
 		d.Sample = append(d.Sample, NewMessage(r, false))

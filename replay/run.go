@@ -46,6 +46,9 @@ type run struct {
 	senders map[string]Sender
 	// cancelling: only finish what was sent; send nothing new.
 	cancelling bool
+	// adopted: the job was running in a process that ended (this run
+	// continues it after a restart).
+	adopted bool
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -132,6 +135,9 @@ func (r *run) execute(parent context.Context) {
 		mu.Lock()
 		err := r.work(ctx, k, bySource[k])
 		mu.Unlock()
+		if errors.Is(err, errStopped) {
+			break
+		}
 		if errors.As(err, &stop) {
 			break
 		}
@@ -148,11 +154,12 @@ func (r *run) execute(parent context.Context) {
 // to go on: only a job that is still queued or running starts, since a
 // person may have paused or cancelled it since the engine listed it.
 func (r *run) start(ctx context.Context) bool {
+	r.adopted = r.job.Status != StatusQueued
 	if r.job.Status == StatusCancelling {
 		r.cancelling = true
 		return true
 	}
-	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning)
+	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning, StatusRetrying)
 	if err != nil {
 		var se *StatusError
 		if !errors.As(err, &se) {
@@ -163,6 +170,17 @@ func (r *run) start(ctx context.Context) bool {
 	r.job = j
 	r.e.changed(j)
 	return true
+}
+
+// note says what a running job waits for, in its paused_reason ("" when
+// it no longer waits); a job a person paused or cancelled meanwhile keeps
+// its status and reason.
+func (r *run) note(ctx context.Context, what string) {
+	if r.cancelling {
+		return // the reason says who cancelled it
+	}
+	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, what, active...)
+	r.noted(j, err)
 }
 
 // itemsBySource reads the job's unfinished items (a cancelling run: only

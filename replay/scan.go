@@ -169,7 +169,7 @@ func (r *run) endPass(ctx context.Context, s *source, p *pass, start time.Time) 
 	// is gone, or locked by another receiver (an earlier dlqdash
 	// that crashed holds its locks for one lock duration).
 	if wait := start.Add(s.lock + time.Second).Sub(e.now()); wait > 0 {
-		return r.sleep(wait), nil
+		return r.waitForLocks(ctx, s, p, wait), nil
 	}
 	var missing []*Item
 	for seq, it := range s.pending {
@@ -241,4 +241,29 @@ func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Recei
 		return s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
 	})
 	return msgs, err
+}
+
+// waitForLocks waits until locks another receiver may hold on the
+// selected messages the pass did not see have lapsed, saying so on the job
+// meanwhile (in its paused_reason, the status staying running): after a
+// restart, they are most likely the locks the previous run held. It
+// reports false when the run was stopped meanwhile.
+func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Duration) bool {
+	unseen := 0
+	for seq := range s.pending {
+		if !p.seen[seq] {
+			unseen++
+		}
+	}
+	secs := int((wait + time.Second - 1) / time.Second)
+	note := fmt.Sprintf("waiting up to %d s for %d selected messages in %s that another receiver holds locked (or that are gone)",
+		secs, unseen, s.key.q.Path(s.key.entity))
+	if r.adopted {
+		note = fmt.Sprintf("waiting up to %d s for message locks held before the restart (%d selected messages in %s not received yet)",
+			secs, unseen, s.key.q.Path(s.key.entity))
+	}
+	r.e.log.Info("replay: waiting for locks", "job_id", r.job.ID, "entity", s.key.entity, "wait", wait, "unseen", unseen)
+	r.note(ctx, note)
+	defer r.note(ctx, "")
+	return r.sleep(wait)
 }

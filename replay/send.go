@@ -52,8 +52,8 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 	}
 	done := len(poison)
 	for chunk := range slices.Chunk(work, size) {
-		if done > len(poison) && r.stopped() {
-			break // the rest stay pending, untouched
+		if r.stopped() {
+			break // the rest stay as they are, untouched
 		}
 		if j.Action == ActionReplay {
 			var err error
@@ -117,15 +117,12 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	})
 	flag := (resent || attempts > 1) && !dest.DuplicateDetection
 	if err != nil {
-		if errors.Is(err, dlq.ErrEntityNotFound) {
-			return ready, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
-		}
-		if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) {
-			return ready, r.brokerHalt("send to "+dest.Path, err)
+		if stop := r.sendHalt(dest, err); stop != nil {
+			return ready, stop
 		}
 		// Refused for what the messages are (too large, say): one by one,
 		// to find which.
-		return r.sendOneByOne(ctx, s, sender, toSend, copies, ready, flag)
+		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, flag)
 	}
 	sent := make([]Update, len(toSend))
 	for i, mt := range toSend {
@@ -163,17 +160,54 @@ func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent b
 	return locked, copies, resent
 }
 
-func (r *run) sendOneByOne(ctx context.Context, s *source, sender Sender, toSend []match, copies []Copy, ready []match, flag bool) ([]match, error) {
+// sendHalt is what stops the work after a failed send: a pause when the
+// destination is gone, the credentials are refused or the broker kept
+// failing; the run's own stop. Nil for a refusal of the messages
+// themselves.
+func (r *run) sendHalt(dest EntityInfo, err error) error {
+	if errors.Is(err, dlq.ErrEntityNotFound) {
+		return &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+	}
+	if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) || errors.Is(err, errStopped) {
+		return r.brokerHalt("send to "+dest.Path, err)
+	}
+	return nil
+}
+
+// sendOneByOne sends the copies of a batch the destination refused one at
+// a time, each with retries, to fail only the messages it refuses for what
+// they are. A transient failure that retries do not cure, or a stop, ends
+// it as it ends a batch send: the rest stay locked, to be sent again under
+// the same MessageIds.
+func (r *run) sendOneByOne(ctx context.Context, s *source, dest EntityInfo, sender Sender, toSend []match, copies []Copy,
+	ready []match, flag bool) ([]match, error) {
 	var ups []Update
+	var stop error
 	for i, mt := range toSend {
-		if err := sender.Send(ctx, copies[i:i+1]); err != nil {
-			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: flag,
+		if r.stopped() {
+			stop = errStopped
+			break
+		}
+		_, attempts, err := retry(ctx, r, "send to "+dest.Path, func() (struct{}, error) {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			return struct{}{}, sender.Send(cctx, copies[i:i+1])
+		})
+		f := flag || (attempts > 1 && !dest.DuplicateDetection)
+		if err != nil {
+			if stop = r.sendHalt(dest, err); stop != nil {
+				break
+			}
+			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: f,
 				Error: "the destination refused the copy: " + err.Error()})
 			continue
 		}
-		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: flag})
+		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: f})
 		mt.it.State = ItemSent
 		ready = append(ready, mt)
 	}
-	return ready, r.update(ctx, s, ups)
+	if err := r.update(ctx, s, ups); err != nil {
+		return ready, err
+	}
+	return ready, stop
 }

@@ -240,6 +240,7 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{},
 		seqOf: map[int64]int64{}, held: map[int64]*Received{}}
 	defer r.release(ctx, s)
+	defer r.cancelUnsent(ctx)
 	var deferred []*Item
 	for _, it := range items {
 		if it.BrokerState == dlq.StateDeferred {
@@ -284,4 +285,28 @@ func (s *source) finished(messageID int64) {
 type match struct {
 	it *Item
 	m  *Received
+}
+
+// cancelUnsent counts the messages a cancel leaves unsent as cancelled as
+// soon as the run has stopped sending, before it gives back the messages
+// it holds (a broker operation each): the job's counts stop moving at once.
+func (r *run) cancelUnsent(ctx context.Context) {
+	if r.cancelling || r.stopping() != stopCancel {
+		return
+	}
+	items, err := r.e.cfg.Store.UnfinishedItems(ctx, r.job.ID)
+	if err != nil {
+		r.e.log.Error("replay: cancelling job", "job_id", r.job.ID, "error", err)
+		return
+	}
+	var ups []Update
+	for _, it := range items {
+		if it.State == ItemPending {
+			ups = append(ups, Update{MessageID: it.MessageID, State: ItemCancelled,
+				Error: "the job was cancelled before this message was sent; it is still in its queue"})
+		}
+	}
+	if err := r.update(ctx, nil, ups); err != nil {
+		r.e.log.Error("replay: cancelling job", "job_id", r.job.ID, "error", err)
+	}
 }

@@ -235,7 +235,7 @@ func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Recei
 	if b, ok := ahead.take(); ok && b.err == nil {
 		return b.msgs, nil
 	}
-	msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
+	msgs, _, err := retry(ctx, r, "receive from "+s.key.q.Path(s.key.entity), func() ([]*Received, error) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		return s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)

@@ -559,3 +559,28 @@ func TestLiveJobItems(t *testing.T) {
 		}
 	}
 }
+
+// A job that starts retrying shows it live, with what fails, on its page
+// and in the jobs list; back to running, the words go.
+func TestLiveJobRetrying(t *testing.T) {
+	fx, _ := jobsLiveFixture(t, true)
+	page := fx.dial(t, "page=job&id=7")
+	list := fx.dial(t, "page=jobs")
+	j := runningJob(7)
+	j.Status, j.LastError, j.RetryAttempts = replay.StatusRetrying, "send to orders-retry failed 3 times: the broker did not answer", 3
+	fx.hub.PublishJob(j)
+	op := next(t, page)
+	if op.ID != views.FragmentID("job-progress", "7") || !strings.Contains(op.HTML, `data-testid="job-status">retrying<`) ||
+		!strings.Contains(op.HTML, "Retrying: send to orders-retry failed 3 times") || !strings.Contains(op.HTML, `data-testid="job-pause"`) {
+		t.Fatalf("job page got %+v", op)
+	}
+	if op := next(t, list); op.ID != "job-7" || !strings.Contains(op.HTML, `data-testid="job-row-status">retrying<`) ||
+		!strings.Contains(op.HTML, "Retrying: send to orders-retry failed 3 times") {
+		t.Fatalf("jobs page got %+v", op)
+	}
+	j.Status, j.RetryAttempts = replay.StatusRunning, 0
+	fx.hub.PublishJob(j)
+	if op := next(t, page); !strings.Contains(op.HTML, `data-testid="job-status">running<`) || strings.Contains(op.HTML, "Retrying:") {
+		t.Fatalf("job page got %+v", op)
+	}
+}

@@ -177,7 +177,9 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 	}
 }
 
-// Pause stops a job after the batch it is in; Resume continues it.
+// Pause stops a job at once: once it has answered, the job starts no send
+// and no complete (see the package documentation for what may still be in
+// flight); Resume continues it.
 func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 	reason := "paused by " + audit.ActorFrom(ctx)
 	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, pauseFrom...)

@@ -183,7 +183,14 @@ func (r *run) endPass(ctx context.Context, s *source, p *pass, start time.Time) 
 	if len(s.pending) > 0 {
 		// Seen but not acted on (not enough lock time left): they come
 		// back when the locks this pass holds expire.
-		return r.sleep(p.heldUntil.Sub(e.now()) + 100*time.Millisecond), nil
+		wait := p.heldUntil.Sub(e.now()) + 100*time.Millisecond
+		if wait > time.Second {
+			r.note(ctx, fmt.Sprintf("waiting up to %d s for the locks this pass took to lapse: %d selected messages in %s "+
+				"came with too little lock time left to act on", int((wait+time.Second-1)/time.Second), len(s.pending),
+				s.key.q.Path(s.key.entity)))
+			defer r.note(ctx, "")
+		}
+		return r.sleep(wait), nil
 	}
 	return true, nil
 }

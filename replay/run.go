@@ -49,6 +49,8 @@ type run struct {
 	// adopted: the job was running in a process that ended (this run
 	// continues it after a restart).
 	adopted bool
+	// acting is held while a chunk is being acted on (see act).
+	acting sync.Mutex
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -116,6 +118,16 @@ func (r *run) execute(parent context.Context) {
 	if !r.start(ctx) {
 		return
 	}
+	ended, watched := make(chan struct{}), make(chan struct{})
+	go func(id int64) {
+		defer close(watched)
+		select {
+		case <-r.stop:
+			r.cancelUnsent(ctx, id)
+		case <-ended:
+		}
+	}(r.job.ID)
+	defer func() { close(ended); <-watched }()
 	r.limiter = newLimiter(r.job.RatePerSecond, r.e.cfg.Batch)
 	r.infos, r.senders = map[string]EntityInfo{}, map[string]Sender{}
 	bySource, err := r.itemsBySource(ctx)
@@ -240,7 +252,6 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	s := &source{key: k, recv: recv, lock: lock, margin: lockMargin(lock), pending: map[int64]*Item{},
 		seqOf: map[int64]int64{}, held: map[int64]*Received{}}
 	defer r.release(ctx, s)
-	defer r.cancelUnsent(ctx)
 	var deferred []*Item
 	for _, it := range items {
 		if it.BrokerState == dlq.StateDeferred {
@@ -288,25 +299,20 @@ type match struct {
 }
 
 // cancelUnsent counts the messages a cancel leaves unsent as cancelled as
-// soon as the run has stopped sending, before it gives back the messages
-// it holds (a broker operation each): the job's counts stop moving at once.
-func (r *run) cancelUnsent(ctx context.Context) {
+// soon as the chunk being sent (if any) is sent, without waiting for the
+// removal of its originals or for the messages the run holds to be given
+// back: the job's counts stop moving at once. It runs beside the run's
+// goroutine, so it leaves r.job alone (id is the job's).
+func (r *run) cancelUnsent(ctx context.Context, id int64) {
 	if r.cancelling || r.stopping() != stopCancel {
 		return
 	}
-	items, err := r.e.cfg.Store.UnfinishedItems(ctx, r.job.ID)
+	r.acting.Lock()
+	defer r.acting.Unlock()
+	j, err := r.e.cfg.Store.CancelUnsent(ctx, id)
 	if err != nil {
-		r.e.log.Error("replay: cancelling job", "job_id", r.job.ID, "error", err)
+		r.e.log.Error("replay: cancelling job", "job_id", id, "error", err)
 		return
 	}
-	var ups []Update
-	for _, it := range items {
-		if it.State == ItemPending {
-			ups = append(ups, Update{MessageID: it.MessageID, State: ItemCancelled,
-				Error: "the job was cancelled before this message was sent; it is still in its queue"})
-		}
-	}
-	if err := r.update(ctx, nil, ups); err != nil {
-		r.e.log.Error("replay: cancelling job", "job_id", r.job.ID, "error", err)
-	}
+	r.e.changed(j)
 }

@@ -52,31 +52,47 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 	}
 	done := len(poison)
 	for chunk := range slices.Chunk(work, size) {
-		if r.stopped() {
-			break // the rest stay as they are, untouched
+		n, err := r.act(ctx, s, chunk)
+		if n < 0 {
+			break
 		}
-		if j.Action == ActionReplay {
-			var err error
-			if chunk, err = r.sendCopies(ctx, s, chunk); err != nil {
-				return done, err
-			}
-		} else {
-			ups := make([]Update, len(chunk))
-			for i, mt := range chunk {
-				ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
-				mt.it.State = ItemLocked
-			}
-			if err := r.update(ctx, s, ups); err != nil {
-				return done, err
-			}
-		}
-		n, err := r.complete(ctx, s, chunk)
 		done += n
 		if err != nil {
 			return done, err
 		}
 	}
 	return done, nil
+}
+
+// act sends one chunk's copies and removes their originals (a discard:
+// removes them), and returns how many it finished; -1 when the run is
+// stopped (the chunk stays as it is, untouched). Whatever makes a message
+// acted on (a send; a discard's complete) happens while r.acting is held,
+// which a cancel takes before it counts the unsent messages as cancelled.
+func (r *run) act(ctx context.Context, s *source, chunk []match) (int, error) {
+	r.acting.Lock()
+	if r.stopped() {
+		r.acting.Unlock()
+		return -1, nil
+	}
+	if r.job.Action == ActionReplay {
+		chunk, err := r.sendCopies(ctx, s, chunk)
+		r.acting.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		return r.complete(ctx, s, chunk)
+	}
+	defer r.acting.Unlock()
+	ups := make([]Update, len(chunk))
+	for i, mt := range chunk {
+		ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
+		mt.it.State = ItemLocked
+	}
+	if err := r.update(ctx, s, ups); err != nil {
+		return 0, err
+	}
+	return r.complete(ctx, s, chunk)
 }
 
 // sendCopies sends the copies of the messages that are not sent yet (as

@@ -39,6 +39,9 @@ type Store interface {
 	// finishes the job (finished_at, and its unfinished items leave the
 	// active set, so they can be selected again).
 	SetStatus(ctx context.Context, jobID int64, s Status, reason string, from ...Status) (Job, error)
+	// CancelUnsent finishes the job's pending messages (not locked, not
+	// sent) as cancelled, in one transaction, and returns the job.
+	CancelUnsent(ctx context.Context, jobID int64) (Job, error)
 	// SetRetrying records that a broker call of the job keeps failing
 	// (rs not nil: a running job becomes retrying, with rs's error,
 	// attempts and next attempt) or that it succeeded again (rs nil: a

@@ -572,8 +572,7 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 				return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = ?, error = ?, updated_at = ?
-			WHERE job_id = ? AND item_state = 'pending'`, unsent, why, now, jobID); err != nil {
+		if err := finishPending(ctx, tx, jobID, unsent, why, now); err != nil {
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET active = 0 WHERE job_id = ? AND active = 1`, jobID); err != nil {
@@ -584,6 +583,41 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 		}
 	}
 	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// finishPending finishes a job's pending messages with one state and
+// reason (they leave the active set); the caller recounts the job.
+func finishPending(ctx context.Context, tx *sql.Tx, jobID int64, st, why string, now int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = ?, error = ?, active = 0, updated_at = ?
+		WHERE job_id = ? AND item_state = 'pending'`, st, why, now, jobID)
+	return err
+}
+
+// CancelUnsent implements replay.Store.
+func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, error) {
+	const op = "cancel unsent job messages"
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	if err := finishPending(ctx, tx, jobID, string(replay.ItemCancelled), skipCancelled, s.nowMillis()); err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := recountJob(ctx, tx, jobID); err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}

@@ -187,3 +187,32 @@ func TestJobRetryingState(t *testing.T) {
 		t.Fatalf("a paused job became retrying: %v", err)
 	}
 }
+
+// A cancel counts the pending messages as cancelled at once and frees
+// them; a message locked (being sent) or sent keeps its state.
+func TestCancelUnsent(t *testing.T) {
+	fx := newFixture(t, 50)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders"}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil || len(items) < 3 {
+		t.Fatalf("%d items: %v", len(items), err)
+	}
+	if _, err := fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: items[0].MessageID, State: replay.ItemLocked},
+		{MessageID: items[1].MessageID, State: replay.ItemSent}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = fx.s.CancelUnsent(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j.Counts.Cancelled != len(items)-2 || j.Counts.Pending != 1 || j.Counts.Sent != 1 {
+		t.Fatalf("counts %+v, want %d cancelled, the locked and the sent one kept", j.Counts, len(items)-2)
+	}
+	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{items[2].MessageID}}, 1); err != nil {
+		t.Fatalf("a cancelled message could not be selected again: %v", err)
+	}
+}

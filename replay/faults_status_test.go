@@ -2,6 +2,8 @@ package replay_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,4 +205,56 @@ func TestAdoptedJobSaysItWaitsForLocks(t *testing.T) {
 		t.Fatalf("job = %+v", j)
 	}
 	checkExactlyOnce(t, e, "orders", j, 10)
+}
+
+// flakySender refuses every batch of more than one copy for what it is,
+// and fails the first `transient` single sends with a transient error.
+type flakySender struct {
+	replay.Sender
+	transient atomic.Int64
+}
+
+func (f *flakySender) Send(ctx context.Context, copies []replay.Copy) error {
+	if len(copies) > 1 {
+		return errors.New("the batch is too large")
+	}
+	if f.transient.Add(-1) >= 0 {
+		return fmt.Errorf("send: %w", dlq.ErrUnreachable)
+	}
+	return f.Sender.Send(ctx, copies)
+}
+
+type flakyBroker struct {
+	replay.Broker
+	s *flakySender
+}
+
+func (b *flakyBroker) OpenSender(ctx context.Context, path string) (replay.Sender, error) {
+	s, err := b.Broker.OpenSender(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	b.s.Sender = s
+	return b.s, nil
+}
+
+// Copies sent one by one after the destination refused their batch: a
+// transient failure of one of them is retried (the job shows retrying),
+// never counted as the destination refusing that copy.
+func TestOneByOneSendRetriesTransientErrors(t *testing.T) {
+	c := &changes{}
+	fs := &flakySender{}
+	fs.transient.Store(3)
+	e := newEnv(t, queues("orders"), envOptions{onChange: c.add, wrap: func(b replay.Broker) replay.Broker {
+		return &flakyBroker{Broker: b, s: fs}
+	}})
+	e.sendAndDeadLetter("orders", "one", 5, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, 5)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 5 || j.Counts.Failed != 0 {
+		t.Fatalf("job = %+v", j)
+	}
+	checkRetrying(t, c)
+	checkExactlyOnce(t, e, "orders", j, 5)
 }

@@ -61,8 +61,9 @@
 //     more to give. After a pass that read everything, a selected message
 //     not seen is gone (or locked by someone else; the engine first waits
 //     one lock duration after it started, so locks a crashed dlqdash held
-//     have lapsed) and is finished as failed, or as completed if its copy
-//     was already sent.
+//     have lapsed, and one lock duration after a receive of its own failed,
+//     which may have failed after the broker delivered messages to it) and
+//     is finished as failed, or as completed if its copy was already sent.
 //   - The SDK releases messages that arrive after a ReceiveMessages call
 //     returns (it does not hold them in a prefetch buffer), so a receiver
 //     that is not asking holds no lock, and the engine never closes a

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/replay"
 )
 
@@ -72,6 +73,10 @@ func TestFaultServerBusyThenDroppedConnections(t *testing.T) {
 	e.srv.DropConnections()
 	j := e.finished(job.ID, 2*time.Minute)
 	if j.Status != replay.StatusCompleted || j.Counts.Completed != 1000 {
+		items, _, _ := e.st.ListItems(t.Context(), job.ID, replay.ItemFailed, 3, "")
+		for _, it := range items {
+			t.Logf("failed: %s", it.Error)
+		}
 		t.Fatalf("job = %+v", j)
 	}
 	checkRetrying(t, c)
@@ -257,4 +262,53 @@ func TestOneByOneSendRetriesTransientErrors(t *testing.T) {
 	}
 	checkRetrying(t, c)
 	checkExactlyOnce(t, e, "orders", j, 5)
+}
+
+// lossyBroker's receivers lose the first batch the broker delivers after
+// a slow start: the call fails (as when the link dies after the broker
+// delivered), and the messages stay locked where the engine cannot see
+// them.
+type lossyBroker struct {
+	replay.Broker
+	lost atomic.Bool
+}
+
+func (b *lossyBroker) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
+	r, err := b.Broker.OpenReceiver(ctx, entity, q)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyReceiver{Receiver: r, b: b}, nil
+}
+
+type lossyReceiver struct {
+	replay.Receiver
+	b *lossyBroker
+}
+
+func (r *lossyReceiver) Receive(ctx context.Context, max int, wait time.Duration) ([]*replay.Received, error) {
+	if !r.b.lost.Swap(true) {
+		time.Sleep(2 * time.Second)
+		msgs, err := r.Receiver.Receive(ctx, max, wait)
+		return nil, fmt.Errorf("the link died after the broker delivered %d messages (%v): %w", len(msgs), err, dlq.ErrUnreachable)
+	}
+	return r.Receiver.Receive(ctx, max, wait)
+}
+
+// Messages a failed receive left locked are waited for (one lock duration
+// after the failure), not failed as gone.
+func TestMessagesLockedByAFailedReceiveAreNotLost(t *testing.T) {
+	e := newEnv(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateQueue("orders", broker.QueueProperties{LockDuration: 5 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}, envOptions{batch: 10, wrap: func(b replay.Broker) replay.Broker { return &lossyBroker{Broker: b} }})
+	e.sendAndDeadLetter("orders", "lost", 30, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, 30)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	j := e.finished(job.ID, 40*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 30 {
+		t.Fatalf("job = %+v", j)
+	}
+	checkExactlyOnce(t, e, "orders", j, 30)
 }

@@ -279,6 +279,11 @@ type source struct {
 	// held are messages the scan received and did not act on (not
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
+	// lockedSince: messages locked before it (by an earlier process, or
+	// delivered to a receive of this run that failed) may still be
+	// locked out of the scan's sight; their locks lapse one lock
+	// duration later.
+	lockedSince time.Time
 }
 
 // finished drops a finished item from the pending set.

@@ -53,6 +53,7 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 // cost): pass after pass from the head, until no item is pending.
 func (r *run) scan(ctx context.Context, s *source) error {
 	start := r.e.now()
+	s.lockedSince = start
 	ahead := &prefetch{}
 	defer ahead.drain(s)
 	for len(s.pending) > 0 && !r.stopped() {
@@ -166,10 +167,12 @@ func (r *run) endPass(ctx context.Context, s *source, p *pass, start time.Time) 
 		return true, nil
 	}
 	// Everything available was read. A selected message not among it
-	// is gone, or locked by another receiver (an earlier dlqdash
-	// that crashed holds its locks for one lock duration).
-	if wait := start.Add(s.lock + time.Second).Sub(e.now()); wait > 0 {
-		return r.waitForLocks(ctx, s, p, wait), nil
+	// is gone, or locked by another receiver: an earlier dlqdash that
+	// crashed holds its locks for one lock duration, and so does a
+	// receive of this run that failed after the broker had delivered
+	// to it (s.lockedSince).
+	if wait := s.lockedSince.Add(s.lock + time.Second).Sub(e.now()); wait > 0 {
+		return r.waitForLocks(ctx, s, p, wait, s.lockedSince.After(start)), nil
 	}
 	var missing []*Item
 	for seq, it := range s.pending {
@@ -238,14 +241,25 @@ func (a *prefetch) drain(s *source) {
 }
 
 // receive takes the batch received ahead, or receives one (with retries).
+//
+// A receive that fails may have failed after the broker delivered messages
+// to its link, which stay locked for one lock duration where this run
+// cannot see them: s.lockedSince says when the last one failed.
 func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Received, error) {
-	if b, ok := ahead.take(); ok && b.err == nil {
-		return b.msgs, nil
+	if b, ok := ahead.take(); ok {
+		if b.err == nil {
+			return b.msgs, nil
+		}
+		s.lockedSince = r.e.now()
 	}
 	msgs, _, err := retry(ctx, r, "receive from "+s.key.q.Path(s.key.entity), func() ([]*Received, error) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		return s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
+		msgs, err := s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
+		if err != nil {
+			s.lockedSince = r.e.now()
+		}
+		return msgs, err
 	})
 	return msgs, err
 }
@@ -255,7 +269,7 @@ func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Recei
 // meanwhile (in its paused_reason, the status staying running): after a
 // restart, they are most likely the locks the previous run held. It
 // reports false when the run was stopped meanwhile.
-func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Duration) bool {
+func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Duration, failed bool) bool {
 	unseen := 0
 	for seq := range s.pending {
 		if !p.seen[seq] {
@@ -265,7 +279,11 @@ func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Du
 	secs := int((wait + time.Second - 1) / time.Second)
 	note := fmt.Sprintf("waiting up to %d s for %d selected messages in %s that another receiver holds locked (or that are gone)",
 		secs, unseen, s.key.q.Path(s.key.entity))
-	if r.adopted {
+	switch {
+	case failed:
+		note = fmt.Sprintf("waiting up to %d s for %d selected messages in %s that receives which failed may have left locked",
+			secs, unseen, s.key.q.Path(s.key.entity))
+	case r.adopted:
 		note = fmt.Sprintf("waiting up to %d s for message locks held before the restart (%d selected messages in %s not received yet)",
 			secs, unseen, s.key.q.Path(s.key.entity))
 	}

@@ -286,6 +286,14 @@ type lossyReceiver struct {
 	b *lossyBroker
 }
 
+func (r *lossyReceiver) ReceiveDeferred(ctx context.Context, seqs []int64) ([]*replay.Received, error) {
+	if !r.b.lost.Swap(true) {
+		msgs, err := r.Receiver.ReceiveDeferred(ctx, seqs)
+		return nil, fmt.Errorf("the link died after the broker delivered %d messages (%v): %w", len(msgs), err, dlq.ErrUnreachable)
+	}
+	return r.Receiver.ReceiveDeferred(ctx, seqs)
+}
+
 func (r *lossyReceiver) Receive(ctx context.Context, max int, wait time.Duration) ([]*replay.Received, error) {
 	if !r.b.lost.Swap(true) {
 		time.Sleep(2 * time.Second)
@@ -311,4 +319,42 @@ func TestMessagesLockedByAFailedReceiveAreNotLost(t *testing.T) {
 		t.Fatalf("job = %+v", j)
 	}
 	checkExactlyOnce(t, e, "orders", j, 30)
+}
+
+// The same for deferred messages received by sequence number: a receive
+// that failed after the broker locked them is followed, when no retry
+// returns them, by one more once their locks lapsed.
+func TestDeferredLockedByAFailedReceiveAreNotLost(t *testing.T) {
+	e := newEnv(t, func(ns *broker.Namespace) {
+		for _, q := range []string{"orders", "archive"} {
+			if _, err := ns.CreateQueue(q, broker.QueueProperties{LockDuration: 5 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, envOptions{wrap: func(b replay.Broker) replay.Broker { return &lossyBroker{Broker: b} }})
+	e.send("orders", &azservicebus.Message{MessageID: ptr("later-1"), Body: []byte("one")},
+		&azservicebus.Message{MessageID: ptr("later-2"), Body: []byte("two")})
+	r, err := e.sb.NewReceiverForQueue("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := r.ReceiveMessages(t.Context(), 2, nil)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("receive: %v %d", err, len(ms))
+	}
+	for _, m := range ms {
+		if err := r.DeferMessage(t.Context(), m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Close(context.Background())
+	ids := e.cataloged(dlq.Filter{Entity: "orders", State: dlq.StateDeferred}, 2)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, Destination: "archive"})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 2 {
+		t.Fatalf("job = %+v", j)
+	}
+	if got := e.receiveAll("archive", "", 0); len(got) != 2 {
+		t.Fatalf("%d copies in archive, want 2", len(got))
+	}
 }

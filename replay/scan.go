@@ -13,39 +13,65 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 		if r.stopped() {
 			return nil
 		}
-		seqs := make([]int64, len(chunk))
-		for i, it := range chunk {
-			seqs[i] = it.SequenceNumber
-		}
-		got, _, err := retry(ctx, r, "receive deferred messages", func() ([]*Received, error) {
-			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			defer cancel()
-			return s.recv.ReceiveDeferred(cctx, seqs)
-		})
+		matched, missing, retried, err := r.receiveDeferred(ctx, s, chunk)
 		if err != nil {
-			return r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
-		}
-		bySeq := map[int64]*Received{}
-		for _, m := range got {
-			bySeq[m.SequenceNumber] = m
-		}
-		var matched []match
-		var missing []*Item
-		for _, it := range chunk {
-			if m := bySeq[it.SequenceNumber]; m != nil {
-				matched = append(matched, match{it, m})
-			} else {
-				missing = append(missing, it)
-			}
+			return err
 		}
 		if _, err := r.process(ctx, s, matched); err != nil {
 			return err
+		}
+		if len(missing) > 0 && retried {
+			// An attempt that failed may have failed after the broker
+			// locked them for it: ask again once those locks lapsed.
+			r.note(ctx, fmt.Sprintf("waiting up to %d s for %d deferred messages in %s that a receive which failed may have left locked",
+				int((s.lock+2*time.Second-1)/time.Second), len(missing), s.key.q.Path(s.key.entity)))
+			ok := r.sleep(s.lock + time.Second)
+			r.note(ctx, "")
+			if !ok {
+				return nil
+			}
+			if matched, missing, _, err = r.receiveDeferred(ctx, s, missing); err != nil {
+				return err
+			}
+			if _, err := r.process(ctx, s, matched); err != nil {
+				return err
+			}
 		}
 		if err := r.resolveMissing(ctx, s, missing, "is no longer deferred in"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// receiveDeferred receives the items' deferred messages (with retries):
+// those the broker returned, those it did not, and whether an attempt
+// failed first.
+func (r *run) receiveDeferred(ctx context.Context, s *source, items []*Item) (matched []match, missing []*Item, retried bool, err error) {
+	seqs := make([]int64, len(items))
+	for i, it := range items {
+		seqs[i] = it.SequenceNumber
+	}
+	got, attempts, err := retry(ctx, r, "receive deferred messages from "+s.key.q.Path(s.key.entity), func() ([]*Received, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return s.recv.ReceiveDeferred(cctx, seqs)
+	})
+	if err != nil {
+		return nil, nil, false, r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
+	}
+	bySeq := map[int64]*Received{}
+	for _, m := range got {
+		bySeq[m.SequenceNumber] = m
+	}
+	for _, it := range items {
+		if m := bySeq[it.SequenceNumber]; m != nil {
+			matched = append(matched, match{it, m})
+		} else {
+			missing = append(missing, it)
+		}
+	}
+	return matched, missing, attempts > 1, nil
 }
 
 // scan finds the job's active messages in a queue that can only be read

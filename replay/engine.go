@@ -243,7 +243,7 @@ func (e *Engine) signal(id int64, why stopReason) {
 func jobParams(j Job, reason string) map[string]any {
 	p := map[string]any{"job_id": fmt.Sprint(j.ID), "status": string(j.Status), "total": j.Total,
 		"pending": j.Counts.Pending, "sent": j.Counts.Sent, "completed": j.Counts.Completed,
-		"failed": j.Counts.Failed, "skipped": j.Counts.Skipped, "flagged": j.Flagged}
+		"failed": j.Counts.Failed, "skipped": j.Counts.Skipped, "cancelled": j.Counts.Cancelled, "flagged": j.Flagged}
 	if reason != "" {
 		p["reason"] = reason
 	}

@@ -51,7 +51,7 @@ type jobsCollector struct {
 var jobsDesc = prometheus.NewDesc("dlqdash_replay_jobs",
 	"Replay and discard jobs by status.", []string{"status"}, nil)
 
-var jobStatuses = []replay.Status{replay.StatusQueued, replay.StatusRunning, replay.StatusPaused,
+var jobStatuses = []replay.Status{replay.StatusQueued, replay.StatusRunning, replay.StatusRetrying, replay.StatusPaused,
 	replay.StatusCancelling, replay.StatusCancelled, replay.StatusCompleted, replay.StatusFailed}
 
 func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc }

@@ -23,6 +23,15 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 	var wg sync.WaitGroup
 	for i, mt := range work {
 		sem <- struct{}{}
+		// A pause starts no complete: the originals stay (their copies
+		// sent) and are removed when the job is resumed. A cancel or a
+		// shutdown lets the batch's completes run, so that no copy is
+		// left with its original.
+		if r.stopping() == stopPause {
+			<-sem
+			errs[i] = errStopped
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -44,7 +53,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 	var fatal error
 	for i, mt := range work {
 		if err := errs[i]; err != nil {
-			if !errors.Is(err, dlq.ErrLockLost) && !transient(err) && fatal == nil {
+			if !errors.Is(err, dlq.ErrLockLost) && !transient(err) && !errors.Is(err, errStopped) && fatal == nil {
 				fatal = err
 			}
 			r.e.log.Debug("replay: original not removed yet", "job_id", r.job.ID, "message_id", mt.it.MessageID, "error", err)

@@ -61,8 +61,9 @@
 //     more to give. After a pass that read everything, a selected message
 //     not seen is gone (or locked by someone else; the engine first waits
 //     one lock duration after it started, so locks a crashed dlqdash held
-//     have lapsed) and is finished as failed, or as completed if its copy
-//     was already sent.
+//     have lapsed, and one lock duration after a receive of its own failed,
+//     which may have failed after the broker delivered messages to it) and
+//     is finished as failed, or as completed if its copy was already sent.
 //   - The SDK releases messages that arrive after a ReceiveMessages call
 //     returns (it does not hold them in a prefetch buffer), so a receiver
 //     that is not asking holds no lock, and the engine never closes a
@@ -91,11 +92,38 @@
 //
 // A job's max rate is a token bucket (golang.org/x/time/rate): copies are
 // sent only as tokens allow within their locks. Transient broker errors
-// (unreachable, server busy, throttled) are retried with exponential
-// backoff and jitter (github.com/cenkalti/backoff/v5), honouring a
-// throttled broker's Retry-After, for Config.GiveUpAfter (2 minutes); then
-// the job pauses with the reason, as it does at once when the destination
-// does not exist or the credentials are refused. Resume continues it.
+// (unreachable, server busy, throttled, a call past its deadline) are
+// retried with exponential backoff and jitter (github.com/cenkalti/backoff/v5:
+// 200 ms doubling to at most 15 s, ±50 %), honouring a throttled broker's
+// Retry-After, for Config.GiveUpAfter (2 minutes); then the job pauses with
+// the reason, as it does at once when the destination does not exist or the
+// credentials are refused. Resume continues it. Every failure is on the job
+// at once (Config.OnChange): its status is retrying, with the last error in
+// words, the attempts and the next attempt's time; it is running again as
+// soon as the call succeeds. Every broker call has a deadline (the
+// adapter's, and callTimeout, 60 s, over it), so a job is never running
+// without progress for longer than one back-off plus one deadline without
+// saying why. Waits that are not failures say what they wait for in the
+// job's PausedReason while it stays running: the locks a previous run held
+// (after a restart, "waiting up to 30 s for message locks held before the
+// restart"), or the locks a pass took on messages it could not act on.
+//
+// # Pause and cancel
+//
+// Once Pause has answered, the run starts no send and no complete: the
+// wait between retries, the wait for the rate (whose reserved tokens go
+// back to the bucket) and the chunk loop all end on the stop. What is in
+// flight at that moment finishes, at most, per job: one send of one batch
+// of copies (Config.Batch, 250; for a paced job one bucketful, a second's
+// worth and at most a batch), or up to 32 completes (completeParallel) of
+// one batch, plus one receive. So the counts stop moving within a call's
+// time (milliseconds on a healthy namespace). Originals whose copies were
+// sent but not yet removed stay sent and are removed on resume (never sent
+// again). Cancel is the same, except that the completes of the batch whose
+// copies were sent still run (no copy is left beside its original), and
+// the unsent messages are counted cancelled as soon as the run stops
+// sending; a message whose send was interrupted by the cancel fails,
+// saying its copy may or may not have been sent.
 //
 // # Guards
 //

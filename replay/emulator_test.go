@@ -38,6 +38,9 @@ type env struct {
 	client   *servicebus.Client
 	engine   *replay.Engine
 	ingester *dlq.Ingester
+	// frozen is the freezable proxy the adapter connects through (with
+	// envOptions.freezable).
+	frozen *emulatortest.Freezable
 }
 
 type envOptions struct {
@@ -47,6 +50,15 @@ type envOptions struct {
 	// ingest, when set, configures the ingester instead of the tests'
 	// fast polling (Broker and Catalog are filled in).
 	ingest *dlq.Config
+	// freezable: the adapter (engine and ingester) reaches the emulator
+	// through an emulatortest.Freezable (env.frozen).
+	freezable bool
+	// wrap, when set, wraps the adapter the engine uses.
+	wrap func(replay.Broker) replay.Broker
+	// onChange receives the engine's job changes.
+	onChange func(replay.Job)
+	// noRun: the engine is not started (the test calls env.run).
+	noRun bool
 }
 
 func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
@@ -67,12 +79,18 @@ func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	client, err := servicebus.Open(t.Context(), conn, servicebus.Options{AdminEndpoint: srv.AdminURL()})
+	adapterConn, admin := conn, srv.AdminURL()
+	var frozen *emulatortest.Freezable
+	if o.freezable {
+		frozen = emulatortest.StartFreezable(t, srv)
+		adapterConn, admin = frozen.ConnectionString(), frozen.AdminURL()
+	}
+	client, err := servicebus.Open(t.Context(), adapterConn, servicebus.Options{AdminEndpoint: admin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close(context.Background()) })
-	e := &env{t: t, ns: ns, srv: srv, sb: sb, st: st, log: audit.New(st), client: client}
+	e := &env{t: t, ns: ns, srv: srv, sb: sb, st: st, log: audit.New(st), client: client, frozen: frozen}
 
 	icfg := dlq.Config{Namespace: "emulator", Poll: 20 * time.Millisecond,
 		MinFullInterval: 50 * time.Millisecond, MainInterval: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
@@ -86,9 +104,21 @@ func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { in.Run(ctx); done <- struct{}{} }()
+	if o.noRun {
+		t.Cleanup(func() { cancel(); <-done })
+		return e
+	}
 	go func() { e.engine.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 	return e
+}
+
+// run starts the engine of an env made with noRun.
+func (e *env) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.engine.Run(ctx); close(done) }()
+	e.t.Cleanup(func() { cancel(); <-done })
 }
 
 func (e *env) newEngine(o envOptions) *replay.Engine {
@@ -96,8 +126,12 @@ func (e *env) newEngine(o envOptions) *replay.Engine {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	eng, err := replay.New(replay.Config{Store: e.st, Broker: e.client, Audit: e.log, GiveUpAfter: o.giveUp,
-		PoisonCap: o.poison, Batch: o.batch, Logger: logger, OnRemoved: e.ingester.Removed})
+	var b replay.Broker = e.client
+	if o.wrap != nil {
+		b = o.wrap(b)
+	}
+	eng, err := replay.New(replay.Config{Store: e.st, Broker: b, Audit: e.log, GiveUpAfter: o.giveUp,
+		PoisonCap: o.poison, Batch: o.batch, Logger: logger, OnRemoved: e.ingester.Removed, OnChange: o.onChange})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -177,7 +177,9 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 	}
 }
 
-// Pause stops a job after the batch it is in; Resume continues it.
+// Pause stops a job at once: once it has answered, the job starts no send
+// and no complete (see the package documentation for what may still be in
+// flight); Resume continues it.
 func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 	reason := "paused by " + audit.ActorFrom(ctx)
 	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, pauseFrom...)
@@ -241,7 +243,7 @@ func (e *Engine) signal(id int64, why stopReason) {
 func jobParams(j Job, reason string) map[string]any {
 	p := map[string]any{"job_id": fmt.Sprint(j.ID), "status": string(j.Status), "total": j.Total,
 		"pending": j.Counts.Pending, "sent": j.Counts.Sent, "completed": j.Counts.Completed,
-		"failed": j.Counts.Failed, "skipped": j.Counts.Skipped, "flagged": j.Flagged}
+		"failed": j.Counts.Failed, "skipped": j.Counts.Skipped, "cancelled": j.Counts.Cancelled, "flagged": j.Flagged}
 	if reason != "" {
 		p["reason"] = reason
 	}

@@ -32,7 +32,7 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 // pause pauses a running job that cannot go on, saying why.
 func (r *run) pause(ctx context.Context, reason string) {
 	e, id := r.e, r.job.ID
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, StatusRunning)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, active...)
 	if err != nil {
 		e.log.Error("replay: cannot pause job", "job_id", id, "error", err)
 		return
@@ -77,7 +77,7 @@ func (r *run) cancelled(ctx context.Context) {
 // cancels).
 func (r *run) completed(ctx context.Context) {
 	e, id := r.e, r.job.ID
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCompleted, "", StatusRunning)
+	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCompleted, "", active...)
 	var se *StatusError
 	if errors.As(err, &se) {
 		return

@@ -26,8 +26,14 @@ type Status string
 
 // The job statuses, as the API names them.
 const (
-	StatusQueued     Status = "queued"
-	StatusRunning    Status = "running"
+	StatusQueued  Status = "queued"
+	StatusRunning Status = "running"
+	// StatusRetrying: running, but a broker call keeps failing with a
+	// transient error and is being retried (Job.LastError says what
+	// failed, RetryAttempts how often, NextAttemptAt when it is tried
+	// again). The job goes back to running on its own when the call
+	// succeeds, and is paused when it has failed for Config.GiveUpAfter.
+	StatusRetrying   Status = "retrying"
 	StatusPaused     Status = "paused"
 	StatusCancelling Status = "cancelling"
 	StatusCancelled  Status = "cancelled"
@@ -44,9 +50,11 @@ func (s Status) Finished() bool {
 // changes a job's status only from these (in the store's transaction), and
 // the pages offer a control only where it would be accepted.
 var (
-	pauseFrom  = []Status{StatusQueued, StatusRunning}
+	pauseFrom  = []Status{StatusQueued, StatusRunning, StatusRetrying}
 	resumeFrom = []Status{StatusPaused}
-	cancelFrom = []Status{StatusQueued, StatusRunning, StatusPaused}
+	cancelFrom = []Status{StatusQueued, StatusRunning, StatusRetrying, StatusPaused}
+	// active: the statuses of a job the engine is working on.
+	active = []Status{StatusRunning, StatusRetrying}
 )
 
 // CanPause reports whether Pause accepts a job in status s.
@@ -64,6 +72,7 @@ func (s Status) CanCancel() bool { return slices.Contains(cancelFrom, s) }
 //	pending → locked → sent → completed   (replay)
 //	pending → locked → completed          (discard)
 //	any unfinished state → failed | skipped
+//	pending → cancelled                   (the job was cancelled first)
 //
 // locked means "received under a lock, and about to be sent": after a crash
 // a locked message may have been sent, so it is sent again under the same
@@ -79,21 +88,30 @@ const (
 	ItemCompleted ItemState = "completed"
 	ItemFailed    ItemState = "failed"
 	ItemSkipped   ItemState = "skipped"
+	// ItemCancelled: the job was cancelled before this message's copy was
+	// sent (or it was discarded): it is still in its queue.
+	ItemCancelled ItemState = "cancelled"
 )
 
 // Finished reports whether s is final.
 func (s ItemState) Finished() bool {
-	return s == ItemCompleted || s == ItemFailed || s == ItemSkipped
+	return s == ItemCompleted || s == ItemFailed || s == ItemSkipped || s == ItemCancelled
 }
 
 // Counts are a job's messages by state: Pending includes locked ones.
 type Counts struct {
-	Pending, Sent, Completed, Failed, Skipped int
+	Pending, Sent, Completed, Failed, Skipped, Cancelled int
 	// Redeadlettered counts the job's copies the catalog has seen
 	// dead-lettered again (it is not an item state: a copy is a new
 	// message, counted as the ingester catalogs it).
 	Redeadlettered int
 }
+
+// Progress is how many of the job's messages have been acted on: copies
+// sent (replay) or originals removed (discard). Failed, skipped and
+// cancelled messages are not progress, so a cancelled job never shows all
+// of its messages done.
+func (c Counts) Progress() int { return c.Sent + c.Completed }
 
 // Job is a replay or discard job.
 type Job struct {
@@ -117,8 +135,16 @@ type Job struct {
 	Counts       Counts
 	Flagged      int // messages possibly sent twice (see ItemState)
 	PausedReason string
-	StartedAt    *time.Time
-	FinishedAt   *time.Time
+	// LastError is the last transient broker failure the job met, in words
+	// (what failed, how many attempts, when the next one is); kept after
+	// the job recovers, until the next one.
+	LastError string
+	// RetryAttempts and NextAttemptAt describe the retrying call while
+	// the status is retrying (0 and nil otherwise).
+	RetryAttempts int
+	NextAttemptAt *time.Time
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
 	// RedeadletteredReasons are the reasons of the copies dead-lettered
 	// again, the most frequent first.
 	RedeadletteredReasons []ReasonCount

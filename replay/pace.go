@@ -29,7 +29,7 @@ func (r *run) pace(ctx context.Context, s *source, toSend []match) ([]match, err
 	now := r.e.now()
 	r.ramp(now)
 	var wait time.Duration
-	n := 0
+	var taken []*rate.Reservation
 	for _, mt := range toSend {
 		res := r.limiter.ReserveN(now, 1)
 		if !res.OK() || now.Add(res.DelayFrom(now)).After(mt.m.LockedUntil.Add(-s.margin)) {
@@ -37,8 +37,9 @@ func (r *run) pace(ctx context.Context, s *source, toSend []match) ([]match, err
 			break
 		}
 		wait = res.DelayFrom(now)
-		n++
+		taken = append(taken, res)
 	}
+	n := len(taken)
 	toSend = toSend[:n]
 	if n == 0 || wait <= 0 {
 		return toSend, nil
@@ -48,6 +49,13 @@ func (r *run) pace(ctx context.Context, s *source, toSend []match) ([]match, err
 	select {
 	case <-t.C:
 		return toSend, nil
+	case <-r.stop:
+		// Stopped while waiting for the rate: nothing is sent, and the
+		// tokens go back to the bucket.
+		for i := len(taken) - 1; i >= 0; i-- {
+			taken[i].Cancel()
+		}
+		return nil, errStopped
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -384,12 +384,12 @@ func TestConflictAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := e.finished(job.ID, 20*time.Second)
-	if j.Status != replay.StatusCancelled || j.Counts.Completed+j.Counts.Skipped != 30 || j.Counts.Skipped == 0 {
+	if j.Status != replay.StatusCancelled || j.Counts.Completed+j.Counts.Cancelled != 30 || j.Counts.Cancelled == 0 || j.Counts.Skipped != 0 {
 		t.Fatalf("cancelled job = %+v", j)
 	}
 	copies := len(e.receiveAll("orders", "", 0))
 	left := len(e.peekAll("orders", azservicebus.SubQueueDeadLetter))
-	if copies != j.Counts.Completed || left != j.Counts.Skipped || copies+left != 30 {
+	if copies != j.Counts.Completed || left != j.Counts.Cancelled || copies+left != 30 {
 		t.Errorf("%d copies and %d left in the DLQ after cancelling %+v: every message must be exactly one of them", copies, left, j.Counts)
 	}
 	// The cancelled messages can be selected again.

@@ -48,6 +48,11 @@ type run struct {
 	cancelling bool
 	// rampFrom is when the job's ramp started (canary.go, pace.go).
 	rampFrom time.Time
+	// adopted: the job was running in a process that ended (this run
+	// continues it after a restart).
+	adopted bool
+	// acting is held while a chunk is being acted on (see act).
+	acting sync.Mutex
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -115,6 +120,16 @@ func (r *run) execute(parent context.Context) {
 	if !r.start(ctx) {
 		return
 	}
+	ended, watched := make(chan struct{}), make(chan struct{})
+	go func(id int64) {
+		defer close(watched)
+		select {
+		case <-r.stop:
+			r.cancelUnsent(ctx, id)
+		case <-ended:
+		}
+	}(r.job.ID)
+	defer func() { close(ended); <-watched }()
 	r.limiter = newLimiter(r.job.RatePerSecond, r.e.cfg.Batch)
 	r.infos, r.senders = map[string]EntityInfo{}, map[string]Sender{}
 	bySource, err := r.itemsBySource(ctx)
@@ -134,6 +149,9 @@ func (r *run) execute(parent context.Context) {
 		mu.Lock()
 		err := r.workWatched(ctx, k, bySource[k])
 		mu.Unlock()
+		if errors.Is(err, errStopped) {
+			break
+		}
 		if errors.As(err, &stop) {
 			break
 		}
@@ -150,11 +168,12 @@ func (r *run) execute(parent context.Context) {
 // to go on: only a job that is still queued or running starts, since a
 // person may have paused or cancelled it since the engine listed it.
 func (r *run) start(ctx context.Context) bool {
+	r.adopted = r.job.Status != StatusQueued
 	if r.job.Status == StatusCancelling {
 		r.cancelling = true
 		return true
 	}
-	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning)
+	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning, StatusRetrying)
 	if err != nil {
 		var se *StatusError
 		if !errors.As(err, &se) {
@@ -165,6 +184,17 @@ func (r *run) start(ctx context.Context) bool {
 	r.job = j
 	r.e.changed(j)
 	return true
+}
+
+// note says what a running job waits for, in its paused_reason ("" when
+// it no longer waits); a job a person paused or cancelled meanwhile keeps
+// its status and reason.
+func (r *run) note(ctx context.Context, what string) {
+	if r.cancelling {
+		return // the reason says who cancelled it
+	}
+	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, what, active...)
+	r.noted(j, err)
 }
 
 // itemsBySource reads the job's unfinished items (a cancelling run: only
@@ -251,6 +281,11 @@ type source struct {
 	// held are messages the scan received and did not act on (not
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
+	// lockedSince: messages locked before it (by an earlier process, or
+	// delivered to a receive of this run that failed) may still be
+	// locked out of the scan's sight; their locks lapse one lock
+	// duration later.
+	lockedSince time.Time
 }
 
 // finished drops a finished item from the pending set.
@@ -268,4 +303,23 @@ func (s *source) finished(messageID int64) {
 type match struct {
 	it *Item
 	m  *Received
+}
+
+// cancelUnsent counts the messages a cancel leaves unsent as cancelled as
+// soon as the chunk being sent (if any) is sent, without waiting for the
+// removal of its originals or for the messages the run holds to be given
+// back: the job's counts stop moving at once. It runs beside the run's
+// goroutine, so it leaves r.job alone (id is the job's).
+func (r *run) cancelUnsent(ctx context.Context, id int64) {
+	if r.cancelling || r.stopping() != stopCancel {
+		return
+	}
+	r.acting.Lock()
+	defer r.acting.Unlock()
+	j, err := r.e.cfg.Store.CancelUnsent(ctx, id)
+	if err != nil {
+		r.e.log.Error("replay: cancelling job", "job_id", id, "error", err)
+		return
+	}
+	r.e.changed(j)
 }

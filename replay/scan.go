@@ -13,33 +13,29 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 		if r.stopped() {
 			return nil
 		}
-		seqs := make([]int64, len(chunk))
-		for i, it := range chunk {
-			seqs[i] = it.SequenceNumber
-		}
-		got, _, err := retry(ctx, r, "receive deferred messages", func() ([]*Received, error) {
-			cctx, cancel := context.WithTimeout(ctx, callTimeout)
-			defer cancel()
-			return s.recv.ReceiveDeferred(cctx, seqs)
-		})
+		matched, missing, retried, err := r.receiveDeferred(ctx, s, chunk)
 		if err != nil {
-			return r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
-		}
-		bySeq := map[int64]*Received{}
-		for _, m := range got {
-			bySeq[m.SequenceNumber] = m
-		}
-		var matched []match
-		var missing []*Item
-		for _, it := range chunk {
-			if m := bySeq[it.SequenceNumber]; m != nil {
-				matched = append(matched, match{it, m})
-			} else {
-				missing = append(missing, it)
-			}
+			return err
 		}
 		if _, err := r.process(ctx, s, matched); err != nil {
 			return err
+		}
+		if len(missing) > 0 && retried {
+			// An attempt that failed may have failed after the broker
+			// locked them for it: ask again once those locks lapsed.
+			r.note(ctx, fmt.Sprintf("waiting up to %d s for %d deferred messages in %s that a receive which failed may have left locked",
+				int((s.lock+2*time.Second-1)/time.Second), len(missing), s.key.q.Path(s.key.entity)))
+			ok := r.sleep(s.lock + time.Second)
+			r.note(ctx, "")
+			if !ok {
+				return nil
+			}
+			if matched, missing, _, err = r.receiveDeferred(ctx, s, missing); err != nil {
+				return err
+			}
+			if _, err := r.process(ctx, s, matched); err != nil {
+				return err
+			}
 		}
 		if err := r.resolveMissing(ctx, s, missing, "is no longer deferred in"); err != nil {
 			return err
@@ -48,11 +44,42 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 	return nil
 }
 
+// receiveDeferred receives the items' deferred messages (with retries):
+// those the broker returned, those it did not, and whether an attempt
+// failed first.
+func (r *run) receiveDeferred(ctx context.Context, s *source, items []*Item) (matched []match, missing []*Item, retried bool, err error) {
+	seqs := make([]int64, len(items))
+	for i, it := range items {
+		seqs[i] = it.SequenceNumber
+	}
+	got, attempts, err := retry(ctx, r, "receive deferred messages from "+s.key.q.Path(s.key.entity), func() ([]*Received, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		return s.recv.ReceiveDeferred(cctx, seqs)
+	})
+	if err != nil {
+		return nil, nil, false, r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
+	}
+	bySeq := map[int64]*Received{}
+	for _, m := range got {
+		bySeq[m.SequenceNumber] = m
+	}
+	for _, it := range items {
+		if m := bySeq[it.SequenceNumber]; m != nil {
+			matched = append(matched, match{it, m})
+		} else {
+			missing = append(missing, it)
+		}
+	}
+	return matched, missing, attempts > 1, nil
+}
+
 // scan finds the job's active messages in a queue that can only be read
 // from its head (see the package documentation for the design and its
 // cost): pass after pass from the head, until no item is pending.
 func (r *run) scan(ctx context.Context, s *source) error {
 	start := r.e.now()
+	s.lockedSince = start
 	ahead := &prefetch{}
 	defer ahead.drain(s)
 	for len(s.pending) > 0 && !r.stopped() {
@@ -166,10 +193,12 @@ func (r *run) endPass(ctx context.Context, s *source, p *pass, start time.Time) 
 		return true, nil
 	}
 	// Everything available was read. A selected message not among it
-	// is gone, or locked by another receiver (an earlier dlqdash
-	// that crashed holds its locks for one lock duration).
-	if wait := start.Add(s.lock + time.Second).Sub(e.now()); wait > 0 {
-		return r.sleep(wait), nil
+	// is gone, or locked by another receiver: an earlier dlqdash that
+	// crashed holds its locks for one lock duration, and so does a
+	// receive of this run that failed after the broker had delivered
+	// to it (s.lockedSince).
+	if wait := s.lockedSince.Add(s.lock + time.Second).Sub(e.now()); wait > 0 {
+		return r.waitForLocks(ctx, s, p, wait, s.lockedSince.After(start)), nil
 	}
 	var missing []*Item
 	for seq, it := range s.pending {
@@ -183,7 +212,14 @@ func (r *run) endPass(ctx context.Context, s *source, p *pass, start time.Time) 
 	if len(s.pending) > 0 {
 		// Seen but not acted on (not enough lock time left): they come
 		// back when the locks this pass holds expire.
-		return r.sleep(p.heldUntil.Sub(e.now()) + 100*time.Millisecond), nil
+		wait := p.heldUntil.Sub(e.now()) + 100*time.Millisecond
+		if wait > time.Second {
+			r.note(ctx, fmt.Sprintf("waiting up to %d s for the locks this pass took to lapse: %d selected messages in %s "+
+				"came with too little lock time left to act on", int((wait+time.Second-1)/time.Second), len(s.pending),
+				s.key.q.Path(s.key.entity)))
+			defer r.note(ctx, "")
+		}
+		return r.sleep(wait), nil
 	}
 	return true, nil
 }
@@ -231,14 +267,54 @@ func (a *prefetch) drain(s *source) {
 }
 
 // receive takes the batch received ahead, or receives one (with retries).
+//
+// A receive that fails may have failed after the broker delivered messages
+// to its link, which stay locked for one lock duration where this run
+// cannot see them: s.lockedSince says when the last one failed.
 func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Received, error) {
-	if b, ok := ahead.take(); ok && b.err == nil {
-		return b.msgs, nil
+	if b, ok := ahead.take(); ok {
+		if b.err == nil {
+			return b.msgs, nil
+		}
+		s.lockedSince = r.e.now()
 	}
-	msgs, _, err := retry(ctx, r, "receive", func() ([]*Received, error) {
+	msgs, _, err := retry(ctx, r, "receive from "+s.key.q.Path(s.key.entity), func() ([]*Received, error) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		return s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
+		msgs, err := s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
+		if err != nil {
+			s.lockedSince = r.e.now()
+		}
+		return msgs, err
 	})
 	return msgs, err
+}
+
+// waitForLocks waits until locks another receiver may hold on the
+// selected messages the pass did not see have lapsed, saying so on the job
+// meanwhile (in its paused_reason, the status staying running): after a
+// restart, they are most likely the locks the previous run held. It
+// reports false when the run was stopped meanwhile.
+func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Duration, failed bool) bool {
+	unseen := 0
+	for seq := range s.pending {
+		if !p.seen[seq] {
+			unseen++
+		}
+	}
+	secs := int((wait + time.Second - 1) / time.Second)
+	note := fmt.Sprintf("waiting up to %d s for %d selected messages in %s that another receiver holds locked (or that are gone)",
+		secs, unseen, s.key.q.Path(s.key.entity))
+	switch {
+	case failed:
+		note = fmt.Sprintf("waiting up to %d s for %d selected messages in %s that receives which failed may have left locked",
+			secs, unseen, s.key.q.Path(s.key.entity))
+	case r.adopted:
+		note = fmt.Sprintf("waiting up to %d s for message locks held before the restart (%d selected messages in %s not received yet)",
+			secs, unseen, s.key.q.Path(s.key.entity))
+	}
+	r.e.log.Info("replay: waiting for locks", "job_id", r.job.ID, "entity", s.key.entity, "wait", wait, "unseen", unseen)
+	r.note(ctx, note)
+	defer r.note(ctx, "")
+	return r.sleep(wait)
 }

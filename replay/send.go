@@ -53,25 +53,10 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 	}
 	done := len(poison)
 	for chunk := range slices.Chunk(work, size) {
-		if done > len(poison) && r.stopped() {
-			break // the rest stay pending, untouched
+		n, err := r.act(ctx, s, chunk)
+		if n < 0 {
+			break
 		}
-		if j.Action == ActionReplay {
-			var err error
-			if chunk, err = r.sendCopies(ctx, s, chunk); err != nil {
-				return done, err
-			}
-		} else {
-			ups := make([]Update, len(chunk))
-			for i, mt := range chunk {
-				ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
-				mt.it.State = ItemLocked
-			}
-			if err := r.update(ctx, s, ups); err != nil {
-				return done, err
-			}
-		}
-		n, err := r.complete(ctx, s, chunk)
 		done += n
 		if err != nil {
 			return done, err
@@ -81,6 +66,37 @@ func (r *run) process(ctx context.Context, s *source, matched []match) (int, err
 		}
 	}
 	return done, nil
+}
+
+// act sends one chunk's copies and removes their originals (a discard:
+// removes them), and returns how many it finished; -1 when the run is
+// stopped (the chunk stays as it is, untouched). Whatever makes a message
+// acted on (a send; a discard's complete) happens while r.acting is held,
+// which a cancel takes before it counts the unsent messages as cancelled.
+func (r *run) act(ctx context.Context, s *source, chunk []match) (int, error) {
+	r.acting.Lock()
+	if r.stopped() {
+		r.acting.Unlock()
+		return -1, nil
+	}
+	if r.job.Action == ActionReplay {
+		chunk, err := r.sendCopies(ctx, s, chunk)
+		r.acting.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		return r.complete(ctx, s, chunk)
+	}
+	defer r.acting.Unlock()
+	ups := make([]Update, len(chunk))
+	for i, mt := range chunk {
+		ups[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked}
+		mt.it.State = ItemLocked
+	}
+	if err := r.update(ctx, s, ups); err != nil {
+		return 0, err
+	}
+	return r.complete(ctx, s, chunk)
 }
 
 // sendCopies sends the copies of the messages that are not sent yet (as
@@ -124,15 +140,12 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	})
 	flag := (resent || attempts > 1) && !dest.DuplicateDetection
 	if err != nil {
-		if errors.Is(err, dlq.ErrEntityNotFound) {
-			return ready, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
-		}
-		if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) {
-			return ready, r.brokerHalt("send to "+dest.Path, err)
+		if stop := r.sendHalt(dest, err); stop != nil {
+			return ready, stop
 		}
 		// Refused for what the messages are (too large, say): one by one,
 		// to find which.
-		return r.sendOneByOne(ctx, s, sender, toSend, copies, ready, flag)
+		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, flag)
 	}
 	sent := make([]Update, len(toSend))
 	for i, mt := range toSend {
@@ -170,17 +183,54 @@ func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent b
 	return locked, copies, resent
 }
 
-func (r *run) sendOneByOne(ctx context.Context, s *source, sender Sender, toSend []match, copies []Copy, ready []match, flag bool) ([]match, error) {
+// sendHalt is what stops the work after a failed send: a pause when the
+// destination is gone, the credentials are refused or the broker kept
+// failing; the run's own stop. Nil for a refusal of the messages
+// themselves.
+func (r *run) sendHalt(dest EntityInfo, err error) error {
+	if errors.Is(err, dlq.ErrEntityNotFound) {
+		return &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+	}
+	if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) || errors.Is(err, errStopped) {
+		return r.brokerHalt("send to "+dest.Path, err)
+	}
+	return nil
+}
+
+// sendOneByOne sends the copies of a batch the destination refused one at
+// a time, each with retries, to fail only the messages it refuses for what
+// they are. A transient failure that retries do not cure, or a stop, ends
+// it as it ends a batch send: the rest stay locked, to be sent again under
+// the same MessageIds.
+func (r *run) sendOneByOne(ctx context.Context, s *source, dest EntityInfo, sender Sender, toSend []match, copies []Copy,
+	ready []match, flag bool) ([]match, error) {
 	var ups []Update
+	var stop error
 	for i, mt := range toSend {
-		if err := sender.Send(ctx, copies[i:i+1]); err != nil {
-			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: flag,
+		if r.stopped() {
+			stop = errStopped
+			break
+		}
+		_, attempts, err := retry(ctx, r, "send to "+dest.Path, func() (struct{}, error) {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			return struct{}{}, sender.Send(cctx, copies[i:i+1])
+		})
+		f := flag || (attempts > 1 && !dest.DuplicateDetection)
+		if err != nil {
+			if stop = r.sendHalt(dest, err); stop != nil {
+				break
+			}
+			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: f,
 				Error: "the destination refused the copy: " + err.Error()})
 			continue
 		}
-		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: flag})
+		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: f})
 		mt.it.State = ItemSent
 		ready = append(ready, mt)
 	}
-	return ready, r.update(ctx, s, ups)
+	if err := r.update(ctx, s, ups); err != nil {
+		return ready, err
+	}
+	return ready, stop
 }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -38,8 +39,18 @@ type Store interface {
 	// finishes the job (finished_at, and its unfinished items leave the
 	// active set, so they can be selected again).
 	SetStatus(ctx context.Context, jobID int64, s Status, reason string, from ...Status) (Job, error)
+	// CancelUnsent finishes the job's pending messages (not locked, not
+	// sent) as cancelled, in one transaction, and returns the job.
+	CancelUnsent(ctx context.Context, jobID int64) (Job, error)
+	// SetRetrying records that a broker call of the job keeps failing
+	// (rs not nil: a running job becomes retrying, with rs's error,
+	// attempts and next attempt) or that it succeeded again (rs nil: a
+	// retrying job becomes running; the attempts and next attempt are
+	// cleared, the last error kept). A cancelling job keeps its status.
+	// A job in any other status is left alone, with a *StatusError.
+	SetRetrying(ctx context.Context, jobID int64, rs *Retrying) (Job, error)
 	// UnfinishedJobs returns the jobs the engine must run: queued,
-	// running or cancelling, oldest first.
+	// running, retrying or cancelling, oldest first.
 	UnfinishedJobs(ctx context.Context) ([]Job, error)
 	// MessageHistory returns every job item of a catalog message, newest
 	// job first.
@@ -55,6 +66,13 @@ type Store interface {
 	// counting (Canary.SentBase, Canary.RedeadletteredBase), and returns
 	// the job, whose Counts.Redeadlettered is the catalog's count.
 	SetCanary(ctx context.Context, jobID int64, verdict string, sentBase, redeadletteredBase int) (Job, error)
+}
+
+// Retrying is a broker call of a job that keeps failing.
+type Retrying struct {
+	LastError     string
+	Attempts      int
+	NextAttemptAt time.Time
 }
 
 // Selection is what a job acts on: catalog ids, a filter frozen when the

@@ -19,11 +19,13 @@ var _ replay.Store = (*Store)(nil)
 
 // Why a message was stored as skipped when its job was created.
 const (
-	skipGone      = "it had already left the broker when the job was created"
-	skipScheduled = "it is a scheduled message, not a dead letter: it is left alone"
-	skipPoison    = "poison: its lineage was already replayed %d times or more (allow_poison replays it anyway)"
-	skipCancelled = "the job was cancelled before this message was sent; it is still in its queue"
-	skipStopped   = "the job ended (%s) before this message was sent; it is still in its queue"
+	skipGone        = "it had already left the broker when the job was created"
+	skipScheduled   = "it is a scheduled message, not a dead letter: it is left alone"
+	skipPoison      = "poison: its lineage was already replayed %d times or more (allow_poison replays it anyway)"
+	skipCancelled   = "the job was cancelled before this message was sent; it is still in its queue"
+	cancelledLocked = "the job was cancelled while this message's copy was being sent: the copy may or may not have " +
+		"been sent, and the original is still in its queue"
+	skipStopped = "the job ended (%s) before this message was sent; it is still in its queue"
 )
 
 // displayText is text a job record keeps for people to read (who created
@@ -241,17 +243,17 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 
 // recountJob sets a job's counters from its items.
 func recountJob(ctx context.Context, tx *sql.Tx, id int64) error {
-	_, err := tx.ExecContext(ctx, `UPDATE jobs SET (total, pending, sent, completed, failed, skipped, flagged) =
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET (total, pending, sent, completed, failed, skipped, cancelled, flagged) =
 		(SELECT count(*), coalesce(sum(item_state IN ('pending', 'locked')), 0), coalesce(sum(item_state = 'sent'), 0),
 			coalesce(sum(item_state = 'completed'), 0), coalesce(sum(item_state = 'failed'), 0),
-			coalesce(sum(item_state = 'skipped'), 0), coalesce(sum(flagged), 0)
+			coalesce(sum(item_state = 'skipped'), 0), coalesce(sum(item_state = 'cancelled'), 0), coalesce(sum(flagged), 0)
 		FROM job_messages WHERE job_id = ?) WHERE id = ?`, id, id)
 	return err
 }
 
 const jobColumns = `id, action, status, created_at, created_by, destination, rate_per_second, scheduled_enqueue_at,
-	reason, allow_poison, acknowledge_fan_out, filter, total, pending, sent, completed, failed, skipped, flagged,
-	paused_reason, started_at, finished_at, ` + jobCanaryColumns
+	reason, allow_poison, acknowledge_fan_out, filter, total, pending, sent, completed, failed, skipped, cancelled, flagged,
+	paused_reason, last_error, retry_attempts, next_attempt_at, started_at, finished_at, ` + jobCanaryColumns
 
 func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 	var (
@@ -259,12 +261,14 @@ func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 		action, status              string
 		created                     int64
 		scheduled, started, finised *int64
+		nextAttempt                 *int64
 		filter                      *string
 		c                           canaryRow
 	)
 	err := row.Scan(&j.ID, &action, &status, &created, &j.CreatedBy, &j.Destination, &j.RatePerSecond, &scheduled,
 		&j.Reason, &j.AllowPoison, &j.AcknowledgeFanOut, &filter, &j.Total, &j.Counts.Pending, &j.Counts.Sent,
-		&j.Counts.Completed, &j.Counts.Failed, &j.Counts.Skipped, &j.Flagged, &j.PausedReason, &started, &finised,
+		&j.Counts.Completed, &j.Counts.Failed, &j.Counts.Skipped, &j.Counts.Cancelled, &j.Flagged, &j.PausedReason,
+		&j.LastError, &j.RetryAttempts, &nextAttempt, &started, &finised,
 		&c.redeadlettered, &c.reasons, &c.count, &c.watch, &c.pause, &c.ramp, &c.verdict, &c.sentBase, &c.backBase)
 	if err != nil {
 		return j, err
@@ -275,6 +279,7 @@ func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 	j.Action, j.Status = replay.Action(action), replay.Status(status)
 	j.CreatedAt = time.UnixMilli(created).UTC()
 	j.ScheduledEnqueueAt, j.StartedAt, j.FinishedAt = timeOf(scheduled), timeOf(started), timeOf(finised)
+	j.NextAttemptAt = timeOf(nextAttempt)
 	if filter != nil {
 		j.Filter = json.RawMessage(*filter)
 	}
@@ -342,7 +347,7 @@ func (s *Store) ListJobs(ctx context.Context, limit int, cursor string) ([]repla
 // UnfinishedJobs implements replay.Store.
 func (s *Store) UnfinishedJobs(ctx context.Context) ([]replay.Job, error) {
 	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_unfinished
-		WHERE status IN ('queued', 'running', 'cancelling') ORDER BY id`))
+		WHERE status IN ('queued', 'running', 'retrying', 'cancelling') ORDER BY id`))
 	if err != nil {
 		return nil, fmt.Errorf("unfinished jobs: %w", err)
 	}
@@ -454,6 +459,8 @@ func bucket(s replay.ItemState) int {
 		return 2
 	case replay.ItemFailed:
 		return 3
+	case replay.ItemCancelled:
+		return 5
 	}
 	return 4 // skipped
 }
@@ -497,7 +504,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer stmt.Close()
-	var delta [5]int
+	var delta [6]int
 	flagged := 0
 	now := s.nowMillis()
 	for _, u := range ups {
@@ -518,8 +525,8 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		olds[u.MessageID] = old{u.State, o.flagged}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending = pending + ?, sent = sent + ?, completed = completed + ?,
-		failed = failed + ?, skipped = skipped + ?, flagged = flagged + ? WHERE id = ?`,
-		delta[0], delta[1], delta[2], delta[3], delta[4], flagged, jobID); err != nil {
+		failed = failed + ?, skipped = skipped + ?, cancelled = cancelled + ?, flagged = flagged + ? WHERE id = ?`,
+		delta[0], delta[1], delta[2], delta[3], delta[4], delta[5], flagged, jobID); err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
@@ -563,8 +570,10 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 	if st.Finished() {
 		finished = now
 	}
+	// Leaving running or retrying ends any retrying.
 	res, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, paused_reason = ?, started_at = coalesce(started_at, ?),
-		finished_at = coalesce(?, finished_at) WHERE id = ?`, string(st), displayText(reason), started, finished, jobID)
+		finished_at = coalesce(?, finished_at), retry_attempts = 0, next_attempt_at = NULL WHERE id = ?`,
+		string(st), displayText(reason), started, finished, jobID)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -572,15 +581,20 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 		return replay.Job{}, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}
 	if st.Finished() {
-		why := skipCancelled
-		if st != replay.StatusCancelled {
-			why = fmt.Sprintf(skipStopped, st)
+		// Unsent messages are still in their queues: cancelled (skipped
+		// when the job ended another way), and free to be selected again.
+		// A message whose copy was sent keeps its state (the engine says
+		// what is left to do in its error); one whose copy was being sent
+		// when the job was cancelled fails, saying so.
+		unsent, why := "skipped", fmt.Sprintf(skipStopped, st)
+		if st == replay.StatusCancelled {
+			unsent, why = "cancelled", skipCancelled
+			if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = 'failed', error = ?, updated_at = ?
+				WHERE job_id = ? AND item_state = 'locked'`, cancelledLocked, now, jobID); err != nil {
+				return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+			}
 		}
-		// Unsent messages are still in their queues: skipped, and free to
-		// be selected again. A message whose copy was sent keeps its state
-		// (the engine says what is left to do in its error).
-		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = 'skipped', error = ?, updated_at = ?
-			WHERE job_id = ? AND item_state = 'pending'`, why, now, jobID); err != nil {
+		if err := finishPending(ctx, tx, jobID, unsent, why, now); err != nil {
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET active = 0 WHERE job_id = ? AND active = 1`, jobID); err != nil {
@@ -592,6 +606,89 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 	}
 	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
 	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// finishPending finishes a job's pending messages with one state and
+// reason (they leave the active set); the caller recounts the job.
+func finishPending(ctx context.Context, tx *sql.Tx, jobID int64, st, why string, now int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = ?, error = ?, active = 0, updated_at = ?
+		WHERE job_id = ? AND item_state = 'pending'`, st, why, now, jobID)
+	return err
+}
+
+// CancelUnsent implements replay.Store.
+func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, error) {
+	const op = "cancel unsent job messages"
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	if err := finishPending(ctx, tx, jobID, string(replay.ItemCancelled), skipCancelled, s.nowMillis()); err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := recountJob(ctx, tx, jobID); err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// SetRetrying implements replay.Store.
+func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retrying) (replay.Job, error) {
+	const op = "record job retrying"
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	st := j.Status
+	switch {
+	case rs != nil && (st == replay.StatusRunning || st == replay.StatusRetrying):
+		st = replay.StatusRetrying
+	case rs == nil && st == replay.StatusRetrying:
+		st = replay.StatusRunning
+	case st == replay.StatusCancelling, rs == nil && st == replay.StatusRunning:
+	default:
+		to := replay.StatusRetrying
+		if rs == nil {
+			to = replay.StatusRunning
+		}
+		return j, &replay.StatusError{ID: jobID, Status: j.Status, To: to}
+	}
+	if rs != nil {
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET status = ?, last_error = ?, retry_attempts = ?, next_attempt_at = ?
+			WHERE id = ?`, string(st), rs.LastError, rs.Attempts, rs.NextAttemptAt.UnixMilli(), jobID)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE jobs SET status = ?, retry_attempts = 0, next_attempt_at = NULL WHERE id = ?`,
+			string(st), jobID)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID)); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	if err := tx.Commit(); err != nil {

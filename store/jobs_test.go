@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
@@ -96,16 +97,21 @@ func TestJobsFreezeSkipConflictAndCount(t *testing.T) {
 		t.Fatalf("a failed message could not be selected again: %v", err)
 	}
 
-	// Status changes are guarded; a cancel skips what was never sent and
-	// frees it.
+	// Status changes are guarded; a cancel counts what was never sent as
+	// cancelled and frees it.
 	if _, err := fx.s.SetStatus(ctx, j.ID, replay.StatusQueued, "", replay.StatusPaused); !errors.As(err, new(*replay.StatusError)) {
 		t.Fatalf("resuming a queued job: %v", err)
 	}
+	skipped, unsent := j.Counts.Skipped, j.Counts.Pending
 	if j, err = fx.s.SetStatus(ctx, j.ID, replay.StatusCancelled, "stop", replay.StatusQueued); err != nil {
 		t.Fatal(err)
 	}
-	if j.FinishedAt == nil || j.Counts.Pending != 0 || j.Counts.Skipped+j.Counts.Completed+j.Counts.Failed != j.Total {
-		t.Fatalf("cancelled job %+v", j)
+	if j.FinishedAt == nil || j.Counts.Pending != 0 || j.Counts.Cancelled != unsent || j.Counts.Skipped != skipped ||
+		j.Counts.Skipped+j.Counts.Completed+j.Counts.Failed+j.Counts.Cancelled != j.Total || j.Counts.Progress() != 1 {
+		t.Fatalf("cancelled job %+v, want %d cancelled", j, unsent)
+	}
+	if items, _, err := fx.s.ListItems(ctx, j.ID, replay.ItemCancelled, 500, ""); err != nil || len(items) != unsent {
+		t.Fatalf("%d cancelled items, want %d: %v", len(items), unsent, err)
 	}
 	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{pending[2].MessageID}}, 1); err != nil {
 		t.Fatalf("a cancelled job's message could not be selected again: %v", err)
@@ -126,5 +132,87 @@ func TestJobsFreezeSkipConflictAndCount(t *testing.T) {
 	// An empty selection is refused.
 	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay}, replay.Selection{Filter: &dlq.Filter{Reason: "NoSuchReason"}}, 1); !errors.As(err, new(*replay.PreconditionError)) {
 		t.Errorf("an empty selection: %v", err)
+	}
+}
+
+// A running job's failing broker call is recorded (retrying, its error,
+// attempts and next attempt) and cleared when it succeeds; a job a person
+// paused is left alone; a running job's adoption covers retrying.
+func TestJobRetryingState(t *testing.T) {
+	fx := newFixture(t, 50)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders"}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &replay.Retrying{LastError: "send to orders failed 3 times", Attempts: 3, NextAttemptAt: time.UnixMilli(1_800_000_000_000)}
+	if _, err := fx.s.SetRetrying(ctx, j.ID, rs); !errors.As(err, new(*replay.StatusError)) {
+		t.Fatalf("a queued job became retrying: %v", err)
+	}
+	if _, err := fx.s.SetStatus(ctx, j.ID, replay.StatusRunning, "", replay.StatusQueued); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = fx.s.SetRetrying(ctx, j.ID, rs); err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != replay.StatusRetrying || j.LastError != rs.LastError || j.RetryAttempts != 3 ||
+		j.NextAttemptAt == nil || !j.NextAttemptAt.Equal(rs.NextAttemptAt) {
+		t.Fatalf("retrying job %+v", j)
+	}
+	un, err := fx.s.UnfinishedJobs(ctx)
+	if err != nil || len(un) != 1 || un[0].ID != j.ID {
+		t.Fatalf("unfinished jobs %+v %v", un, err)
+	}
+	if j, err = fx.s.SetRetrying(ctx, j.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != replay.StatusRunning || j.RetryAttempts != 0 || j.NextAttemptAt != nil || j.LastError != rs.LastError {
+		t.Fatalf("recovered job %+v", j)
+	}
+	// Paused by a person: the engine's record does not resume it.
+	if _, err := fx.s.SetRetrying(ctx, j.ID, rs); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = fx.s.SetStatus(ctx, j.ID, replay.StatusPaused, "by alice", replay.StatusRetrying); err != nil {
+		t.Fatal(err)
+	}
+	if j.RetryAttempts != 0 || j.NextAttemptAt != nil {
+		t.Fatalf("a paused job still says when it retries: %+v", j)
+	}
+	if _, err := fx.s.SetRetrying(ctx, j.ID, nil); !errors.As(err, new(*replay.StatusError)) {
+		t.Fatalf("a paused job became running: %v", err)
+	}
+	if _, err := fx.s.SetRetrying(ctx, j.ID, rs); !errors.As(err, new(*replay.StatusError)) {
+		t.Fatalf("a paused job became retrying: %v", err)
+	}
+}
+
+// A cancel counts the pending messages as cancelled at once and frees
+// them; a message locked (being sent) or sent keeps its state.
+func TestCancelUnsent(t *testing.T) {
+	fx := newFixture(t, 50)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders"}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil || len(items) < 3 {
+		t.Fatalf("%d items: %v", len(items), err)
+	}
+	if _, err := fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: items[0].MessageID, State: replay.ItemLocked},
+		{MessageID: items[1].MessageID, State: replay.ItemSent}}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err = fx.s.CancelUnsent(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j.Counts.Cancelled != len(items)-2 || j.Counts.Pending != 1 || j.Counts.Sent != 1 {
+		t.Fatalf("counts %+v, want %d cancelled, the locked and the sent one kept", j.Counts, len(items)-2)
+	}
+	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{items[2].MessageID}}, 1); err != nil {
+		t.Fatalf("a cancelled message could not be selected again: %v", err)
 	}
 }

@@ -25,9 +25,9 @@ func TestJobFragments(t *testing.T) {
 		name, html string
 		want       []string
 	}{
-		{"row", row, []string{`<tr id="job-42"`, `data-status="paused"`, `<progress max="10" value="6"`, "by &lt;script&gt;"}},
+		{"row", row, []string{`<tr id="job-42"`, `data-status="paused"`, `<progress max="10" value="5"`, "by &lt;script&gt;"}},
 		{"progress", progress, []string{`<section id="job-progress-42"`, `data-testid="job-resume"`, `data-testid="job-cancel"`,
-			`action="/jobs/42/resume"`, "Paused: &lt;script&gt;", `data-testid="job-progress-text">6 of 10 done (60%)<`}},
+			`action="/jobs/42/resume"`, "Paused: &lt;script&gt;", `data-testid="job-progress-text">5 of 10 sent (50%)<`}},
 	} {
 		for _, w := range tt.want {
 			if !strings.Contains(tt.html, w) {
@@ -43,5 +43,41 @@ func TestJobFragments(t *testing.T) {
 	}
 	if FragmentID("job", "42") == FragmentID("job-progress", "42") || FragmentID("job-rows", "") != "job-rows" {
 		t.Error("job fragment ids collide or changed")
+	}
+}
+
+// A cancelled job shows what it sent, never 100 %, and its cancelled
+// count; a retrying job says what keeps failing.
+func TestJobFragmentsCancelledAndRetrying(t *testing.T) {
+	render := func(j Job) (row, progress string) {
+		var b strings.Builder
+		if err := JobRow(j).Render(t.Context(), &b); err != nil {
+			t.Fatal(err)
+		}
+		row = b.String()
+		b.Reset()
+		if err := JobProgress(j).Render(t.Context(), &b); err != nil {
+			t.Fatal(err)
+		}
+		return row, b.String()
+	}
+	row, progress := render(Job{ID: 3, Action: "replay", Status: "cancelled", Total: 1000, Completed: 999, Cancelled: 1})
+	for _, w := range []string{"999 of 1000 sent (99%)", `data-testid="job-cancelled">1<`} {
+		if !strings.Contains(progress, w) {
+			t.Errorf("cancelled job's progress lacks %q:\n%s", w, progress)
+		}
+	}
+	if !strings.Contains(row, "· 1 cancelled") || strings.Contains(row, "100%") {
+		t.Errorf("cancelled job's row:\n%s", row)
+	}
+	row, progress = render(Job{ID: 4, Action: "discard", Status: "retrying", Total: 10, Completed: 4,
+		LastError: "receive from orders/$DeadLetterQueue failed 3 times"})
+	for _, html := range []string{row, progress} {
+		if !strings.Contains(html, "Retrying: receive from orders/$DeadLetterQueue failed 3 times") {
+			t.Errorf("retrying job lacks its last error:\n%s", html)
+		}
+	}
+	if !strings.Contains(progress, "4 of 10 discarded (40%)") {
+		t.Errorf("discard job's progress:\n%s", progress)
 	}
 }

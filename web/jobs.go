@@ -24,7 +24,8 @@ func jobView(j replay.Job) views.Job {
 		Destination: text(j.Destination), RatePerSecond: j.RatePerSecond, ScheduledEnqueueAt: j.ScheduledEnqueueAt,
 		Reason: text(j.Reason), AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Filter: text(string(j.Filter)),
 		Total: j.Total, Pending: j.Counts.Pending, Sent: j.Counts.Sent, Completed: j.Counts.Completed,
-		Failed: j.Counts.Failed, Skipped: j.Counts.Skipped, Flagged: j.Flagged, PausedReason: text(j.PausedReason),
+		Failed: j.Counts.Failed, Skipped: j.Counts.Skipped, Cancelled: j.Counts.Cancelled, Flagged: j.Flagged,
+		PausedReason: text(j.PausedReason), LastError: text(j.LastError),
 		StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Finished: j.Status.Finished(),
 	}
 	// The engine's own rules: a button only where it would be accepted.

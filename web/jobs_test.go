@@ -69,7 +69,7 @@ func TestJobsPage(t *testing.T) {
 	// Job 55's row: counts, status, creator, destination, progress.
 	row := regexp.MustCompile(`(?s)<tr id="job-55".*?</tr>`).FindString(body)
 	for _, want := range []string{`data-testid="job-row-status">running<`, `data-testid="job-row-total">20<`, "6 to do · 2 sent · 9 completed",
-		"2 failed · 1 skipped", "by alice", "orders-retry", `<progress max="20" value="12"`, `href="/jobs/55"`} {
+		"2 failed · 1 skipped", "by alice", "orders-retry", `<progress max="20" value="11"`, `href="/jobs/55"`} {
 		if !strings.Contains(row, want) {
 			t.Errorf("job 55's row lacks %q:\n%s", want, row)
 		}
@@ -103,10 +103,10 @@ func TestJobPage(t *testing.T) {
 	for id, want := range map[string]string{"job-status": "running", "job-total": "20", "job-pending": "6", "job-sent": "2",
 		"job-completed": "9", "job-failed": "2", "job-skipped": "1", "job-flagged": "1", "job-action": "replay",
 		"job-destination": "orders-retry", "job-rate": "50 messages per second", "job-title": "Replay job 7",
-		"job-progress-text": "12 of 20 done (60%)"} {
+		"job-progress-text": "11 of 20 sent (55%)"} {
 		wantTestid(t, body, id, want)
 	}
-	for _, want := range []string{`id="job-progress-7"`, `<progress max="20" value="12" data-testid="job-progress-bar"`,
+	for _, want := range []string{`id="job-progress-7"`, `<progress max="20" value="11" data-testid="job-progress-bar"`,
 		`action="/jobs/7/pause"`, `action="/jobs/7/cancel"`, `data-testid="job-pause"`, `data-testid="job-cancel"`,
 		`href="/messages/4" data-testid="job-item-link"`, `data-testid="job-item-flagged"`, `data-testid="job-filter">{&#34;entity&#34;:&#34;orders&#34;}<`,
 		`lock lost &lt;img src=x onerror=alert(1)&gt;`, `&lt;script&gt;alert(&#34;reason&#34;)&lt;/script&gt;`, `data-testid="nav-jobs"`} {
@@ -557,5 +557,30 @@ func TestLiveJobItems(t *testing.T) {
 				t.Errorf("an extra table update: %+v", op)
 			}
 		}
+	}
+}
+
+// A job that starts retrying shows it live, with what fails, on its page
+// and in the jobs list; back to running, the words go.
+func TestLiveJobRetrying(t *testing.T) {
+	fx, _ := jobsLiveFixture(t, true)
+	page := fx.dial(t, "page=job&id=7")
+	list := fx.dial(t, "page=jobs")
+	j := runningJob(7)
+	j.Status, j.LastError, j.RetryAttempts = replay.StatusRetrying, "send to orders-retry failed 3 times: the broker did not answer", 3
+	fx.hub.PublishJob(j)
+	op := next(t, page)
+	if op.ID != views.FragmentID("job-progress", "7") || !strings.Contains(op.HTML, `data-testid="job-status">retrying<`) ||
+		!strings.Contains(op.HTML, "Retrying: send to orders-retry failed 3 times") || !strings.Contains(op.HTML, `data-testid="job-pause"`) {
+		t.Fatalf("job page got %+v", op)
+	}
+	if op := next(t, list); op.ID != "job-7" || !strings.Contains(op.HTML, `data-testid="job-row-status">retrying<`) ||
+		!strings.Contains(op.HTML, "Retrying: send to orders-retry failed 3 times") {
+		t.Fatalf("jobs page got %+v", op)
+	}
+	j.Status, j.RetryAttempts = replay.StatusRunning, 0
+	fx.hub.PublishJob(j)
+	if op := next(t, page); !strings.Contains(op.HTML, `data-testid="job-status">running<`) || strings.Contains(op.HTML, "Retrying:") {
+		t.Fatalf("job page got %+v", op)
 	}
 }

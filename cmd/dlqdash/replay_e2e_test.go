@@ -160,8 +160,8 @@ func TestReplayAPI(t *testing.T) {
 	// What the cancelled job replayed before it stopped is not replayed
 	// again: the next job finds those originals gone.
 	copies := j.Counts.Completed
-	if j.Counts.Completed+j.Counts.Skipped != 4 {
-		t.Errorf("cancelled job %+v: every message completed or skipped", j)
+	if j.Counts.Completed+j.Counts.Cancelled != 4 {
+		t.Errorf("cancelled job %+v: every message completed or cancelled", j)
 	}
 	if code := api("POST", "/api/v1/jobs", map[string]any{"action": "replay", "filter": filter}, &j); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
@@ -258,7 +258,7 @@ type job struct {
 	Total      int     `json:"total"`
 	FinishedAt *string `json:"finished_at"`
 	Counts     struct {
-		Pending, Sent, Completed, Failed, Skipped int
+		Pending, Sent, Completed, Failed, Skipped, Cancelled int
 	} `json:"counts"`
 }
 

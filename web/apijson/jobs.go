@@ -25,8 +25,13 @@ type Job struct {
 	// Flagged counts messages possibly sent twice.
 	Flagged      int     `json:"flagged"`
 	PausedReason *string `json:"paused_reason"`
-	StartedAt    *Time   `json:"started_at"`
-	FinishedAt   *Time   `json:"finished_at"`
+	// LastError, RetryAttempts and NextAttemptAt: a broker call that keeps
+	// failing (status retrying).
+	LastError     *string `json:"last_error"`
+	RetryAttempts int     `json:"retry_attempts"`
+	NextAttemptAt *Time   `json:"next_attempt_at"`
+	StartedAt     *Time   `json:"started_at"`
+	FinishedAt    *Time   `json:"finished_at"`
 	// RedeadletteredReasons group counts.redeadlettered by the new
 	// dead-letter reason, the most frequent first (at most 10).
 	RedeadletteredReasons []ReasonCount `json:"redeadlettered_reasons"`
@@ -71,6 +76,7 @@ type JobCounts struct {
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
 	Skipped   int `json:"skipped"`
+	Cancelled int `json:"cancelled"`
 	// Redeadlettered: copies of this job the catalog saw dead-lettered again.
 	Redeadlettered int `json:"redeadlettered"`
 }
@@ -83,8 +89,9 @@ func NewJob(j replay.Job) Job {
 		ScheduledEnqueueAt: TimeOrNull(j.ScheduledEnqueueAt), Reason: nonEmpty(j.Reason),
 		AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Total: j.Total,
 		Counts: JobCounts{j.Counts.Pending, j.Counts.Sent, j.Counts.Completed, j.Counts.Failed, j.Counts.Skipped,
-			j.Counts.Redeadlettered},
+			j.Counts.Cancelled, j.Counts.Redeadlettered},
 		Flagged: j.Flagged, PausedReason: nonEmpty(j.PausedReason),
+		LastError: nonEmpty(j.LastError), RetryAttempts: j.RetryAttempts, NextAttemptAt: TimeOrNull(j.NextAttemptAt),
 		StartedAt: TimeOrNull(j.StartedAt), FinishedAt: TimeOrNull(j.FinishedAt),
 	}
 	if j.RatePerSecond > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
@@ -14,10 +15,12 @@ import (
 // openBroker connects the Service Bus adapter. It does not fail when the
 // namespace is unreachable: the ingester reports that in its status and keeps
 // trying, while the dashboard serves the catalog it has.
-func openBroker(ctx context.Context, connectionString, adminEndpoint string, logger *slog.Logger) (*servicebus.Client, error) {
+func openBroker(ctx context.Context, connectionString, adminEndpoint string, timeout time.Duration, logger *slog.Logger) (*servicebus.Client, error) {
 	c, err := servicebus.Open(ctx, connectionString, servicebus.Options{
 		AdminEndpoint: adminEndpoint,
 		Logger:        logger.With("component", "servicebus"),
+		Timeouts: servicebus.Timeouts{Attach: timeout, Send: timeout, Receive: timeout, Settle: timeout,
+			Peek: timeout, Admin: timeout},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to Service Bus: %w", err)

@@ -25,6 +25,7 @@ const (
 	envEmulatorKey      = "DLQDASH_EMULATOR_KEY"
 	envHealthcheckURL   = "DLQDASH_HEALTHCHECK_URL"
 	envPoll             = "DLQDASH_POLL"
+	envSBTimeout        = "DLQDASH_SERVICEBUS_TIMEOUT"
 	envAdminEndpoint    = "DLQDASH_ADMIN_ENDPOINT"
 	envRetention        = "DLQDASH_RETENTION"
 	envOrphanAfter      = "DLQDASH_ORPHAN_AFTER"
@@ -42,6 +43,7 @@ const (
 	defaultEmulatorAMQP = "127.0.0.1:5672"
 	defaultEmulatorAdm  = "127.0.0.1:5300"
 	defaultPoll         = "1s"
+	defaultSBTimeout    = "10s"
 	defaultRetention    = "30d"
 	defaultOrphanAfter  = "24h"
 	defaultPoisonCap    = "3"
@@ -61,8 +63,11 @@ type Config struct {
 	MetricsAddr string
 
 	// demo and serve: the catalog
-	Poll      time.Duration // how often entity counts are read
-	Retention time.Duration // how long messages that left the broker are kept; 0 keeps them forever
+	Poll time.Duration // how often entity counts are read
+	// ServiceBusTimeout is the deadline of each Service Bus call (send,
+	// receive, settle, peek, admin read, link attach): servicebus.Timeouts.
+	ServiceBusTimeout time.Duration
+	Retention         time.Duration // how long messages that left the broker are kept; 0 keeps them forever
 	// OrphanAfter is how long a message may stay deferred before the
 	// inventory page flags it as a deferred orphan.
 	OrphanAfter time.Duration

@@ -14,6 +14,7 @@ func dashboardFlags(f *flagSet) {
 	f.str("addr", envAddr, defaultAddr, "address the dashboard listens on (host:port; port 0 picks a free port)")
 	f.str("db", envDB, defaultDB, "SQLite database file (created if missing)")
 	f.str("poll", envPoll, defaultPoll, "how often entity counts are read (a Go duration: 500ms, 1s, 5s)")
+	f.str("servicebus-timeout", envSBTimeout, defaultSBTimeout, "deadline of each Service Bus call (send, receive beyond its wait, complete, peek, admin read, link attach); a call past it is retried like any failure (1s to 5m)")
 	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")
 	f.str("orphan-after", envOrphanAfter, defaultOrphanAfter, "how long a message may stay deferred before the inventory flags it as a deferred orphan (a Go duration: 24h, 90m)")
 	f.str("poison-cap", envPoisonCap, defaultPoisonCap, "how many times a message lineage may be replayed before replays skip it as poison (unless allow_poison)")
@@ -40,6 +41,9 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 	}
 	if cfg.Poll, err = time.ParseDuration(v("poll")); err != nil || cfg.Poll < 100*time.Millisecond || cfg.Poll > time.Hour {
 		return bad("invalid poll interval %q from %s: want a duration from 100ms to 1h, e.g. 1s", v("poll"), f.source("poll"))
+	}
+	if cfg.ServiceBusTimeout, err = time.ParseDuration(v("servicebus-timeout")); err != nil || cfg.ServiceBusTimeout < time.Second || cfg.ServiceBusTimeout > 5*time.Minute {
+		return bad("invalid Service Bus timeout %q from %s: want a duration from 1s to 5m, e.g. 10s", v("servicebus-timeout"), f.source("servicebus-timeout"))
 	}
 	if cfg.Retention, err = parseRetention(v("retention")); err != nil {
 		return bad("invalid retention %q from %s: %v", v("retention"), f.source("retention"), err)

@@ -31,11 +31,16 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
 			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text",
-				Poll: time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour, PoisonCap: 3,
+				Poll: time.Second, ServiceBusTimeout: 10 * time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour, PoisonCap: 3,
 				Auth: AuthConfig{Mode: auth.ModeNone, ProxyHeaders: web.DefaultProxyHeaders, SessionIdleTimeout: 2 * time.Hour, SessionMaxAge: 12 * time.Hour},
 				HTTP: HTTPConfig{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}, MaxLiveConnections: 500, MaxLivePerActor: 50}}
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("got %+v, want %+v", c, want)
+			}
+		}},
+		{"Service Bus timeout from the flag", []string{"serve", "--servicebus-timeout", "45s"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
+			if c.ServiceBusTimeout != 45*time.Second {
+				t.Errorf("ServiceBusTimeout = %s, want 45s", c.ServiceBusTimeout)
 			}
 		}},
 		{"env sets defaults", []string{"demo"}, env(envAddr, ":9090", envDB, "/data/x.db", envLogLevel, "debug", envLogFormat, "json"), func(t *testing.T, c Config) {
@@ -163,6 +168,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"emulator bad admin env", []string{"emulator"}, env(envEmulatorAdmin, "x:y"), `from DLQDASH_EMULATOR_ADMIN_ADDR`, "dlqdash emulator -h"},
 		{"bad poll", []string{"demo", "--poll", "10ms"}, env(), `invalid poll interval "10ms" from --poll`, "dlqdash demo -h"},
 		{"bad poll env", []string{"demo"}, env(envPoll, "soon"), `invalid poll interval "soon" from DLQDASH_POLL`, "dlqdash demo -h"},
+		{"Service Bus timeout too short", []string{"serve", "--servicebus-timeout", "100ms"}, env(envConnectionString, goodConnStr), `invalid Service Bus timeout "100ms" from --servicebus-timeout`, "dlqdash serve -h"},
+		{"bad Service Bus timeout env", []string{"demo"}, env(envSBTimeout, "soon"), `invalid Service Bus timeout "soon" from DLQDASH_SERVICEBUS_TIMEOUT`, "dlqdash demo -h"},
 		{"bad retention", []string{"demo", "--retention", "thirty"}, env(), `invalid retention "thirty" from --retention`, "dlqdash demo -h"},
 		{"bad retention days", []string{"demo", "--retention", "-3d"}, env(), `want a number of days`, "dlqdash demo -h"},
 		{"admin endpoint on demo", []string{"demo", "--admin-endpoint", "http://x"}, env(), "unknown flag --admin-endpoint", "dlqdash demo -h"},

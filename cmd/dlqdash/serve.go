@@ -11,7 +11,7 @@ import (
 // cfg.ConnectionString: the dashboard, with the ingester keeping its catalog
 // current.
 func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
-	broker, err := openBroker(ctx, cfg.ConnectionString.Raw(), cfg.AdminEndpoint, logger)
+	broker, err := openBroker(ctx, cfg.ConnectionString.Raw(), cfg.AdminEndpoint, cfg.ServiceBusTimeout, logger)
 	if err != nil {
 		return err
 	}

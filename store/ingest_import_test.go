@@ -3,7 +3,6 @@ package store_test
 import (
 	"errors"
 	"math"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -18,15 +17,8 @@ import (
 // ingester's next page: one ingest path.
 func TestImportThenApplyPage(t *testing.T) {
 	ctx := t.Context()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "import.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	t0 := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
-	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, t0); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithQueue(t, t0)
 	msg := func(seq int64, id string) dlq.Message {
 		enq := t0.Add(time.Duration(seq) * time.Second)
 		return dlq.Message{SequenceNumber: seq, State: dlq.StateActive, MessageID: id, EnqueuedAt: &enq,

@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
-	"github.com/dlqdash/dlqdash/store"
 )
 
 // TestRedeadletteredCountedOnceAtIngest: copies of a job that come back to
@@ -20,15 +18,8 @@ import (
 // uncounted; a copy naming a job this database does not have is ignored.
 func TestRedeadletteredCountedOnceAtIngest(t *testing.T) {
 	ctx := t.Context()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "rdl.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, at); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithQueue(t, at)
 	msg := func(seq int64, id, reason string, props map[string]any) dlq.Message {
 		enq := at.Add(time.Duration(seq) * time.Second)
 		return dlq.Message{SequenceNumber: seq, State: dlq.StateActive, MessageID: id, EnqueuedAt: &enq,

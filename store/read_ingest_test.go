@@ -3,7 +3,6 @@ package store_test
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -18,15 +17,8 @@ import (
 // the search index holding the properties' JSON text (propertyPhrase).
 func TestReadsWhatIngestWrites(t *testing.T) {
 	ctx := t.Context()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "ingest.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, at); err != nil {
-		t.Fatal(err)
-	}
+	s := openWithQueue(t, at)
 	var msgs []dlq.Message
 	for i := range 60 {
 		enq := at.Add(time.Duration(i) * time.Second)

@@ -365,10 +365,11 @@ func parseItemState(q *query) (replay.ItemState, error) {
 		return "", err
 	}
 	switch s := replay.ItemState(st); s {
-	case "", replay.ItemPending, replay.ItemLocked, replay.ItemSent, replay.ItemCompleted, replay.ItemFailed, replay.ItemSkipped:
+	case "", replay.ItemPending, replay.ItemLocked, replay.ItemSent, replay.ItemCompleted, replay.ItemFailed, replay.ItemSkipped,
+		replay.ItemCancelled:
 		return s, nil
 	}
-	return "", invalidArgument("state", "unknown state %q: want pending, locked, sent, completed, failed or skipped", st)
+	return "", invalidArgument("state", "unknown state %q: want pending, locked, sent, completed, failed, skipped or cancelled", st)
 }
 
 // listJobMessages answers GET /api/v1/jobs/{id}/messages.

@@ -57,6 +57,14 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 				fatal = err
 			}
 			r.e.log.Debug("replay: original not removed yet", "job_id", r.job.ID, "message_id", mt.it.MessageID, "error", err)
+			if !errors.Is(err, errStopped) && !errors.Is(err, dlq.ErrLockLost) {
+				// The original may keep its lock (a complete that timed
+				// out, a dropped connection): out of the next pass's sight
+				// until the lock lapses, it must not be taken for gone
+				// before then (endPass), or its item would be finished as
+				// completed while the original is still there.
+				s.lockedSince = r.e.now()
+			}
 			continue
 		}
 		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemCompleted})

@@ -87,7 +87,6 @@ type Emulator struct {
 	admin     *http.Server
 	adminAddr net.Addr
 	adminDone chan struct{}
-	keyName   string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -154,7 +153,6 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 		},
 		adminAddr: ln.Addr(),
 		adminDone: make(chan struct{}),
-		keyName:   cfg.KeyName,
 	}
 	go func() {
 		defer close(e.adminDone)

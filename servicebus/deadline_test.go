@@ -97,6 +97,29 @@ type frozenEnv struct {
 	tm  Timeouts
 }
 
+// openDLQ opens a receiver on the dead-letter queue of "orders", closed
+// when the test ends.
+func (e *frozenEnv) openDLQ(t *testing.T, ctx context.Context) replay.Receiver {
+	t.Helper()
+	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
+// openSender opens a sender to path, closed when the test ends.
+func (e *frozenEnv) openSender(t *testing.T, ctx context.Context, path string) replay.Sender {
+	t.Helper()
+	snd, err := e.c.OpenSender(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snd.Close(context.Background()) })
+	return snd
+}
+
 func newFrozenEnv(t *testing.T, tm Timeouts, lock time.Duration, n int) *frozenEnv {
 	t.Helper()
 	emu := emulatortest.Start(t, emulator.Config{})
@@ -158,17 +181,9 @@ func TestDeadlinesFrozenBroker(t *testing.T) {
 		Settle: 500 * time.Millisecond, Peek: 500 * time.Millisecond, Admin: 500 * time.Millisecond}
 	e := newFrozenEnv(t, tm, 30*time.Second, 40)
 	ctx := ctxFor(t)
-	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := e.openDLQ(t, ctx)
 	got := receiveN(t, r, 10)
-	snd, err := e.c.OpenSender(ctx, "target")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close(context.Background())
+	snd := e.openSender(t, ctx, "target")
 	if err := snd.Send(ctx, []replay.Copy{{Of: got[0], MessageID: "warm"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -340,16 +355,8 @@ func TestDeadlinesBusyThenDropped(t *testing.T) {
 	e := newFrozenEnv(t, tm, 3*time.Second, n)
 	ns := e.emu.Namespace()
 	ctx := ctxFor(t)
-	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	snd, err := e.c.OpenSender(ctx, "target")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close(context.Background())
+	r := e.openDLQ(t, ctx)
+	snd := e.openSender(t, ctx, "target")
 
 	// The longest any call may take: a receive's wait, its margin and
 	// the check after an empty one, each on a link attached anew, plus
@@ -482,17 +489,9 @@ func TestConnectionClosedWithAFatalCondition(t *testing.T) {
 		Peek: 2 * time.Second, Admin: 2 * time.Second}
 	e := newFrozenEnv(t, tm, 30*time.Second, 20)
 	ctx := ctxFor(t)
-	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := e.openDLQ(t, ctx)
 	got := receiveN(t, r, 10)
-	snd, err := e.c.OpenSender(ctx, "target")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close(context.Background())
+	snd := e.openSender(t, ctx, "target")
 	if err := snd.Send(ctx, []replay.Copy{{Of: got[0], MessageID: "before"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -554,11 +553,7 @@ func TestCompleteAfterDroppedConnection(t *testing.T) {
 		Peek: 2 * time.Second, Admin: 2 * time.Second}
 	e := newFrozenEnv(t, tm, 30*time.Second, 20)
 	ctx := ctxFor(t)
-	r, err := e.c.OpenReceiver(ctx, "orders", dlq.SubQueueDeadLetter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
+	r := e.openDLQ(t, ctx)
 	got := receiveN(t, r, 10)
 	e.emu.DropConnections()
 	time.Sleep(50 * time.Millisecond)

@@ -529,17 +529,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		delta[0], delta[1], delta[2], delta[3], delta[4], delta[5], flagged, jobID); err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
-	}
-	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	return j, nil
+	return s.commitJob(ctx, tx, op, jobID)
 }
 
 // SetStatus implements replay.Store.
@@ -636,17 +626,7 @@ func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, erro
 	if err := recountJob(ctx, tx, jobID); err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
-	}
-	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	return j, nil
+	return s.commitJob(ctx, tx, op, jobID)
 }
 
 // SetRetrying implements replay.Store.
@@ -743,4 +723,20 @@ func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record
 		recs = append(recs, r)
 	}
 	return recs, rows.Err()
+}
+
+// commitJob reads job jobID back inside tx, as the write just left it, and
+// commits: what every job write returns.
+func (s *Store) commitJob(ctx context.Context, tx *sql.Tx, op string, jobID int64) (replay.Job, error) {
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,17 +71,7 @@ func (s *Store) SetCanary(ctx context.Context, jobID int64, verdict string, sent
 	if n, _ := res.RowsAffected(); n == 0 {
 		return replay.Job{}, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
-	}
-	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	return j, nil
+	return s.commitJob(ctx, tx, op, jobID)
 }
 
 // JobsOfCopies implements web.JobOutcomes: the jobs of which the catalog

@@ -21,6 +21,8 @@
 //   - amqp: the AMQP 1.0 codec and framing;
 //   - internal/amqpserver: connections, sessions, links, $cbs and $management;
 //   - atom: the admin HTTP/ATOM API, emulator stats and fault injection;
+//   - internal/amqpws: AMQP over WebSockets at /$servicebus/websocket on
+//     the admin listener (subprotocol AMQPWSB10), as Azure serves it on 443;
 //   - config: the entity file of Microsoft's emulator (Config.json).
 //
 // The wire contract it implements is docs/servicebus-protocol.md.
@@ -34,6 +36,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +44,7 @@ import (
 	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/emulator/config"
 	"github.com/dlqdash/dlqdash/emulator/internal/amqpserver"
+	"github.com/dlqdash/dlqdash/emulator/internal/amqpws"
 )
 
 // The credentials of Microsoft's emulator connection string, used when
@@ -140,13 +144,13 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 		ns:   ns,
 		amqp: srv,
 		admin: &http.Server{
-			Handler: atom.NewHandler(ns, atom.Options{
+			Handler: withWebSockets(atom.NewHandler(ns, atom.Options{
 				KeyName: cfg.KeyName,
 				Key:     cfg.Key,
 				Logger:  logger.With("component", "emulator-admin"),
 				Now:     cfg.Now,
 				Faults:  srv, // drop-connections and latency under /$emulator/faults
-			}),
+			}), srv, logger.With("component", "emulator-websocket")),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -164,6 +168,23 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	return e, nil
 }
 
+// withWebSockets serves AMQP over WebSockets at /$servicebus/websocket on
+// the admin HTTP server, as Azure serves both on port 443, and everything
+// else with admin. Connections that arrive this way are the AMQP server's
+// like any other: faults, stats and Close cover them.
+func withWebSockets(admin http.Handler, srv *amqpserver.Server, logger *slog.Logger) http.Handler {
+	ws := amqpws.NewHandler(func(nc net.Conn) error {
+		return srv.ServeConn(nc, amqpserver.TransportWebSocket)
+	}, logger)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.URL.Path, amqpws.Path) {
+			ws.ServeHTTP(w, r)
+			return
+		}
+		admin.ServeHTTP(w, r)
+	})
+}
+
 func orLoopback(addr string) string {
 	if addr == "" {
 		return "127.0.0.1:0"
@@ -178,6 +199,10 @@ func (e *Emulator) ConnectionString() string { return e.amqp.ConnectionString() 
 // AdminURL is the admin endpoint's base URL, http://HOST:PORT.
 func (e *Emulator) AdminURL() string { return "http://" + e.adminAddr.String() }
 
+// WebSocketURL is the AMQP over WebSockets endpoint, served by the admin
+// listener: ws://HOST:PORT/$servicebus/websocket (subprotocol AMQPWSB10).
+func (e *Emulator) WebSocketURL() string { return "ws://" + e.adminAddr.String() + amqpws.Path }
+
 // AMQPAddr and AdminAddr are the addresses the listeners bound.
 func (e *Emulator) AMQPAddr() net.Addr  { return e.amqp.Addr() }
 func (e *Emulator) AdminAddr() net.Addr { return e.adminAddr }
@@ -186,7 +211,15 @@ func (e *Emulator) AdminAddr() net.Addr { return e.adminAddr }
 // that have no wire form (server-busy on one entity, the clock, lock loss).
 func (e *Emulator) Namespace() *broker.Namespace { return e.ns }
 
-// DropConnections closes every AMQP connection with amqp:connection:forced.
+// ConnCounts are the AMQP connections an emulator served, by transport.
+type ConnCounts = amqpserver.ConnCounts
+
+// Connections counts the AMQP connections served since Start, over TCP and
+// over WebSockets, and those open now.
+func (e *Emulator) Connections() ConnCounts { return e.amqp.Connections() }
+
+// DropConnections closes every AMQP connection with amqp:connection:forced,
+// over TCP and over WebSockets alike.
 func (e *Emulator) DropConnections() { e.amqp.DropConnections() }
 
 // SetLatency delays every AMQP reply and delivery by d; 0 turns it off.

@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +43,6 @@ import (
 	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/emulator/config"
 	"github.com/dlqdash/dlqdash/emulator/internal/amqpserver"
-	"github.com/dlqdash/dlqdash/emulator/internal/amqpws"
 )
 
 // The credentials of Microsoft's emulator connection string, used when
@@ -168,23 +166,6 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	return e, nil
 }
 
-// withWebSockets serves AMQP over WebSockets at /$servicebus/websocket on
-// the admin HTTP server, as Azure serves both on port 443, and everything
-// else with admin. Connections that arrive this way are the AMQP server's
-// like any other: faults, stats and Close cover them.
-func withWebSockets(admin http.Handler, srv *amqpserver.Server, logger *slog.Logger) http.Handler {
-	ws := amqpws.NewHandler(func(nc net.Conn) error {
-		return srv.ServeConn(nc, amqpserver.TransportWebSocket)
-	}, logger)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.EqualFold(r.URL.Path, amqpws.Path) {
-			ws.ServeHTTP(w, r)
-			return
-		}
-		admin.ServeHTTP(w, r)
-	})
-}
-
 func orLoopback(addr string) string {
 	if addr == "" {
 		return "127.0.0.1:0"
@@ -199,10 +180,6 @@ func (e *Emulator) ConnectionString() string { return e.amqp.ConnectionString() 
 // AdminURL is the admin endpoint's base URL, http://HOST:PORT.
 func (e *Emulator) AdminURL() string { return "http://" + e.adminAddr.String() }
 
-// WebSocketURL is the AMQP over WebSockets endpoint, served by the admin
-// listener: ws://HOST:PORT/$servicebus/websocket (subprotocol AMQPWSB10).
-func (e *Emulator) WebSocketURL() string { return "ws://" + e.adminAddr.String() + amqpws.Path }
-
 // AMQPAddr and AdminAddr are the addresses the listeners bound.
 func (e *Emulator) AMQPAddr() net.Addr  { return e.amqp.Addr() }
 func (e *Emulator) AdminAddr() net.Addr { return e.adminAddr }
@@ -210,13 +187,6 @@ func (e *Emulator) AdminAddr() net.Addr { return e.adminAddr }
 // Namespace is the broker behind both endpoints, for seeding and faults
 // that have no wire form (server-busy on one entity, the clock, lock loss).
 func (e *Emulator) Namespace() *broker.Namespace { return e.ns }
-
-// ConnCounts are the AMQP connections an emulator served, by transport.
-type ConnCounts = amqpserver.ConnCounts
-
-// Connections counts the AMQP connections served since Start, over TCP and
-// over WebSockets, and those open now.
-func (e *Emulator) Connections() ConnCounts { return e.amqp.Connections() }
 
 // DropConnections closes every AMQP connection with amqp:connection:forced,
 // over TCP and over WebSockets alike.

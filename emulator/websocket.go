@@ -19,7 +19,9 @@ func withWebSockets(admin http.Handler, srv *amqpserver.Server, logger *slog.Log
 		return srv.ServeConn(nc, amqpserver.TransportWebSocket)
 	}, logger)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.EqualFold(r.URL.Path, amqpws.Path) {
+		// uamqp (the Python SDK up to 7.8) asks for the path with a
+		// trailing slash, which Azure serves too.
+		if strings.EqualFold(strings.TrimSuffix(r.URL.Path, "/"), amqpws.Path) {
 			ws.ServeHTTP(w, r)
 			return
 		}

@@ -123,8 +123,9 @@ func TestWebSocketServesTheSDK(t *testing.T) {
 }
 
 // TestWebSocketSubprotocols: "amqp" (the name the Go SDK's example offers)
-// is accepted like AMQPWSB10; another subprotocol, none, or a plain GET are
-// refused with an HTTP error that names the one to use.
+// is accepted like AMQPWSB10, and the path with a trailing slash like
+// without; another subprotocol, none, or a plain GET are refused with an
+// HTTP error that names the one to use.
 func TestWebSocketSubprotocols(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -165,6 +166,14 @@ func TestWebSocketSubprotocols(t *testing.T) {
 		})
 	}
 
+	// uamqp (the Python SDK up to 7.8) asks for the path with a trailing
+	// slash; Azure serves it too.
+	ws, _, err := websocket.Dial(ctx, emu.WebSocketURL()+"/", &websocket.DialOptions{Subprotocols: []string{"AMQPWSB10"}})
+	if err != nil {
+		t.Fatalf("dial %s/: %v", emu.WebSocketURL(), err)
+	}
+	ws.CloseNow()
+
 	resp, err := http.Get(emu.AdminURL() + "/$servicebus/websocket")
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +183,8 @@ func TestWebSocketSubprotocols(t *testing.T) {
 	if resp.StatusCode != http.StatusUpgradeRequired || !strings.Contains(string(body), "AMQPWSB10") {
 		t.Errorf("plain GET: %d %q, want 426 naming AMQPWSB10", resp.StatusCode, body)
 	}
-	if n := emu.Connections().WebSocket; n != 1 {
-		t.Errorf("%d websocket connections served, want 1 (the refusals are not connections)", n)
+	if n := emu.Connections().WebSocket; n != 2 {
+		t.Errorf("%d websocket connections served, want 2 (the refusals are not connections)", n)
 	}
 }
 

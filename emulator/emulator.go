@@ -21,6 +21,8 @@
 //   - amqp: the AMQP 1.0 codec and framing;
 //   - internal/amqpserver: connections, sessions, links, $cbs and $management;
 //   - atom: the admin HTTP/ATOM API, emulator stats and fault injection;
+//   - internal/amqpws: AMQP over WebSockets at /$servicebus/websocket on
+//     the admin listener (subprotocol AMQPWSB10), as Azure serves it on 443;
 //   - config: the entity file of Microsoft's emulator (Config.json).
 //
 // The wire contract it implements is docs/servicebus-protocol.md.
@@ -140,13 +142,13 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 		ns:   ns,
 		amqp: srv,
 		admin: &http.Server{
-			Handler: atom.NewHandler(ns, atom.Options{
+			Handler: withWebSockets(atom.NewHandler(ns, atom.Options{
 				KeyName: cfg.KeyName,
 				Key:     cfg.Key,
 				Logger:  logger.With("component", "emulator-admin"),
 				Now:     cfg.Now,
 				Faults:  srv, // drop-connections and latency under /$emulator/faults
-			}),
+			}), srv, logger.With("component", "emulator-websocket")),
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -186,7 +188,8 @@ func (e *Emulator) AdminAddr() net.Addr { return e.adminAddr }
 // that have no wire form (server-busy on one entity, the clock, lock loss).
 func (e *Emulator) Namespace() *broker.Namespace { return e.ns }
 
-// DropConnections closes every AMQP connection with amqp:connection:forced.
+// DropConnections closes every AMQP connection with amqp:connection:forced,
+// over TCP and over WebSockets alike.
 func (e *Emulator) DropConnections() { e.amqp.DropConnections() }
 
 // SetLatency delays every AMQP reply and delivery by d; 0 turns it off.

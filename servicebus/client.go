@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,21 @@ type Options struct {
 	// Timeouts bound every Service Bus call; zero fields take
 	// DefaultTimeout.
 	Timeouts Timeouts
+	// Transport is TransportAMQP (AMQP over TCP, port 5671; the default
+	// when empty) or TransportWebSockets (AMQP over WebSockets on 443, for
+	// networks that allow only HTTPS, through the HTTPS proxy of the
+	// environment).
+	Transport string
+	// CustomEndpoint is where to connect instead of the namespace's host,
+	// for private endpoints, proxies and tests: host[:port], or a URL with
+	// a scheme (amqps:// over TCP; https:// or http:// over WebSockets).
+	// Token audiences and TLS names stay the namespace's. Over WebSockets
+	// it is also the admin API's base URL unless AdminEndpoint is set.
+	CustomEndpoint string
+	// TLSConfig, when not nil, is the TLS configuration of the
+	// connections to the namespace (trusted roots of a private CA, for
+	// example).
+	TLSConfig *tls.Config
 }
 
 // Retry is how often and how fast the Service Bus SDKs retry a failing
@@ -84,6 +100,7 @@ func (r Retry) withDefaults() Retry {
 type Client struct {
 	ns        connstr.ConnectionString
 	adminBase string // where admin requests go, for messages
+	amqpAt    string // where AMQP connections go, for messages: host[:port] or a websocket URL
 	log       *slog.Logger
 	admin     *admin.Client
 	timeouts  Timeouts
@@ -114,6 +131,12 @@ var _ dlq.Broker = (*Client)(nil)
 // optionally with ;UseDevelopmentEmulator=true (plain AMQP on port 5672 unless
 // the endpoint names one, and the admin API on http://<host>:5300). Errors
 // never contain the connection string or any of its secrets.
+//
+// With Options.Transport TransportWebSockets every AMQP connection is a
+// WebSocket to /$servicebus/websocket on the namespace's HTTP server, the
+// admin API's (wss://<namespace>, or ws://<host>:5300 for a development
+// emulator; CustomEndpoint or AdminEndpoint move it), subprotocol
+// AMQPWSB10, through the environment's HTTPS proxy.
 func Open(ctx context.Context, connectionString string, opts Options) (*Client, error) {
 	_ = ctx // reserved: Open does no I/O today
 	cs, err := connstr.Parse(connectionString)
@@ -138,10 +161,11 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 		},
 		Telemetry: policy.TelemetryOptions{ApplicationID: "dlqdash"},
 	}}
-	base := opts.AdminEndpoint
-	if base == "" && cs.UseDevelopmentEmulator {
-		base = "http://" + net.JoinHostPort(cs.Host, EmulatorAdminPort)
+	ep, err := opts.endpoints(cs)
+	if err != nil {
+		return nil, err
 	}
+	base := ep.admin
 	adminBase := "https://" + cs.Namespace() + "/"
 	if base != "" {
 		u, err := url.Parse(base)
@@ -156,9 +180,15 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %s", cs.Redact(err.Error()))
 	}
+	var newWebSocketConn func(context.Context, azservicebus.NewWebSocketConnArgs) (net.Conn, error)
+	if ep.webSocket != nil {
+		newWebSocketConn = newWebSocketDialer(ep.webSocket, cs, ep.viaCustom, opts.TLSConfig).dial
+	}
 	newSB := func() (*azservicebus.Client, error) {
 		sb, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
-			ApplicationID: "dlqdash",
+			ApplicationID:    "dlqdash",
+			CustomEndpoint:   ep.custom,
+			NewWebSocketConn: newWebSocketConn,
 			RetryOptions: azservicebus.RetryOptions{
 				MaxRetries:    int32(retry.MaxRetries),
 				RetryDelay:    retry.Delay,
@@ -177,6 +207,7 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	return &Client{
 		ns:        cs,
 		adminBase: adminBase,
+		amqpAt:    ep.amqpTarget(cs),
 		log:       log.With("namespace", cs.Namespace()),
 		newSB:     newSB,
 		sb:        sbClient,

@@ -70,7 +70,7 @@ func (e *Error) Unwrap() []error {
 // *dlq.ThrottledError around one, or a context error wrapped with op when
 // the caller cancelled.
 func (c *Client) mapError(op string, err error) error {
-	return c.wrapError(op, c.ns.Namespace(), err)
+	return c.wrapError(op, c.amqpAt, err)
 }
 
 // mapAdminError is mapError for an operation of the admin API.

@@ -15,9 +15,11 @@ import (
 // openBroker connects the Service Bus adapter. It does not fail when the
 // namespace is unreachable: the ingester reports that in its status and keeps
 // trying, while the dashboard serves the catalog it has.
-func openBroker(ctx context.Context, connectionString, adminEndpoint string, timeout time.Duration, logger *slog.Logger) (*servicebus.Client, error) {
+// transport is servicebus.Options.Transport ("" for AMQP over TCP).
+func openBroker(ctx context.Context, connectionString, adminEndpoint, transport string, timeout time.Duration, logger *slog.Logger) (*servicebus.Client, error) {
 	c, err := servicebus.Open(ctx, connectionString, servicebus.Options{
 		AdminEndpoint: adminEndpoint,
+		Transport:     transport,
 		Logger:        logger.With("component", "servicebus"),
 		Timeouts: servicebus.Timeouts{Attach: timeout, Send: timeout, Receive: timeout, Settle: timeout,
 			Peek: timeout, Admin: timeout},

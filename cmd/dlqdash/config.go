@@ -27,6 +27,7 @@ const (
 	envPoll             = "DLQDASH_POLL"
 	envSBTimeout        = "DLQDASH_SERVICEBUS_TIMEOUT"
 	envAdminEndpoint    = "DLQDASH_ADMIN_ENDPOINT"
+	envSBTransport      = "DLQDASH_SERVICEBUS_TRANSPORT"
 	envRetention        = "DLQDASH_RETENTION"
 	envOrphanAfter      = "DLQDASH_ORPHAN_AFTER"
 	envPoisonCap        = "DLQDASH_POISON_CAP"
@@ -83,6 +84,9 @@ type Config struct {
 	// serve
 	ConnectionString connstr.ConnectionString
 	AdminEndpoint    string // admin HTTP base URL; empty for the default
+	// ServiceBusTransport is servicebus.Options.Transport: amqp or
+	// websockets.
+	ServiceBusTransport string
 
 	// emulator
 	Emulator EmulatorConfig

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/servicebus"
 	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
@@ -21,6 +22,7 @@ func dashboardFlags(f *flagSet) {
 	f.str("metrics-addr", envMetricsAddr, "", "address of a listener of its own for GET /metrics (host:port); empty serves /metrics on --addr")
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
+		f.str("servicebus-transport", envSBTransport, servicebus.TransportAMQP, "how to reach Service Bus: amqp (AMQP over TCP, port 5671) or websockets (AMQP over WebSockets on the HTTPS port 443, through HTTPS_PROXY, for networks that allow only HTTPS)")
 	}
 	authFlags(f)
 	auditKeyFlag(f)
@@ -78,6 +80,13 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 			return bad("invalid admin endpoint %q from %s: want http(s)://host[:port]", a, f.source("admin-endpoint"))
 		}
 		cfg.AdminEndpoint = a
+	}
+	switch t := strings.ToLower(strings.TrimSpace(v("servicebus-transport"))); t {
+	case servicebus.TransportAMQP, servicebus.TransportWebSockets:
+		cfg.ServiceBusTransport = t
+	default:
+		return bad("invalid Service Bus transport %q from %s: want %s or %s", v("servicebus-transport"), f.source("servicebus-transport"),
+			servicebus.TransportAMQP, servicebus.TransportWebSockets)
 	}
 	raw := getenv(envConnectionString)
 	if strings.TrimSpace(raw) == "" {

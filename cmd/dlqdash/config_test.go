@@ -68,6 +68,19 @@ func TestParseConfig(t *testing.T) {
 					t.Errorf("got %+v", c)
 				}
 			}},
+		{"Service Bus transport: amqp by default, websockets from the flag or the environment", []string{"serve"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
+			if c.ServiceBusTransport != "amqp" {
+				t.Errorf("ServiceBusTransport = %q, want amqp", c.ServiceBusTransport)
+			}
+			for _, args := range [][]string{{"serve", "--servicebus-transport", "websockets"}, {"serve", "--servicebus-transport=WebSockets"}} {
+				if c, err := parseConfig(args, env(envConnectionString, goodConnStr)); err != nil || c.ServiceBusTransport != "websockets" {
+					t.Errorf("%v: %q, %v", args, c.ServiceBusTransport, err)
+				}
+			}
+			if c, err := parseConfig([]string{"serve"}, env(envConnectionString, goodConnStr, envSBTransport, "websockets")); err != nil || c.ServiceBusTransport != "websockets" {
+				t.Errorf("from %s: %q, %v", envSBTransport, c.ServiceBusTransport, err)
+			}
+		}},
 		{"orphan-after from the environment", []string{"serve"}, env(envConnectionString, goodConnStr, envOrphanAfter, "90m"), func(t *testing.T, c Config) {
 			if c.OrphanAfter != 90*time.Minute {
 				t.Errorf("OrphanAfter = %v", c.OrphanAfter)
@@ -174,6 +187,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad retention days", []string{"demo", "--retention", "-3d"}, env(), `want a number of days`, "dlqdash demo -h"},
 		{"admin endpoint on demo", []string{"demo", "--admin-endpoint", "http://x"}, env(), "unknown flag --admin-endpoint", "dlqdash demo -h"},
 		{"bad admin endpoint", []string{"serve", "--admin-endpoint", "127.0.0.1:5300"}, env(envConnectionString, goodConnStr), `invalid admin endpoint "127.0.0.1:5300"`, "dlqdash serve -h"},
+		{"bad Service Bus transport", []string{"serve", "--servicebus-transport", "tcp"}, env(envConnectionString, goodConnStr), `invalid Service Bus transport "tcp" from --servicebus-transport: want amqp or websockets`, "dlqdash serve -h"},
+		{"bad Service Bus transport env", []string{"serve"}, env(envConnectionString, goodConnStr, envSBTransport, "https"), `invalid Service Bus transport "https" from DLQDASH_SERVICEBUS_TRANSPORT`, "dlqdash serve -h"},
+		{"Service Bus transport on demo", []string{"demo", "--servicebus-transport", "websockets"}, env(), "unknown flag --servicebus-transport", "dlqdash demo -h"},
 		{"healthcheck bad url", []string{"healthcheck", "--url", "ftp://x/"}, env(), `invalid URL "ftp://x/"`, "dlqdash healthcheck -h"},
 		{"bad metrics address", []string{"demo", "--metrics-addr", "9100"}, env(), `invalid address "9100" from --metrics-addr`, "dlqdash demo -h"},
 		{"bad metrics address env", []string{"serve"}, env(envConnectionString, goodConnStr, envMetricsAddr, "metrics"), `invalid address "metrics" from DLQDASH_METRICS_ADDR`, "dlqdash serve -h"},

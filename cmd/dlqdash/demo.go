@@ -40,7 +40,7 @@ func runDemo(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	}
 	defer traffic.Close(context.WithoutCancel(ctx))
 
-	broker, err := openBroker(ctx, emu.ConnectionString(), emu.AdminURL(), cfg.ServiceBusTimeout, logger)
+	broker, err := openBroker(ctx, emu.ConnectionString(), emu.AdminURL(), "", cfg.ServiceBusTimeout, logger)
 	if err != nil {
 		return err
 	}

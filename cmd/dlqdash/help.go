@@ -58,6 +58,7 @@ func commandHelp(c command, getenv func(string) string) string {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s, %s\n        the SAS key name and key clients must sign with (default %s and\n        %s, the well-known key of Microsoft's emulator). Only from the environment.\n",
 			envEmulatorKeyName, envEmulatorKey, emulator.DefaultKeyName, emulator.DefaultKey)
 		fmt.Fprintf(&b, "\nEntities:\n%s\n", indent(config.DefaultsHelp(), "  "))
+		b.WriteString(webSocketHelp)
 		b.WriteString(faultInjectionHelp)
 	}
 	if c.name == "serve" {
@@ -68,6 +69,15 @@ func commandHelp(c command, getenv func(string) string) string {
 	}
 	return b.String()
 }
+
+// webSocketHelp is the admin listener's AMQP over WebSockets endpoint
+// (emulator/internal/amqpws).
+const webSocketHelp = `
+AMQP over WebSockets (admin listener, as Azure serves it on 443):
+  GET    /$servicebus/websocket  (WebSocket upgrade, subprotocol AMQPWSB10)
+        binary messages carry an AMQP connection, served like the AMQP
+        listener's; dlqdash serve --servicebus-transport websockets uses it
+`
 
 // faultInjectionHelp ends `dlqdash emulator -h`: the admin listener's
 // /$emulator/faults and /$emulator/stats endpoints

@@ -11,7 +11,7 @@ import (
 // cfg.ConnectionString: the dashboard, with the ingester keeping its catalog
 // current.
 func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
-	broker, err := openBroker(ctx, cfg.ConnectionString.Raw(), cfg.AdminEndpoint, cfg.ServiceBusTimeout, logger)
+	broker, err := openBroker(ctx, cfg.ConnectionString.Raw(), cfg.AdminEndpoint, cfg.ServiceBusTransport, cfg.ServiceBusTimeout, logger)
 	if err != nil {
 		return err
 	}
@@ -21,7 +21,7 @@ func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) 
 			err = errors.Join(err, fmt.Errorf("close the Service Bus connection: %w", cerr))
 		}
 	}()
-	logger.Info("reading Service Bus", "namespace", cfg.ConnectionString.Namespace(), "poll", cfg.Poll.String())
+	logger.Info("reading Service Bus", "namespace", cfg.ConnectionString.Namespace(), "poll", cfg.Poll.String(), "transport", cfg.ServiceBusTransport)
 	ns := cfg.ConnectionString.Namespace()
 	return serveDashboard(ctx, cfg, logger, dashboard{
 		mode:      "serve",

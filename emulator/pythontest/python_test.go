@@ -309,3 +309,57 @@ func TestPyAMQPSmoke(t *testing.T) {
 		t.Fatalf("dead letter %q with properties %v, want pyamqp-2 with reason PyamqpReason and description", m.GetData(), m.ApplicationProperties)
 	}
 }
+
+// TestPythonSDKWebSocket runs testdata/websocket_smoke.py: Debian's
+// azure-servicebus (7.8, over uamqp, whose WebSocket transport is its own C
+// code) with TransportType.AmqpOverWebsocket against the emulator's admin
+// listener behind TLS (/$servicebus/websocket): send, receive, complete,
+// dead-letter, peek the DLQ. Every AMQP connection is a WebSocket.
+func TestPythonSDKWebSocket(t *testing.T) {
+	py := pythonWithSDK(t)
+	emu := emulatortest.Start(t, emulator.Config{})
+	if _, err := emu.Namespace().CreateQueue("ws-queue", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, caPath := selfSigned(t, dir)
+	wss := terminateTLS(t, cert, emu.AdminAddr().String())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "websocket_smoke.py"))
+	cmd.Env = append(os.Environ(),
+		"SB_WSS="+wss,
+		"SB_CA="+caPath,
+		"SB_KEY_NAME="+emulator.DefaultKeyName,
+		"SB_KEY="+emulator.DefaultKey,
+		"NO_PROXY=127.0.0.1,localhost",
+		"no_proxy=127.0.0.1,localhost",
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("websocket_smoke.py: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := lastLine(stdout.Bytes())
+	var got struct {
+		Received   []string `json:"received"`
+		DeadLetter []string `json:"dead_letter"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("websocket_smoke.py printed %q: %v\nstderr:\n%s", out, err, stderr.String())
+	}
+	t.Logf("websocket_smoke.py observed: %s", out)
+	if !slices.Equal(got.Received, []string{"w0", "w1", "w2"}) {
+		t.Errorf("received %v, want w0 w1 w2", got.Received)
+	}
+	if !slices.Equal(got.DeadLetter, []string{"w1", "OverWebSockets"}) {
+		t.Errorf("dead letter %v, want w1 with reason OverWebSockets", got.DeadLetter)
+	}
+	if c := emu.Connections(); c.TCP != 0 || c.WebSocket == 0 {
+		t.Errorf("Connections() = %+v, want websocket connections only", c)
+	}
+	if st := emu.Stats().Entity("ws-queue"); st.Send != 3 || st.Settle != 3 {
+		t.Errorf("emulator counted %d sends and %d settlements on ws-queue, want 3 and 3", st.Send, st.Settle)
+	}
+}

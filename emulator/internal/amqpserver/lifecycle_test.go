@@ -1,8 +1,11 @@
 package amqpserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -199,4 +202,54 @@ func TestHeartbeatFollowsPeerIdleTimeout(t *testing.T) {
 			t.Fatalf("expected an empty frame, got %T", f.Body)
 		}
 	}
+}
+
+// TestServeConn: a connection handed in (as the WebSocket endpoint does)
+// is served like an accepted one and counted by its transport; before
+// Start and after Close it is refused and closed.
+func TestServeConn(t *testing.T) {
+	before := amqpserver.New(amqpserver.Options{Logger: testLogger()})
+	client, server := net.Pipe()
+	if err := before.ServeConn(server, amqpserver.TransportWebSocket); !errors.Is(err, amqpserver.ErrServerClosed) {
+		t.Fatalf("ServeConn before Start: %v, want ErrServerClosed", err)
+	}
+	if _, err := client.Write([]byte("AMQP")); err == nil {
+		t.Error("a refused connection was left open")
+	}
+
+	srv := amqpserver.New(amqpserver.Options{Logger: testLogger()})
+	if _, err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	client, server = net.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeConn(server, amqpserver.TransportWebSocket) }()
+	// The server answers the SASL protocol header with its own.
+	if _, err := client.Write(amqp.ProtocolHeader(amqp.ProtoSASL)); err != nil {
+		t.Fatal(err)
+	}
+	hdr := make([]byte, 8)
+	if _, err := io.ReadFull(client, hdr); err != nil || !bytes.Equal(hdr, amqp.ProtocolHeader(amqp.ProtoSASL)) {
+		t.Fatalf("protocol header answer %q, %v", hdr, err)
+	}
+	if got := srv.Connections(); got.WebSocket != 1 || got.TCP != 0 || got.Open != 1 {
+		t.Errorf("Connections() = %+v, want one open websocket connection", got)
+	}
+	go io.Copy(io.Discard, client) // let the server write whatever it will while closing
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeConn of a served connection: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeConn still running after Close")
+	}
+	client, server = net.Pipe()
+	if err := srv.ServeConn(server, amqpserver.TransportTCP); !errors.Is(err, amqpserver.ErrServerClosed) {
+		t.Fatalf("ServeConn after Close: %v, want ErrServerClosed", err)
+	}
+	client.Close()
 }

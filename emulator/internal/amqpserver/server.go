@@ -45,7 +45,8 @@ type Server struct {
 	ns   *broker.Namespace
 	log  *slog.Logger
 
-	latency atomic.Int64 // time.Duration added before every reply and delivery
+	latency  atomic.Int64    // time.Duration added before every reply and delivery
+	accepted [2]atomic.Int64 // connections served, by Transport
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -245,22 +246,83 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		delay = 0
-		c := newConn(s, nc)
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.Close()
+		c, ok := s.track(nc, TransportTCP)
+		if !ok {
 			continue
 		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
+			s.run(c)
 		}()
 	}
+}
+
+// Transport names how a connection reached the server, for ConnCounts.
+type Transport int
+
+const (
+	// TransportTCP is a connection accepted on the server's own listener.
+	TransportTCP Transport = iota
+	// TransportWebSocket is a connection handed to ServeConn by the
+	// AMQP-over-WebSockets endpoint.
+	TransportWebSocket
+)
+
+// ConnCounts are the connections the server accepted since it was created,
+// by transport, and how many of them are open now.
+type ConnCounts struct {
+	TCP       int64 `json:"tcp"`
+	WebSocket int64 `json:"websocket"`
+	Open      int64 `json:"open"`
+}
+
+// Connections counts the connections served so far, by transport.
+func (s *Server) Connections() ConnCounts {
+	s.mu.Lock()
+	open := int64(len(s.conns))
+	s.mu.Unlock()
+	return ConnCounts{TCP: s.accepted[TransportTCP].Load(), WebSocket: s.accepted[TransportWebSocket].Load(), Open: open}
+}
+
+// ErrServerClosed is returned by ServeConn once Close has begun.
+var ErrServerClosed = errors.New("emulator: server closed")
+
+// ServeConn serves one AMQP connection that reached the emulator some other
+// way than its TCP listener (AMQP over WebSockets: nc carries the AMQP
+// bytes), exactly as an accepted TCP connection: the same handshake, faults
+// (DropConnections, SetLatency), stats and Close. It blocks until the
+// connection ends and always closes nc. The server must have been started.
+func (s *Server) ServeConn(nc net.Conn, t Transport) error {
+	c, ok := s.track(nc, t)
+	if !ok {
+		return ErrServerClosed
+	}
+	defer s.wg.Done()
+	s.run(c)
+	return nil
+}
+
+// track registers a new connection and adds it to s.wg, or closes nc and
+// reports false when the server is closed (or not started).
+func (s *Server) track(nc net.Conn, t Transport) (*conn, bool) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed || s.ln == nil {
+		s.mu.Unlock()
+		nc.Close()
+		return nil, false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.accepted[t].Add(1)
+	return c, true
+}
+
+// run serves c until it ends and forgets it.
+func (s *Server) run(c *conn) {
+	c.serve()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 }

@@ -14,6 +14,22 @@
 //	client, err := azservicebus.NewClientFromConnectionString(emu.ConnectionString(), nil)
 //	admin, err := admin.NewClientFromConnectionString(emu.ConnectionString(), &admin.ClientOptions{...emu.AdminURL()...})
 //
+// Beyond Microsoft's emulator it serves several namespaces from one process
+// (Config.Namespaces, each its own broker on its own listeners; see
+// Emulator.Server), TLS listeners (Config.TLS: AMQPS and HTTPS admin, with a
+// generated certificate by default) and Entra ID style tokens for the SDKs'
+// TokenCredential clients (Config.JWTKey: HS256 JWTs, checked by
+// internal/jwtcheck, on $cbs and the admin API):
+//
+//	emu, err := emulator.Start(ctx, emulator.Config{
+//		Namespaces: []emulator.NamespaceConfig{{Name: "prod-eu"}, {Name: "prod-us"}},
+//		TLS:        &emulator.TLSConfig{},
+//		JWTKey:     key,
+//	})
+//	us := emu.Server("prod-us")
+//	client, err := azservicebus.NewClient(us.FullyQualifiedNamespace(), cred,
+//		&azservicebus.ClientOptions{TLSConfig: emu.ClientTLSConfig()})
+//
 // The parts, each usable and tested on its own:
 //
 //   - broker: the namespace's semantics (entities, locks, delivery counts,

@@ -20,6 +20,7 @@ import (
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/servicebus"
 	"github.com/dlqdash/dlqdash/servicebus/devcred"
+	"github.com/dlqdash/dlqdash/servicebus/servicebustest"
 )
 
 var signingKey = []byte("servicebus-test-signing-key-0123456789")
@@ -298,4 +299,27 @@ func TestOpenWithCredentialChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEmulatorWithCredentialOverTLS runs the whole behavioural suite with
+// the Client under test signed in with devcred, over the emulator's TLS
+// listeners (the suite seeds with SAS over the same TLS).
+func TestEmulatorWithCredentialOverTLS(t *testing.T) {
+	emu, _ := tlsEmulator(t, emulator.Config{})
+	ns := emu.Namespace()
+	s := emu.Servers()[0]
+	cred, err := devcred.New(signingKey, devcred.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servicebustest.Run(t, servicebustest.Harness{
+		ConnectionString: emu.ConnectionString(),
+		Options:          servicebus.Options{AdminEndpoint: s.AdminURL(), TLSConfig: emu.ClientTLSConfig(), Logger: testLogger()},
+		Open: func(ctx context.Context, opts servicebus.Options) (*servicebus.Client, error) {
+			return servicebus.OpenWithCredential(ctx, s.FullyQualifiedNamespace(), cred, opts)
+		},
+		InjectServerBusy: func(entity string, ops int) { ns.InjectServerBusy(entity, ops, time.Time{}) },
+		ClearFaults:      ns.ClearFaults,
+		CountTimeout:     10 * time.Second,
+	})
 }

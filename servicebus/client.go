@@ -59,6 +59,10 @@ type Options struct {
 	// replaces TLSConfig's RootCAs).
 	TLSConfig *tls.Config
 	TLSCAFile string
+	// CustomEndpoint is the host[:port] the AMQP connection dials instead
+	// of the namespace (a private endpoint, a TCP proxy, an emulator); the
+	// namespace stays the TLS server name and the tokens' audience.
+	CustomEndpoint string
 }
 
 // Retry is how often and how fast the Service Bus SDKs retry a failing
@@ -273,7 +277,8 @@ func open(cs connstr.ConnectionString, opts Options, mk sdkConstructors) (*Clien
 	}
 	newSB := func() (*azservicebus.Client, error) {
 		sb, err := mk.sb(&azservicebus.ClientOptions{
-			ApplicationID: "dlqdash",
+			ApplicationID:  "dlqdash",
+			CustomEndpoint: opts.CustomEndpoint,
 			RetryOptions: azservicebus.RetryOptions{
 				MaxRetries:    int32(retry.MaxRetries),
 				RetryDelay:    retry.Delay,

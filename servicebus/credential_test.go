@@ -323,3 +323,41 @@ func TestEmulatorWithCredentialOverTLS(t *testing.T) {
 		CountTimeout:     10 * time.Second,
 	})
 }
+
+// TestOpenWithCredentialCustomEndpoint: the namespace is named by its host
+// (no port, as on Azure) and the AMQP connection dials CustomEndpoint, as
+// through a private endpoint; the certificate is checked against the
+// namespace host.
+func TestOpenWithCredentialCustomEndpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	emu, caFile := tlsEmulator(t, emulator.Config{})
+	if _, err := emu.Namespace().CreateQueue("orders", broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := seedOne(emu.Namespace(), "orders", "via-endpoint"); err != nil {
+		t.Fatal(err)
+	}
+	cred, _ := devcred.New(signingKey, devcred.Options{})
+	c, err := servicebus.OpenWithCredential(ctx, "localhost", cred, servicebus.Options{
+		CustomEndpoint: emu.AMQPAddr().String(), AdminEndpoint: emu.AdminURL(), TLSCAFile: caFile, Retry: servicebus.Retry{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	got, err := c.Peek(ctx, "orders", dlq.SubQueueMain, 0, 10)
+	if err != nil || len(got) != 1 || got[0].MessageID != "via-endpoint" {
+		t.Fatalf("Peek through the custom endpoint = %+v, %v", got, err)
+	}
+
+	// Without it the SDK dials localhost:5671, where nothing listens.
+	direct, err := servicebus.OpenWithCredential(ctx, "localhost", cred, servicebus.Options{
+		AdminEndpoint: emu.AdminURL(), TLSCAFile: caFile, Retry: servicebus.Retry{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close(ctx)
+	if _, err := direct.Peek(ctx, "orders", dlq.SubQueueMain, 0, 10); !errors.Is(err, dlq.ErrUnreachable) {
+		t.Errorf("Peek without the custom endpoint = %v, want unreachable", err)
+	}
+}

@@ -146,6 +146,9 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	if err != nil {
 		return nil, err
 	}
+	if cs.UseDevelopmentEmulator {
+		amqpTLS = nil // the SDK dials plain AMQP
+	}
 	return open(cs, opts, sdkConstructors{
 		admin: func(o *admin.ClientOptions) (*admin.Client, error) {
 			return admin.NewClientFromConnectionString(connectionString, o)

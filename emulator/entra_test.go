@@ -1,12 +1,15 @@
 package emulator_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/url"
@@ -286,6 +289,48 @@ func TestSeveralNamespaces(t *testing.T) {
 		if emu, err := emulator.Start(ctx, cfg); err == nil {
 			emu.Close()
 			t.Errorf("%s: Start accepted %+v", name, cfg)
+		}
+	}
+}
+
+// TestGivenCertificate: a certificate given in Config.TLS is the one both
+// listeners serve and CertificatePEM returns; a client trusting it reaches
+// the admin endpoint over HTTPS by the certificate's name, and a plain
+// HTTP request is not served.
+func TestGivenCertificate(t *testing.T) {
+	cert, err := emulator.GenerateCertificate([]string{"sb.example.test"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := emulatortest.Start(t, emulator.Config{TLS: &emulator.TLSConfig{Certificate: &cert}})
+	block, _ := pem.Decode(emu.CertificatePEM())
+	if block == nil || !bytes.Equal(block.Bytes, cert.Certificate[0]) {
+		t.Fatal("CertificatePEM is not the given certificate")
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert.Leaf)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "sb.example.test"}}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(emu.AdminURL() + "/$namespaceinfo")
+	if err != nil {
+		t.Fatalf("HTTPS to the admin endpoint: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unsigned request = %d, want 401", resp.StatusCode)
+	}
+	if resp.TLS == nil || !bytes.Equal(resp.TLS.PeerCertificates[0].Raw, cert.Certificate[0]) {
+		t.Error("the admin endpoint did not serve the given certificate")
+	}
+	conn, err := tls.Dial("tcp", emu.AMQPAddr().String(), &tls.Config{RootCAs: pool, ServerName: "sb.example.test"})
+	if err != nil {
+		t.Fatalf("TLS to the AMQP endpoint: %v", err)
+	}
+	conn.Close()
+	if resp, err := http.Get(strings.Replace(emu.AdminURL(), "https://", "http://", 1) + "/$namespaceinfo"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP to the TLS admin endpoint = %d, want 400 (Go's answer to HTTP on a TLS port)", resp.StatusCode)
 		}
 	}
 }

@@ -166,6 +166,8 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 // their tokens from cred, for the audience https://servicebus.azure.net.
 // fullyQualifiedNamespace is the namespace host, for example
 // contoso.servicebus.windows.net (a port is allowed, for an emulator). The
+// SDK always dials AMQPS with a credential, so an emulator must serve TLS
+// (dlqdash emulator --tls-ca-out; trust it with opts.TLSCAFile). The
 // admin API is https://<namespace>/ unless opts.AdminEndpoint says
 // otherwise. Like Open it does no I/O; a refused credential shows on the
 // first call, as an error matching dlq.ErrUnauthorized that names the

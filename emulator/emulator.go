@@ -14,6 +14,22 @@
 //	client, err := azservicebus.NewClientFromConnectionString(emu.ConnectionString(), nil)
 //	admin, err := admin.NewClientFromConnectionString(emu.ConnectionString(), &admin.ClientOptions{...emu.AdminURL()...})
 //
+// Beyond Microsoft's emulator it serves several namespaces from one process
+// (Config.Namespaces, each its own broker on its own listeners; see
+// Emulator.Server), TLS listeners (Config.TLS: AMQPS and HTTPS admin, with a
+// generated certificate by default) and Entra ID style tokens for the SDKs'
+// TokenCredential clients (Config.JWTKey: HS256 JWTs, checked by
+// internal/jwtcheck, on $cbs and the admin API):
+//
+//	emu, err := emulator.Start(ctx, emulator.Config{
+//		Namespaces: []emulator.NamespaceConfig{{Name: "prod-eu"}, {Name: "prod-us"}},
+//		TLS:        &emulator.TLSConfig{},
+//		JWTKey:     key,
+//	})
+//	us := emu.Server("prod-us")
+//	client, err := azservicebus.NewClient(us.FullyQualifiedNamespace(), cred,
+//		&azservicebus.ClientOptions{TLSConfig: emu.ClientTLSConfig()})
+//
 // The parts, each usable and tested on its own:
 //
 //   - broker: the namespace's semantics (entities, locks, delivery counts,
@@ -30,12 +46,15 @@ package emulator
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +90,27 @@ type Config struct {
 	// (nil: none).
 	Entities *config.Config
 
+	// Namespaces, when not empty, serves several namespaces from one
+	// process, each its own broker on its own pair of listeners (so a
+	// client reaches one by its ports, as it reaches one Azure namespace by
+	// its host). AMQPAddr, AdminAddr, Namespace and Entities above must
+	// then be left empty: they describe the one namespace served without
+	// Namespaces. The first entry is the default namespace of the
+	// Emulator's own accessors (ConnectionString, AdminURL, ...).
+	Namespaces []NamespaceConfig
+
 	KeyName string // SAS key name clients must use; default DefaultKeyName
 	Key     string // SAS key; default DefaultKey
+
+	// JWTKey is the HS256 key Entra-style tokens (token type jwt on $cbs,
+	// a bearer token on the admin API) must be signed with; their audience
+	// must be https://servicebus.azure.net (or the namespace host) and
+	// they must not have expired. Empty refuses every such token (401).
+	JWTKey []byte
+
+	// TLS, when not nil, serves AMQPS and HTTPS admin instead of plain
+	// AMQP and HTTP on every listener.
+	TLS *TLSConfig
 
 	Logger *slog.Logger     // default: discard
 	Now    func() time.Time // the broker's clock when it creates the namespace; default time.Now
@@ -82,21 +120,56 @@ type Config struct {
 	MaxMessageSize    uint64        // bytes a message may have; default 262,144 as Standard tier
 }
 
-// Emulator is a running emulator: both listeners and the namespace they serve.
+// NamespaceConfig is one namespace of Config.Namespaces.
+type NamespaceConfig struct {
+	// Name names the namespace (broker.Namespace.Name, logs, the
+	// generated certificate): a DNS label such as prod-eu, unique in the
+	// Config. Required.
+	Name string
+	// AMQPAddr and AdminAddr are its listen addresses; default 127.0.0.1:0.
+	AMQPAddr  string
+	AdminAddr string
+	// Namespace is the broker to serve; nil creates one.
+	Namespace *broker.Namespace
+	// Entities are created before the listeners open (nil: none).
+	Entities *config.Config
+}
+
+// TLSConfig configures the TLS listeners.
+type TLSConfig struct {
+	// Certificate is served on every listener. Nil: Start generates a
+	// self-signed ECDSA P-256 certificate for localhost, 127.0.0.1, ::1
+	// and each namespace name, valid for a year; Emulator.CertificatePEM
+	// gives it to clients to trust.
+	Certificate *tls.Certificate
+}
+
+// Emulator is a running emulator: the listeners of each namespace and the
+// brokers they serve. Its accessors without a namespace name are those of
+// the first (default) namespace.
 type Emulator struct {
-	ns        *broker.Namespace
-	amqp      *amqpserver.Server
-	admin     *http.Server
-	adminAddr net.Addr
-	adminDone chan struct{}
+	servers []*NamespaceServer
+	certPEM []byte // the served certificate chain, PEM; nil without TLS
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Start creates the namespace (or takes cfg.Namespace), applies
-// cfg.Entities, and serves AMQP and admin HTTP in the background until
-// Close. ctx bounds the start only.
+// NamespaceServer is one served namespace: its AMQP and admin listeners and
+// its broker.
+type NamespaceServer struct {
+	name      string
+	tls       bool
+	ns        *broker.Namespace
+	amqp      *amqpserver.Server
+	admin     *http.Server
+	adminAddr net.Addr
+	adminDone chan struct{}
+}
+
+// Start creates each namespace (or takes the given broker), applies its
+// entities, and serves AMQP and admin HTTP in the background until Close.
+// ctx bounds the start only.
 func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -111,40 +184,122 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	if cfg.Key == "" {
 		cfg.Key = DefaultKey
 	}
-	ns := cfg.Namespace
+	nss, err := namespaceConfigs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e := &Emulator{}
+	var tlsCfg *tls.Config
+	if cfg.TLS != nil {
+		cert := cfg.TLS.Certificate
+		if cert == nil {
+			hosts := []string{"localhost", "127.0.0.1", "::1"}
+			for _, n := range nss {
+				if n.Name != "" {
+					hosts = append(hosts, n.Name)
+				}
+			}
+			generated, err := GenerateCertificate(hosts, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			cert = &generated
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+		e.certPEM = certificatePEM(cert)
+	}
+	for _, n := range nss {
+		s, err := startNamespace(cfg, n, tlsCfg, logger)
+		if err != nil {
+			_ = e.Close()
+			return nil, err
+		}
+		e.servers = append(e.servers, s)
+	}
+	return e, nil
+}
+
+// namespaceConfigs is the list of namespaces cfg asks for, checked.
+func namespaceConfigs(cfg Config) ([]NamespaceConfig, error) {
+	if len(cfg.Namespaces) == 0 {
+		return []NamespaceConfig{{AMQPAddr: cfg.AMQPAddr, AdminAddr: cfg.AdminAddr, Namespace: cfg.Namespace, Entities: cfg.Entities}}, nil
+	}
+	if cfg.AMQPAddr != "" || cfg.AdminAddr != "" || cfg.Namespace != nil || cfg.Entities != nil {
+		return nil, errors.New("emulator configuration: with Namespaces, give the addresses, broker and entities in each namespace, not in Config")
+	}
+	seen := map[string]bool{}
+	for i, n := range cfg.Namespaces {
+		if !validName(n.Name) {
+			return nil, fmt.Errorf("emulator configuration: namespace %d: name %q must be a DNS label (letters, digits and hyphens, at most 63)", i+1, n.Name)
+		}
+		if seen[strings.ToLower(n.Name)] {
+			return nil, fmt.Errorf("emulator configuration: namespace %q is listed twice", n.Name)
+		}
+		seen[strings.ToLower(n.Name)] = true
+	}
+	return cfg.Namespaces, nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func startNamespace(cfg Config, n NamespaceConfig, tlsCfg *tls.Config, logger *slog.Logger) (*NamespaceServer, error) {
+	what := "the emulator's"
+	if n.Name != "" {
+		what = "namespace " + n.Name + "'s"
+		logger = logger.With("namespace", n.Name)
+	}
+	ns := n.Namespace
 	if ns == nil {
 		ns = broker.New(broker.Options{Now: cfg.Now, Logger: logger})
 	}
-	if cfg.Entities != nil {
-		if err := cfg.Entities.Apply(ns); err != nil {
-			return nil, fmt.Errorf("emulator configuration: %w", err)
+	if n.Entities != nil {
+		if err := n.Entities.Apply(ns); err != nil {
+			return nil, fmt.Errorf("emulator configuration of %s entities: %w", what, err)
 		}
+	}
+	if n.Name != "" {
+		ns.SetName(n.Name)
 	}
 	srv := amqpserver.New(amqpserver.Options{
 		Namespace:         ns,
 		KeyName:           cfg.KeyName,
 		Key:               cfg.Key,
+		JWTKey:            cfg.JWTKey,
+		TLS:               tlsCfg,
 		Logger:            logger.With("component", "emulator"),
 		Now:               cfg.Now,
 		MaxMessageSize:    cfg.MaxMessageSize,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		TickInterval:      cfg.TickInterval,
 	})
-	if _, err := srv.Start(orLoopback(cfg.AMQPAddr)); err != nil {
-		return nil, fmt.Errorf("start the emulator's AMQP endpoint: %w", err)
+	if _, err := srv.Start(orLoopback(n.AMQPAddr)); err != nil {
+		return nil, fmt.Errorf("start %s AMQP endpoint: %w", what, err)
 	}
-	ln, err := net.Listen("tcp", orLoopback(cfg.AdminAddr))
+	ln, err := net.Listen("tcp", orLoopback(n.AdminAddr))
 	if err != nil {
 		_ = srv.Close()
-		return nil, fmt.Errorf("start the emulator's admin endpoint: %w", err)
+		return nil, fmt.Errorf("start %s admin endpoint: %w", what, err)
 	}
-	e := &Emulator{
+	s := &NamespaceServer{
+		name: n.Name,
+		tls:  tlsCfg != nil,
 		ns:   ns,
 		amqp: srv,
 		admin: &http.Server{
 			Handler: withWebSockets(atom.NewHandler(ns, atom.Options{
 				KeyName: cfg.KeyName,
 				Key:     cfg.Key,
+				JWTKey:  cfg.JWTKey,
 				Logger:  logger.With("component", "emulator-admin"),
 				Now:     cfg.Now,
 				Faults:  srv, // drop-connections and latency under /$emulator/faults
@@ -156,14 +311,18 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 		adminAddr: ln.Addr(),
 		adminDone: make(chan struct{}),
 	}
+	if tlsCfg != nil {
+		s.admin.TLSConfig = tlsCfg.Clone()
+		ln = tls.NewListener(ln, s.admin.TLSConfig)
+	}
 	go func() {
-		defer close(e.adminDone)
-		if err := e.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		defer close(s.adminDone)
+		if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("emulator admin endpoint stopped", "error", err)
 		}
 	}()
-	logger.Info("emulator admin listening", "addr", ln.Addr().String())
-	return e, nil
+	logger.Info("emulator admin listening", "addr", s.adminAddr.String(), "tls", tlsCfg != nil)
+	return s, nil
 }
 
 func orLoopback(addr string) string {
@@ -173,51 +332,142 @@ func orLoopback(addr string) string {
 	return addr
 }
 
-// ConnectionString is the connection string of the AMQP endpoint as
-// listened on (Endpoint=sb://HOST:PORT;…;UseDevelopmentEmulator=true;).
-func (e *Emulator) ConnectionString() string { return e.amqp.ConnectionString() }
+// Servers are the served namespaces, in the order of Config.Namespaces
+// (one, unnamed, without it).
+func (e *Emulator) Servers() []*NamespaceServer { return append([]*NamespaceServer(nil), e.servers...) }
 
-// AdminURL is the admin endpoint's base URL, http://HOST:PORT.
-func (e *Emulator) AdminURL() string { return "http://" + e.adminAddr.String() }
+// Server is the namespace named name (case-insensitive), or nil.
+func (e *Emulator) Server(name string) *NamespaceServer {
+	for _, s := range e.servers {
+		if strings.EqualFold(s.name, name) {
+			return s
+		}
+	}
+	return nil
+}
+
+// CertificatePEM is the certificate chain the TLS listeners serve, PEM
+// encoded: for a generated certificate, what clients must trust (write it
+// to a file for tls_ca_file / --tls-ca-out). Nil without TLS.
+func (e *Emulator) CertificatePEM() []byte { return append([]byte(nil), e.certPEM...) }
+
+// ClientTLSConfig is a client configuration that trusts CertificatePEM, for
+// the SDKs' TLSConfig options, with ServerName localhost: go-amqp checks the
+// certificate against the namespace it was given, port included
+// ("127.0.0.1:5671"), which no certificate names. Nil without TLS.
+func (e *Emulator) ClientTLSConfig() *tls.Config {
+	if e.certPEM == nil {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.certPEM)
+	return &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+}
+
+// The accessors of the default (first) namespace.
+
+// ConnectionString is the connection string of the AMQP endpoint as
+// listened on (Endpoint=sb://HOST:PORT;…;UseDevelopmentEmulator=true;,
+// without the emulator flag over TLS).
+func (e *Emulator) ConnectionString() string { return e.servers[0].ConnectionString() }
+
+// AdminURL is the admin endpoint's base URL, http://HOST:PORT (https over TLS).
+func (e *Emulator) AdminURL() string { return e.servers[0].AdminURL() }
 
 // AMQPAddr and AdminAddr are the addresses the listeners bound.
-func (e *Emulator) AMQPAddr() net.Addr  { return e.amqp.Addr() }
-func (e *Emulator) AdminAddr() net.Addr { return e.adminAddr }
+func (e *Emulator) AMQPAddr() net.Addr  { return e.servers[0].AMQPAddr() }
+func (e *Emulator) AdminAddr() net.Addr { return e.servers[0].AdminAddr() }
 
 // Namespace is the broker behind both endpoints, for seeding and faults
 // that have no wire form (server-busy on one entity, the clock, lock loss).
-func (e *Emulator) Namespace() *broker.Namespace { return e.ns }
+func (e *Emulator) Namespace() *broker.Namespace { return e.servers[0].Namespace() }
 
-// DropConnections closes every AMQP connection with amqp:connection:forced,
-// over TCP and over WebSockets alike.
-func (e *Emulator) DropConnections() { e.amqp.DropConnections() }
+// DropConnections closes every AMQP connection of every namespace, over TCP
+// and over WebSockets alike, with amqp:connection:forced.
+func (e *Emulator) DropConnections() {
+	for _, s := range e.servers {
+		s.DropConnections()
+	}
+}
 
-// SetLatency delays every AMQP reply and delivery by d; 0 turns it off.
-func (e *Emulator) SetLatency(d time.Duration) { e.amqp.SetLatency(d) }
+// SetLatency delays every AMQP reply and delivery of every namespace by d;
+// 0 turns it off.
+func (e *Emulator) SetLatency(d time.Duration) {
+	for _, s := range e.servers {
+		s.SetLatency(d)
+	}
+}
 
-// Stats counts what the emulator served, in total and per entity; see
-// broker.Stats.
-func (e *Emulator) Stats() broker.Stats { return e.ns.Stats() }
+// Stats counts what the default namespace served, in total and per
+// entity; see broker.Stats.
+func (e *Emulator) Stats() broker.Stats { return e.servers[0].Stats() }
 
 // ResetStats sets every counter of Stats to zero.
-func (e *Emulator) ResetStats() { e.ns.ResetStats() }
+func (e *Emulator) ResetStats() { e.servers[0].ResetStats() }
 
-// Close stops the admin endpoint, then the AMQP endpoint (closing every
-// connection), and waits for their goroutines. The namespace keeps its
+// Name is the namespace's name ("" for the one namespace of a Config
+// without Namespaces).
+func (s *NamespaceServer) Name() string { return s.name }
+
+// ConnectionString is the SAS connection string of its AMQP endpoint.
+func (s *NamespaceServer) ConnectionString() string { return s.amqp.ConnectionString() }
+
+// FullyQualifiedNamespace is what a token credential client is given
+// (azservicebus.NewClient): the AMQP endpoint's host:port.
+func (s *NamespaceServer) FullyQualifiedNamespace() string { return s.amqp.Addr().String() }
+
+// AdminURL is the admin endpoint's base URL.
+func (s *NamespaceServer) AdminURL() string {
+	if s.tls {
+		return "https://" + s.adminAddr.String()
+	}
+	return "http://" + s.adminAddr.String()
+}
+
+// AMQPAddr and AdminAddr are the addresses its listeners bound.
+func (s *NamespaceServer) AMQPAddr() net.Addr  { return s.amqp.Addr() }
+func (s *NamespaceServer) AdminAddr() net.Addr { return s.adminAddr }
+
+// Namespace is its broker.
+func (s *NamespaceServer) Namespace() *broker.Namespace { return s.ns }
+
+// DropConnections closes its AMQP connections with amqp:connection:forced.
+func (s *NamespaceServer) DropConnections() { s.amqp.DropConnections() }
+
+// SetLatency delays its AMQP replies and deliveries by d; 0 turns it off.
+func (s *NamespaceServer) SetLatency(d time.Duration) { s.amqp.SetLatency(d) }
+
+// Stats counts what it served; see broker.Stats.
+func (s *NamespaceServer) Stats() broker.Stats { return s.ns.Stats() }
+
+// ResetStats sets every counter of Stats to zero.
+func (s *NamespaceServer) ResetStats() { s.ns.ResetStats() }
+
+// close stops its admin endpoint, then its AMQP endpoint.
+func (s *NamespaceServer) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Shutdown waits for requests in flight; one that outlasts the
+	// grace (a loaded machine, a client that never reads) is cut off
+	// by Close, which is what stopping a server means, not an error.
+	err := s.admin.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = s.admin.Close()
+	}
+	<-s.adminDone
+	return errors.Join(err, s.amqp.Close())
+}
+
+// Close stops the admin endpoints, then the AMQP endpoints (closing every
+// connection), and waits for their goroutines. The namespaces keep their
 // messages and can be served again by Start. Closing twice is harmless.
 func (e *Emulator) Close() error {
 	e.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// Shutdown waits for requests in flight; one that outlasts the
-		// grace (a loaded machine, a client that never reads) is cut off
-		// by Close, which is what stopping a server means, not an error.
-		err := e.admin.Shutdown(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = e.admin.Close()
+		var errs []error
+		for _, s := range e.servers {
+			errs = append(errs, s.close())
 		}
-		<-e.adminDone
-		e.closeErr = errors.Join(err, e.amqp.Close())
+		e.closeErr = errors.Join(errs...)
 	})
 	return e.closeErr
 }

@@ -32,13 +32,19 @@ func withWebSockets(admin http.Handler, srv *amqpserver.Server, logger *slog.Log
 // WebSocketURL is the AMQP over WebSockets endpoint, served by the admin
 // listener: ws://HOST:PORT/$servicebus/websocket (subprotocol AMQPWSB10),
 // wss:// when the admin listener serves HTTPS.
-func (e *Emulator) WebSocketURL() string {
-	return "ws" + strings.TrimPrefix(e.AdminURL(), "http") + amqpws.Path
-}
+func (e *Emulator) WebSocketURL() string { return e.servers[0].WebSocketURL() }
 
 // ConnCounts are the AMQP connections an emulator served, by transport.
 type ConnCounts = amqpserver.ConnCounts
 
 // Connections counts the AMQP connections served since Start, over TCP and
 // over WebSockets, and those open now.
-func (e *Emulator) Connections() ConnCounts { return e.amqp.Connections() }
+func (e *Emulator) Connections() ConnCounts { return e.servers[0].Connections() }
+
+// WebSocketURL is the namespace's AMQP over WebSockets endpoint.
+func (s *NamespaceServer) WebSocketURL() string {
+	return "ws" + strings.TrimPrefix(s.AdminURL(), "http") + amqpws.Path
+}
+
+// Connections counts the namespace's AMQP connections by transport.
+func (s *NamespaceServer) Connections() ConnCounts { return s.amqp.Connections() }

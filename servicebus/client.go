@@ -1,14 +1,19 @@
 package servicebus
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +49,9 @@ type Options struct {
 	// Timeouts bound every Service Bus call; zero fields take
 	// DefaultTimeout.
 	Timeouts Timeouts
+	// Name names the namespace in errors and logs ("Service Bus refused
+	// the credential for prod-us"); default its host[:port].
+	Name string
 	// Transport is TransportAMQP (AMQP over TCP, port 5671; the default
 	// when empty) or TransportWebSockets (AMQP over WebSockets on 443, for
 	// networks that allow only HTTPS, through the HTTPS proxy of the
@@ -55,10 +63,13 @@ type Options struct {
 	// Token audiences and TLS names stay the namespace's. Over WebSockets
 	// it is also the admin API's base URL unless AdminEndpoint is set.
 	CustomEndpoint string
-	// TLSConfig, when not nil, is the TLS configuration of the
-	// connections to the namespace (trusted roots of a private CA, for
-	// example).
+	// TLSConfig is the client TLS configuration of the AMQP, WebSocket and
+	// admin connections (for a private CA, or the emulator's TLS
+	// listeners); nil uses the system roots. TLSCAFile, when set, is a PEM
+	// file of certificates to trust instead of the system roots (it
+	// replaces TLSConfig's RootCAs).
 	TLSConfig *tls.Config
+	TLSCAFile string
 }
 
 // Retry is how often and how fast the Service Bus SDKs retry a failing
@@ -98,12 +109,14 @@ func (r Retry) withDefaults() Retry {
 // Client is a dlq.Broker and a replay.Broker over the azservicebus SDK and
 // its admin client. It is safe for concurrent use.
 type Client struct {
-	ns        connstr.ConnectionString
-	adminBase string // where admin requests go, for messages
-	amqpAt    string // where AMQP connections go, for messages: host[:port] or a websocket URL
-	log       *slog.Logger
-	admin     *admin.Client
-	timeouts  Timeouts
+	ns         connstr.ConnectionString
+	name       string // Options.Name or ns.Namespace(), for messages and logs
+	credential bool   // signed in with a token credential, not a key
+	adminBase  string // where admin requests go, for messages
+	amqpAt     string // where AMQP connections go, for messages: host[:port] or a websocket URL
+	log        *slog.Logger
+	admin      *admin.Client
+	timeouts   Timeouts
 	// newSB makes an SDK client: one AMQP connection, made by its first
 	// call. See connFailed.
 	newSB func() (*azservicebus.Client, error)
@@ -143,6 +156,100 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	if err != nil {
 		return nil, fmt.Errorf("connection string %w", err)
 	}
+	amqpTLS, err := opts.amqpTLS(cs.Host, cs.Port)
+	if err != nil {
+		return nil, err
+	}
+	if cs.UseDevelopmentEmulator {
+		amqpTLS = nil // the SDK dials plain AMQP
+	}
+	return open(cs, opts, sdkConstructors{
+		admin: func(o *admin.ClientOptions) (*admin.Client, error) {
+			return admin.NewClientFromConnectionString(connectionString, o)
+		},
+		sb: func(o *azservicebus.ClientOptions) (*azservicebus.Client, error) {
+			o.TLSConfig = amqpTLS
+			return azservicebus.NewClientFromConnectionString(connectionString, o)
+		},
+	})
+}
+
+// OpenWithCredential is Open for a namespace reached with a token
+// credential (Microsoft Entra ID: azidentity's credentials; devcred for the
+// emulator) instead of a key: both the AMQP client and the admin client get
+// their tokens from cred, for the audience https://servicebus.azure.net.
+// fullyQualifiedNamespace is the namespace host, for example
+// contoso.servicebus.windows.net (a port is allowed, for an emulator). The
+// SDK always dials AMQPS with a credential, so an emulator must serve TLS
+// (dlqdash emulator --tls-ca-out; trust it with opts.TLSCAFile). The
+// admin API is https://<namespace>/ unless opts.AdminEndpoint says
+// otherwise. Like Open it does no I/O; a refused credential shows on the
+// first call, as an error matching dlq.ErrUnauthorized that names the
+// namespace and the role it needs.
+func OpenWithCredential(ctx context.Context, fullyQualifiedNamespace string, cred azcore.TokenCredential, opts Options) (*Client, error) {
+	_ = ctx // reserved: no I/O
+	if cred == nil {
+		return nil, errors.New("open with a credential: the credential is nil")
+	}
+	cs, err := parseNamespace(fullyQualifiedNamespace)
+	if err != nil {
+		return nil, err
+	}
+	amqpTLS, err := opts.amqpTLS(cs.Host, cs.Port)
+	if err != nil {
+		return nil, err
+	}
+	cred = tokenCredential{cred}
+	fqdn := cs.Namespace()
+	return open(cs, opts, sdkConstructors{
+		credential: true,
+		admin: func(o *admin.ClientOptions) (*admin.Client, error) {
+			return admin.NewClient(fqdn, cred, o)
+		},
+		sb: func(o *azservicebus.ClientOptions) (*azservicebus.Client, error) {
+			o.TLSConfig = amqpTLS
+			return azservicebus.NewClient(fqdn, cred, o)
+		},
+	})
+}
+
+// parseNamespace checks a fully qualified namespace: host[:port], an sb://
+// or https:// prefix and a trailing slash tolerated.
+func parseNamespace(fqdn string) (connstr.ConnectionString, error) {
+	bad := fmt.Errorf("fully qualified namespace %q: want a host such as contoso.servicebus.windows.net (optionally :port), without a path", fqdn)
+	s := strings.TrimSpace(fqdn)
+	for _, prefix := range []string{"sb://", "https://", "amqps://"} {
+		if len(s) > len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+			s = s[len(prefix):]
+			break
+		}
+	}
+	s = strings.TrimSuffix(s, "/")
+	if s == "" || strings.ContainsAny(s, "/?#@;= ") {
+		return connstr.ConnectionString{}, bad
+	}
+	cs := connstr.ConnectionString{Host: s}
+	if host, port, err := net.SplitHostPort(s); err == nil {
+		p, perr := strconv.Atoi(port)
+		if host == "" || perr != nil || p <= 0 || p > 65535 {
+			return connstr.ConnectionString{}, bad
+		}
+		cs.Host, cs.Port = host, p
+	} else if strings.Contains(s, ":") {
+		return connstr.ConnectionString{}, bad
+	}
+	return cs, nil
+}
+
+// sdkConstructors make the two SDK clients of a Client, from a connection
+// string or a credential.
+type sdkConstructors struct {
+	credential bool
+	admin      func(*admin.ClientOptions) (*admin.Client, error)
+	sb         func(*azservicebus.ClientOptions) (*azservicebus.Client, error)
+}
+
+func open(cs connstr.ConnectionString, opts Options, mk sdkConstructors) (*Client, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -167,25 +274,33 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	}
 	base := ep.admin
 	adminBase := "https://" + cs.Namespace() + "/"
+	adminTLS, err := opts.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	var baseURL *url.URL
 	if base != "" {
 		u, err := url.Parse(base)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 			return nil, errors.New("admin endpoint: want a base URL like http://127.0.0.1:5300 (scheme and host[:port] only)")
 		}
-		adminOpts.Transport = newRewriteTransport(u)
+		baseURL = u
 		adminBase = u.Scheme + "://" + u.Host + "/"
 	}
-	adminClient, err := admin.NewClientFromConnectionString(connectionString, adminOpts)
+	if baseURL != nil || adminTLS != nil {
+		adminOpts.Transport = newRewriteTransport(baseURL, adminTLS)
+	}
+	adminClient, err := mk.admin(adminOpts)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %s", cs.Redact(err.Error()))
 	}
 	var newWebSocketConn func(context.Context, azservicebus.NewWebSocketConnArgs) (net.Conn, error)
 	if ep.webSocket != nil {
-		newWebSocketConn = newWebSocketDialer(ep.webSocket, cs, ep.viaCustom, opts.TLSConfig).dial
+		newWebSocketConn = newWebSocketDialer(ep.webSocket, cs, ep.viaCustom, adminTLS).dial
 	}
 	newSB := func() (*azservicebus.Client, error) {
-		sb, err := azservicebus.NewClientFromConnectionString(connectionString, &azservicebus.ClientOptions{
+		sb, err := mk.sb(&azservicebus.ClientOptions{
 			ApplicationID:    "dlqdash",
 			CustomEndpoint:   ep.custom,
 			NewWebSocketConn: newWebSocketConn,
@@ -204,21 +319,91 @@ func Open(ctx context.Context, connectionString string, opts Options) (*Client, 
 	if err != nil {
 		return nil, err
 	}
+	name := cmp.Or(opts.Name, cs.Namespace())
 	return &Client{
-		ns:        cs,
-		adminBase: adminBase,
-		amqpAt:    ep.amqpTarget(cs),
-		log:       log.With("namespace", cs.Namespace()),
-		newSB:     newSB,
-		sb:        sbClient,
-		admin:     adminClient,
-		timeouts:  opts.Timeouts.withDefaults(),
-		receivers: map[receiverKey]*peekReceiver{},
+		ns:         cs,
+		name:       name,
+		credential: mk.credential,
+		adminBase:  adminBase,
+		amqpAt:     ep.amqpTarget(cs),
+		log:        log.With("namespace", name),
+		newSB:      newSB,
+		sb:         sbClient,
+		admin:      adminClient,
+		timeouts:   opts.Timeouts.withDefaults(),
+		receivers:  map[receiverKey]*peekReceiver{},
 	}, nil
 }
 
+// tlsConfig is the client TLS configuration of Options (TLSConfig, with
+// TLSCAFile's certificates as its roots), or nil for the defaults.
+func (o Options) tlsConfig() (*tls.Config, error) {
+	if o.TLSConfig == nil && o.TLSCAFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.TLSConfig != nil {
+		cfg = o.TLSConfig.Clone()
+	}
+	if o.TLSCAFile != "" {
+		pem, err := os.ReadFile(o.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS CA file %s: no PEM certificate in it", o.TLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// amqpTLS is the TLS configuration for the AMQP client of host:port. go-amqp
+// checks the server's certificate against the namespace as given, port
+// included ("127.0.0.1:5671"), which no certificate names: with a port the
+// server name is set to the host.
+func (o Options) amqpTLS(host string, port int) (*tls.Config, error) {
+	cfg, err := o.tlsConfig()
+	if err != nil || port == 0 {
+		return cfg, err
+	}
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	return cfg, nil
+}
+
+// tokenCredential marks the errors of a credential's GetToken, so that a
+// credential that cannot get a token (no managed identity here, an expired
+// client secret) is reported as such, not as a network error.
+type tokenCredential struct{ azcore.TokenCredential }
+
+func (c tokenCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := c.TokenCredential.GetToken(ctx, o)
+	if err != nil {
+		return tok, &CredentialError{Err: err}
+	}
+	return tok, nil
+}
+
+// CredentialError is a token credential's failure to get a token.
+type CredentialError struct{ Err error }
+
+// credentialErrorText starts the text of every CredentialError.
+const credentialErrorText = "the credential could not get a token: "
+
+func (e *CredentialError) Error() string { return credentialErrorText + e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
+
 // Namespace is the namespace's host[:port], safe to log and show.
 func (c *Client) Namespace() string { return c.ns.Namespace() }
+
+// Name is the namespace's name in messages: Options.Name, else Namespace.
+func (c *Client) Name() string { return c.name }
 
 // Close closes every cached receiver and the AMQP connection. It is safe to
 // call more than once and concurrently with other methods, which then fail
@@ -327,7 +512,8 @@ func (c *Client) isClosed() bool {
 }
 
 // rewriteTransport sends the admin client's requests, which always go to
-// https://<namespace>/..., to another base URL (docs/servicebus-protocol.md §12.3). It runs
+// https://<namespace>/..., to another base URL (docs/servicebus-protocol.md §12.3),
+// or, with a nil base, where they go, over its own TLS configuration. It runs
 // after the SAS policy, so the signature still names the namespace URL, as
 // the emulator and the service expect.
 type rewriteTransport struct {
@@ -335,8 +521,9 @@ type rewriteTransport struct {
 	client *http.Client
 }
 
-func newRewriteTransport(base *url.URL) *rewriteTransport {
+func newRewriteTransport(base *url.URL, tlsCfg *tls.Config) *rewriteTransport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tlsCfg
 	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.ResponseHeaderTimeout = time.Minute
 	return &rewriteTransport{base: base, client: &http.Client{
@@ -350,6 +537,9 @@ func newRewriteTransport(base *url.URL) *rewriteTransport {
 func (t *rewriteTransport) Do(req *http.Request) (*http.Response, error) {
 	// Clone so that a retry (which re-signs the original request) starts
 	// from the namespace URL again.
+	if t.base == nil {
+		return t.client.Do(req)
+	}
 	out := req.Clone(req.Context())
 	out.URL.Scheme, out.URL.Host = t.base.Scheme, t.base.Host
 	out.Host = ""

@@ -35,6 +35,29 @@ const (
 // a closed azservicebus.Client.
 const sdkClientClosed = "client has been closed by user"
 
+// The hints of a Client opened with a token credential (OpenWithCredential).
+const (
+	roleHint       = "check the role assignment of the identity on the namespace: Azure Service Bus Data Receiver to peek and receive, Data Sender to replay, and Data Owner (or a custom role with Microsoft.ServiceBus/namespaces/queues/read and topics/read) to list entities and their counts"
+	credentialHint = "check the credential's configuration (managed identity or workload identity on this host, client id, tenant and secret, or az login)"
+)
+
+// credentialFailure tells whether err is a token credential's failure to
+// get a token (a *CredentialError), and returns the credential's message.
+// The AMQP side of the SDK reports it as a lost connection whose
+// *azservicebus.Error does not unwrap, so only the text of CredentialError
+// survives there.
+func credentialFailure(err error) (string, bool) {
+	var credErr *CredentialError
+	if errors.As(err, &credErr) {
+		return cause(credErr.Err), true
+	}
+	text := err.Error()
+	if i := strings.Index(text, credentialErrorText); i >= 0 {
+		return oneLine(text[i+len(credentialErrorText):]), true
+	}
+	return "", false
+}
+
 // rpcCoder is the SDK's (internal) $management error: an operation
 // answered with a status code that is not 2xx. A 503 (server busy) is
 // retried by the SDK and then returned as it is.
@@ -93,6 +116,18 @@ func (c *Client) wrapError(op, target string, err error) error {
 	var b strings.Builder
 	b.WriteString(op)
 	b.WriteString(": ")
+	switch credMsg, credFailed := credentialFailure(err); {
+	case kind == dlq.ErrUnauthorized && credFailed:
+		fmt.Fprintf(&b, "could not get a token for %s: %s; %s", c.name, credMsg, credentialHint)
+		e.Hint = credentialHint
+		e.msg = c.ns.Redact(b.String())
+		return e
+	case kind == dlq.ErrUnauthorized && c.credential:
+		fmt.Fprintf(&b, "Service Bus refused the credential for %s: %s; %s", c.name, cause(err), roleHint)
+		e.Hint = roleHint
+		e.msg = c.ns.Redact(b.String())
+		return e
+	}
 	if kind != nil && kind != dlq.ErrThrottled {
 		b.WriteString(kind.Error())
 		b.WriteString(": ")
@@ -140,6 +175,12 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 	}
 	if errors.Is(err, context.Canceled) {
 		return context.Canceled, "", 0
+	}
+
+	// A credential that could not get a token (checked first: the SDK
+	// may report it as a lost connection).
+	if _, ok := credentialFailure(err); ok {
+		return dlq.ErrUnauthorized, credentialHint, 0
 	}
 
 	var sbErr *azservicebus.Error

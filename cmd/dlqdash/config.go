@@ -121,6 +121,16 @@ type EmulatorConfig struct {
 	// defaults to the well-known key of Microsoft's emulator.
 	KeyName string
 	Key     secret
+
+	// Namespaces from --namespace; empty serves one namespace as above.
+	Namespaces []EmulatorNamespace
+	// TLS: a certificate and key to serve, and/or where to write the
+	// certificate clients trust (alone: a generated one). All empty: plain.
+	TLSCert, TLSKey, TLSCAOut string
+	// The key jwt tokens must be signed with: a file, or the key itself
+	// (DLQDASH_EMULATOR_JWT_KEY). Both empty: jwt tokens are refused.
+	JWTKeyFile string
+	JWTKey     secret
 }
 
 // parseConfig turns the command line and environment into a Config. It is

@@ -108,14 +108,14 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{"emulator defaults", []string{"emulator"}, env(), func(t *testing.T, c Config) {
 			want := EmulatorConfig{AMQPAddr: "127.0.0.1:5672", AdminAddr: "127.0.0.1:5300", KeyName: "RootManageSharedAccessKey", Key: "SAS_KEY_VALUE"}
-			if c.Command != "emulator" || c.Emulator != want {
+			if c.Command != "emulator" || !reflect.DeepEqual(c.Emulator, want) {
 				t.Errorf("got %+v", c)
 			}
 		}},
 		{"emulator env and flags", []string{"emulator", "--amqp-addr", ":5673", "--config", "flag.json"},
 			env(envEmulatorAMQPAddr, ":1", envEmulatorAdmin, "0.0.0.0:5301", envEmulatorConfig, "env.json", envEmulatorKeyName, "ops", envEmulatorKey, "k3y"), func(t *testing.T, c Config) {
 				want := EmulatorConfig{AMQPAddr: ":5673", AdminAddr: "0.0.0.0:5301", ConfigPath: "flag.json", KeyName: "ops", Key: "k3y"}
-				if c.Emulator != want {
+				if !reflect.DeepEqual(c.Emulator, want) {
 					t.Errorf("got %+v, want %+v", c.Emulator, want)
 				}
 			}},

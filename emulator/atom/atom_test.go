@@ -836,7 +836,8 @@ func TestRawHTTP(t *testing.T) {
 		want                           []string
 	}{
 		{"no token", "GET", "/q", "", "", false, 401, []string{"<Error><Code>401</Code><Detail>MissingToken"}},
-		{"garbage token", "GET", "/q", "Bearer x", "", false, 401, []string{"<Code>401</Code>", "not a SharedAccessSignature"}},
+		{"garbage token", "GET", "/q", "Basic x", "", false, 401, []string{"<Code>401</Code>", "not a SharedAccessSignature"}},
+		{"bearer token without a JWT key", "GET", "/q", "Bearer x", "", false, 401, []string{"<Code>401</Code>", "no JWT key configured"}},
 		{"malformed XML", "PUT", "/q2", "ok", "<entry><content>", false, 400, []string{"<Error><Code>400</Code><Detail>the request body is not a valid ATOM entry"}},
 		{"empty body", "PUT", "/q2", "ok", "", false, 400, []string{"<Code>400</Code>", "request body is empty"}},
 		{"no description", "PUT", "/q2", "ok", `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"></content></entry>`, false, 400, []string{"QueueDescription or a TopicDescription"}},

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/dlqdash/dlqdash/emulator/internal/jwtcheck"
 )
 
 // authorize checks the SharedAccessSignature token in the Authorization
@@ -16,13 +18,25 @@ import (
 // as it appears in the token (clients sign their escaped form). The resource
 // is not compared with the request URL: the SDK signs the https URL of the
 // real namespace, which a local transport rewrites.
+//
+// An Entra ID token (JWT) is accepted too, as "Bearer <jwt>" or bare (the
+// admin client of azservicebus sends the token it got from its
+// TokenCredential without a scheme): it is checked like a jwt token on $cbs
+// (package jwtcheck: HS256 with Options.JWTKey, audience, expiry), the
+// request's Host standing for the namespace host.
 func (h *handler) authorize(r *http.Request) error {
 	unauthorized := func(detail string) error {
 		return &httpError{http.StatusUnauthorized, detail}
 	}
 	hdr := strings.TrimSpace(r.Header.Get("Authorization"))
 	if hdr == "" {
-		return unauthorized("MissingToken: the request has no Authorization header; send a SharedAccessSignature token")
+		return unauthorized("MissingToken: the request has no Authorization header; send a SharedAccessSignature token or an Entra ID bearer token")
+	}
+	if jwt, ok := bearerToken(hdr); ok {
+		if _, err := jwtcheck.Verify(jwt, h.jwtKey, h.now(), r.Host); err != nil {
+			return unauthorized("InvalidToken: " + err.Error())
+		}
+		return nil
 	}
 	const scheme = "SharedAccessSignature "
 	if len(hdr) < len(scheme) || !strings.EqualFold(hdr[:len(scheme)], scheme) {
@@ -65,4 +79,17 @@ func (h *handler) authorize(r *http.Request) error {
 		return unauthorized("InvalidSignature: the token signature does not match the key " + strconv.Quote(h.keyName))
 	}
 	return nil
+}
+
+// bearerToken returns the JWT of "Bearer <jwt>" or of a bare JWT (three
+// base64url parts, the first a JSON object: "eyJ...").
+func bearerToken(hdr string) (string, bool) {
+	const scheme = "Bearer "
+	if len(hdr) > len(scheme) && strings.EqualFold(hdr[:len(scheme)], scheme) {
+		return strings.TrimSpace(hdr[len(scheme):]), true
+	}
+	if strings.HasPrefix(hdr, "eyJ") && strings.Count(hdr, ".") == 2 && !strings.ContainsAny(hdr, " &=") {
+		return hdr, true
+	}
+	return "", false
 }

@@ -24,6 +24,8 @@ type Options struct {
 	Key     string           // SAS key; default "SAS_KEY_VALUE"
 	Logger  *slog.Logger     // default: discard
 	Now     func() time.Time // default time.Now; token expiry and $namespaceinfo times
+	// JWTKey checks Entra-style bearer tokens (HS256); empty refuses them.
+	JWTKey []byte
 	// Faults serves drop-connections and latency under /$emulator/faults
 	// (faults.go); nil answers those two with 501.
 	Faults Faults
@@ -49,12 +51,13 @@ type handler struct {
 	now     func() time.Time
 	created time.Time
 	faults  Faults // may be nil
+	jwtKey  []byte
 }
 
 // NewHandler serves the Service Bus admin HTTP/ATOM API for ns. Mount it at
 // the root: paths are entity paths ("/myqueue", "/$Resources/Queues").
 func NewHandler(ns *broker.Namespace, o Options) http.Handler {
-	h := &handler{ns: ns, keyName: o.KeyName, key: []byte(o.Key), log: o.Logger, now: o.Now, faults: o.Faults}
+	h := &handler{ns: ns, keyName: o.KeyName, key: []byte(o.Key), log: o.Logger, now: o.Now, faults: o.Faults, jwtKey: o.JWTKey}
 	if h.keyName == "" {
 		h.keyName = DefaultKeyName
 	}

@@ -54,3 +54,13 @@ func TestTimeText(t *testing.T) {
 		}
 	}
 }
+
+// mintJWT signs an HS256 token for aud expiring in ttl.
+func mintJWT(key []byte, aud string, ttl time.Duration) string {
+	enc := base64.RawURLEncoding
+	p, _ := json.Marshal(map[string]any{"aud": aud, "sub": "atom-test", "exp": time.Now().Add(ttl).Unix()})
+	signing := enc.EncodeToString([]byte(`{"alg":"HS256"}`)) + "." + enc.EncodeToString(p)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(signing))
+	return signing + "." + enc.EncodeToString(mac.Sum(nil))
+}

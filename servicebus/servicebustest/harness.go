@@ -46,6 +46,11 @@ type Harness struct {
 	// CountTimeout bounds how long the suite waits for runtime counts to
 	// show a change; Azure updates them asynchronously. 0 means 60 s.
 	CountTimeout time.Duration
+	// Open, when not nil, opens the Client under test instead of
+	// servicebus.Open with ConnectionString (a token credential client,
+	// say). The suite still drives the namespace with ConnectionString,
+	// over Options.TLSConfig when that is set.
+	Open func(ctx context.Context, opts servicebus.Options) (*servicebus.Client, error)
 }
 
 // fastRetries keeps failing SDK calls of the suite's own clients short.
@@ -65,7 +70,7 @@ func newEnv(t *testing.T, h Harness) *env {
 	if h.CountTimeout == 0 {
 		h.CountTimeout = time.Minute
 	}
-	sb, err := azservicebus.NewClientFromConnectionString(h.ConnectionString, &azservicebus.ClientOptions{RetryOptions: fastRetries})
+	sb, err := azservicebus.NewClientFromConnectionString(h.ConnectionString, &azservicebus.ClientOptions{RetryOptions: fastRetries, TLSConfig: h.Options.TLSConfig})
 	if err != nil {
 		t.Fatalf("suite: SDK client: %v", err)
 	}
@@ -77,7 +82,9 @@ func newEnv(t *testing.T, h Harness) *env {
 		if err != nil {
 			t.Fatalf("suite: admin endpoint: %v", err)
 		}
-		opts.Transport = rewrite{u}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = h.Options.TLSConfig
+		opts.Transport = rewrite{u, &http.Client{Transport: tr}}
 	}
 	adm, err := admin.NewClientFromConnectionString(h.ConnectionString, opts)
 	if err != nil {
@@ -95,12 +102,15 @@ func newEnv(t *testing.T, h Harness) *env {
 
 // rewrite sends the admin client's https://<namespace>/ requests to the
 // harness's admin endpoint (docs/servicebus-protocol.md §12.3).
-type rewrite struct{ base *url.URL }
+type rewrite struct {
+	base   *url.URL
+	client *http.Client
+}
 
 func (r rewrite) Do(req *http.Request) (*http.Response, error) {
 	out := req.Clone(req.Context())
 	out.URL.Scheme, out.URL.Host, out.Host = r.base.Scheme, r.base.Host, ""
-	return http.DefaultClient.Do(out)
+	return r.client.Do(out)
 }
 
 // ctx is a test context with a deadline generous enough for a real
@@ -121,7 +131,7 @@ func (e *env) name(t *testing.T, base string) string {
 // open opens the Client under test and closes it when the test ends.
 func (e *env) open(t *testing.T) *servicebus.Client {
 	t.Helper()
-	c, err := servicebus.Open(t.Context(), e.h.ConnectionString, e.h.Options)
+	c, err := e.openClient(t.Context())
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -299,3 +309,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// openClient opens a Client under test with Harness.Open, or
+// servicebus.Open.
+func (e *env) openClient(ctx context.Context) (*servicebus.Client, error) {
+	if e.h.Open != nil {
+		return e.h.Open(ctx, e.h.Options)
+	}
+	return servicebus.Open(ctx, e.h.ConnectionString, e.h.Options)
+}

@@ -984,7 +984,7 @@ func (e *env) testConcurrent(t *testing.T) {
 
 func (e *env) testClose(t *testing.T) {
 	q := e.createQueue(t, "close", nil)
-	c, err := servicebus.Open(t.Context(), e.h.ConnectionString, e.h.Options)
+	c, err := e.openClient(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

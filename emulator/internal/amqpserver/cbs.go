@@ -13,6 +13,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/internal/jwtcheck"
 )
 
 const (
@@ -37,8 +38,10 @@ func rpcResponse(code int32, desc string, value any) *goamqp.Message {
 }
 
 // handleCBS answers put-token. A SAS token is checked against the server's key; a JWT
-// is accepted as is [choice]. An audience naming a missing entity gets 404, which is
-// how the SDK surfaces CodeNotFound.
+// (an Entra ID token from a TokenCredential) against Options.JWTKey, its audience and
+// expiry (package jwtcheck), and refused when no key is configured. A refused token gets
+// 401, as on Azure, which the SDK surfaces as CodeUnauthorizedAccess. An audience naming
+// a missing entity gets 404, which is how the SDK surfaces CodeNotFound.
 func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
 	op, _ := req.ApplicationProperties["operation"].(string)
 	if op != "put-token" {
@@ -52,7 +55,10 @@ func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
 	}
 	switch tokenType {
 	case jwtTokenType:
-		// [choice] no identity provider: any JWT is accepted.
+		if _, err := jwtcheck.Verify(token, s.opts.JWTKey, s.opts.Now(), hostOf(audience)); err != nil {
+			s.log.Info("emulator: put-token rejected", "audience", audience, "token_type", tokenType, "error", err)
+			return rpcResponse(statusUnauthorized, "Unauthorized: "+err.Error(), nil)
+		}
 	case sasTokenType, "":
 		if err := s.checkSAS(token, audience); err != nil {
 			s.log.Info("emulator: put-token rejected", "audience", audience, "error", err)
@@ -87,6 +93,12 @@ func entityFromAudience(aud string) string {
 		p = p[:len(p)-len(mgmtSuffix)]
 	}
 	return p
+}
+
+// hostOf is the host[:port] of an audience such as amqps://host:port/q1.
+func hostOf(aud string) string {
+	h, _, _ := strings.Cut(stripScheme(aud), "/")
+	return h
 }
 
 func stripScheme(s string) string {

@@ -186,7 +186,8 @@
 //   - SAS tokens are validated: key name must equal Options.KeyName, se must be in the
 //     future, sig must be the HMAC-SHA256 of "sr\nse" with Options.Key, and sr must cover
 //     the audience (equal to it or a path prefix, scheme ignored); otherwise 401. JWT tokens
-//     are accepted unchecked. An audience naming a missing entity → 404; a namespace-level
+//     (type jwt) are checked by package jwtcheck against Options.JWTKey (HS256, audience,
+//     expiry), and all refused without a key: 401. An audience naming a missing entity → 404; a namespace-level
 //     audience is accepted. Success is 202. Other operations or token types → 400.
 //   - Replies ($cbs and $management) go to the receiver named by the request's reply-to;
 //     a request without reply-to (uamqp sends none) is answered on the client's receiver

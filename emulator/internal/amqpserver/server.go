@@ -2,6 +2,7 @@ package amqpserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,13 @@ type Options struct {
 	MaxMessageSize    uint64            // default 262144 (advertised on sender attaches, enforced)
 	HeartbeatInterval time.Duration     // default 15s
 	TickInterval      time.Duration     // broker Tick period, default 100ms
+	// JWTKey checks the HS256 signature of Entra-style (jwt) CBS tokens;
+	// empty refuses every jwt token.
+	JWTKey []byte
+	// TLS, when set, makes the listener AMQPS: every connection starts
+	// with a TLS handshake. The connection string then has no
+	// UseDevelopmentEmulator=true, which would make the SDK dial plain TCP.
+	TLS *tls.Config
 }
 
 // Server is the AMQP 1.0 front end of the emulator. Create it with New, then Start it.
@@ -95,6 +103,11 @@ func (s *Server) Start(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("emulator: listen %s: %w", addr, err)
 	}
+	emulatorFlag := "UseDevelopmentEmulator=true;"
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
+		emulatorFlag = ""
+	}
 	s.mu.Lock()
 	if s.closed || s.ln != nil {
 		s.mu.Unlock()
@@ -102,8 +115,8 @@ func (s *Server) Start(addr string) (string, error) {
 		return "", errors.New("emulator: server already started or closed")
 	}
 	s.ln = ln
-	s.connStr = fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true;",
-		ln.Addr().String(), s.opts.KeyName, s.opts.Key)
+	s.connStr = fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;%s",
+		ln.Addr().String(), s.opts.KeyName, s.opts.Key, emulatorFlag)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopTick = cancel
 	s.mu.Unlock()

@@ -1,0 +1,61 @@
+package demo
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
+)
+
+// TestTrafficTargetsOneNamespace: with one emulator serving both demo
+// namespaces, traffic dialed to prod-us with ForNamespace fills prod-us's
+// dead-letter queues and leaves prod-eu's empty.
+func TestTrafficTargetsOneNamespace(t *testing.T) {
+	var nss []emulator.NamespaceConfig
+	for _, n := range Namespaces() {
+		nss = append(nss, emulator.NamespaceConfig{Name: n})
+	}
+	emu := emulatortest.Start(t, emulator.Config{Namespaces: nss, TickInterval: 50 * time.Millisecond})
+	for _, s := range emu.Servers() {
+		if err := Provision(s.Namespace()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	us := emu.Server(NamespaceUS)
+	tr, err := Dial(us.ConnectionString(), ForNamespace(NamespaceUS, Options{Seed: 7, Scale: 0.03}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	consumers, stop := context.WithCancel(ctx)
+	tr.Start(consumers)
+	sum, err := tr.Seed(ctx)
+	stop()
+	tr.Wait()
+	if err != nil {
+		t.Fatalf("Seed: %v", err)
+	}
+	if len(dlqReasons(t, us.Namespace(), QueueOrders)) == 0 || sum.Sent == 0 {
+		t.Fatalf("prod-us orders has no dead letters after a burst of %d", sum.Sent)
+	}
+	if got := dlqReasons(t, emu.Server(NamespaceEU).Namespace(), QueueOrders); len(got) != 0 {
+		t.Errorf("prod-eu orders has dead letters %v from prod-us's traffic", got)
+	}
+}
+
+func TestForNamespace(t *testing.T) {
+	eu, us := ForNamespace(NamespaceEU, Options{Seed: 42}), ForNamespace(NamespaceUS, Options{Seed: 42})
+	if eu.Seed == us.Seed || eu.Seed == 42 {
+		t.Errorf("seeds %d and %d: the namespaces would fail alike", eu.Seed, us.Seed)
+	}
+	if eu.Scale != 0 || us.Scale != usScale {
+		t.Errorf("scales %v, %v", eu.Scale, us.Scale)
+	}
+	if got := ForNamespace(NamespaceUS, Options{Scale: 2}); got.Scale != 2 || got.Seed != 0 {
+		t.Errorf("given scale and clock seed changed: %+v", got)
+	}
+}

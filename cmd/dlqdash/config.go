@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
@@ -83,6 +84,14 @@ type Config struct {
 	// serve
 	ConnectionString connstr.ConnectionString
 	AdminEndpoint    string // admin HTTP base URL; empty for the default
+	// ConfigFile is --config: the file that lists the namespaces instead
+	// of ConnectionString and AdminEndpoint (which are then empty).
+	// loadConfigFile reads it into Namespaces and Access.
+	ConfigFile string
+	Namespaces []NamespaceConfig
+	// Access is what each identity may do in each namespace: the sign-in
+	// Mapping and the file's access rules (none without --config).
+	Access auth.Policy
 
 	// emulator
 	Emulator EmulatorConfig

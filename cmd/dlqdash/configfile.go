@@ -345,8 +345,8 @@ func parseNamespace(n *yaml.Node, where string, getenv func(string) string, read
 		if err != nil {
 			return ns, err
 		}
-		if err := checkHostPort(e); err != nil {
-			return ns, f.bad("custom_endpoint", "%q %v, e.g. sb-private.contoso.internal:5671", e, err)
+		if err := checkEndpoint(e); err != nil {
+			return ns, f.bad("custom_endpoint", "%q %v", e, err)
 		}
 		ns.CustomEndpoint = e
 	}
@@ -496,6 +496,25 @@ func checkHostPort(s string) error {
 	return nil
 }
 
+// checkEndpoint accepts what servicebus.Options.CustomEndpoint takes:
+// host[:port], or a URL of scheme amqps (AMQP over TCP), https or http
+// (over WebSockets) with no path.
+func checkEndpoint(s string) error {
+	const want = "want host[:port] or amqps://, https:// or http://host[:port], e.g. sb-private.contoso.internal:5671"
+	if !strings.Contains(s, "://") {
+		if err := checkHostPort(s); err != nil {
+			return fmt.Errorf("is not an endpoint: %s", want)
+		}
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "amqps" && u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("is not an endpoint: %s", want)
+	}
+	return nil
+}
+
 // checkPEMCertificates wants at least one certificate and nothing else.
 func checkPEMCertificates(data []byte) error {
 	n := 0
@@ -613,4 +632,30 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// loadConfigFile reads cfg.ConfigFile into cfg.Namespaces and the access
+// rules into cfg.Access. Its errors are *usageError: the file is part of
+// the configuration, refused before anything starts.
+func loadConfigFile(cfg *Config, getenv func(string) string, readFile func(string) ([]byte, error)) error {
+	bad := func(format string, a ...any) error {
+		return &usageError{msg: "config file " + cfg.ConfigFile + ": " + fmt.Sprintf(format, a...), command: cfg.Command}
+	}
+	data, err := readFile(cfg.ConfigFile)
+	if err != nil {
+		return &usageError{msg: fmt.Sprintf("cannot read the config file: %v", err), command: cfg.Command}
+	}
+	fc, err := parseConfigFile(data, getenv, readFile)
+	if err != nil {
+		return bad("%v", err)
+	}
+	cfg.Namespaces = fc.Namespaces
+	cfg.Access = auth.Policy{Mapping: cfg.Auth.Mapping}
+	for _, r := range fc.Access {
+		cfg.Access.Rules = append(cfg.Access.Rules, r.Rule)
+	}
+	if i, err := cfg.Access.Check(); err != nil {
+		return bad("line %d: access[%d]: %v", fc.Access[i].Line, i, err)
+	}
+	return nil
 }

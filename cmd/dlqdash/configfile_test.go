@@ -131,6 +131,8 @@ namespaces:
     fully_qualified_namespace: localhost
     credential: emulator
     signing_key_file: /run/secrets/emu
+    custom_endpoint: https://127.0.0.1:15443
+    transport: websockets
 `, func(t *testing.T, fc FileConfig) {
 			want := []CredentialConfig{
 				{Kind: credManagedIdentity, ClientID: "11111111-1111-1111-1111-111111111111"},
@@ -153,6 +155,9 @@ namespaces:
 			if emu.CustomEndpoint != "127.0.0.1:15671" || emu.TLSCAFile != "/etc/dlqdash/ca.pem" || string(emu.TLSCA) != ca ||
 				emu.AdminEndpoint != "https://127.0.0.1:15300" || emu.FullyQualifiedNamespace != "localhost:5671" {
 				t.Errorf("emu1 = %+v", emu)
+			}
+			if ws := fc.Namespaces[6]; ws.CustomEndpoint != "https://127.0.0.1:15443" || ws.Transport != transportWebSockets {
+				t.Errorf("2-emu = %+v", ws)
 			}
 		}},
 		{"access rules", `
@@ -266,8 +271,9 @@ func TestParseConfigFileErrors(t *testing.T) {
 			"line 5: signing_key_file in namespaces[0] (prod-us): open /nope: file does not exist"},
 		{"bad transport", "namespaces:\n" + eu + "    transport: http\n",
 			`line 4: transport in namespaces[0] (prod-eu): "http" is not a transport: want amqp (port 5671) or websockets (port 443)`},
-		{"custom endpoint with a scheme", "namespaces:\n" + eu + "    custom_endpoint: https://proxy:443\n",
-			`line 4: custom_endpoint in namespaces[0] (prod-eu): "https://proxy:443" is not a host name: want host or host:port only, no scheme or path, e.g. sb-private.contoso.internal:5671`},
+		{"custom endpoint of another scheme", "namespaces:\n" + eu + "    custom_endpoint: ftp://proxy:21\n",
+			`line 4: custom_endpoint in namespaces[0] (prod-eu): "ftp://proxy:21" is not an endpoint: want host[:port] or amqps://, https:// or http://host[:port], e.g. sb-private.contoso.internal:5671`},
+		{"custom endpoint with a path", "namespaces:\n" + eu + "    custom_endpoint: https://proxy/x\n", `line 4: custom_endpoint in namespaces[0] (prod-eu): "https://proxy/x" is not an endpoint`},
 		{"tls ca missing", "namespaces:\n" + eu + "    tls_ca_file: /nope.pem\n", "line 4: tls_ca_file in namespaces[0] (prod-eu): open /nope.pem: file does not exist"},
 		{"tls ca is a key", "namespaces:\n" + eu + "    tls_ca_file: /key.pem\n",
 			"line 4: tls_ca_file in namespaces[0] (prod-eu): /key.pem holds a PRIVATE KEY block: want PEM certificates only (never a private key)"},

@@ -26,6 +26,7 @@ type namespaceConn struct {
 // beyond its address and credential: servicebus.Options, as openNamespaces
 // sees it (see namespaces_pending.go).
 type namespaceOptions struct {
+	Name           string // the namespace's name, for its errors and logs; empty (its host) without --config
 	AdminEndpoint  string
 	Transport      string // transportAMQP or transportWebSockets
 	CustomEndpoint string
@@ -88,7 +89,7 @@ func openNamespacesWith(ctx context.Context, cfg Config, logger *slog.Logger, o 
 // openNamespace opens one namespace of the file; signIn says how it signs
 // in (sas, or the credential's kind), for the log.
 func openNamespace(ctx context.Context, ns NamespaceConfig, timeout time.Duration, logger *slog.Logger, o namespaceOpener) (*servicebus.Client, string, error) {
-	opts := namespaceOptions{AdminEndpoint: ns.AdminEndpoint, Transport: ns.Transport, CustomEndpoint: ns.CustomEndpoint, Logger: logger, Timeout: timeout}
+	opts := namespaceOptions{Name: ns.Name, AdminEndpoint: ns.AdminEndpoint, Transport: ns.Transport, CustomEndpoint: ns.CustomEndpoint, Logger: logger, Timeout: timeout}
 	if len(ns.TLSCA) > 0 {
 		roots := x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(ns.TLSCA) {

@@ -2,11 +2,16 @@ package main
 
 // PENDING MERGE (issue 17): this file connects openNamespaces to the parts
 // of package servicebus that helpers C and D add in parallel branches:
-// servicebus.OpenWithCredential, Options.TLSConfig (C), Options.Transport
-// and Options.CustomEndpoint (D), and servicebus/devcred (C). Until they are
-// merged, a namespace that needs one of them is refused with an error that
-// says so; SAS namespaces over AMQP work. At the merge, replace the bodies
-// below with the code in the comments and drop the refusals.
+// servicebus.OpenWithCredential, Options.Name, Options.TLSConfig and
+// servicebus/devcred (C), Options.Transport, Options.CustomEndpoint (D).
+// Until they are merged, a namespace that needs one of them is refused with
+// an error that says so; SAS namespaces over AMQP work. At the merge,
+// replace the bodies below with the code in the comments and drop the
+// refusals and errPendingMerge. (Checked against C's branch at 501b721 in a
+// scratch merge: serve --config with credential: emulator, signing_key_file
+// and tls_ca_file against 'dlqdash emulator --tls-ca-out --jwt-key-file'
+// catalogs the namespace over TLS, and a wrong key shows as its status
+// error.)
 
 import (
 	"context"
@@ -43,6 +48,7 @@ func productionOpener() namespaceOpener {
 func serviceBusOptions(opts namespaceOptions) (servicebus.Options, error) {
 	t := opts.Timeout
 	so := servicebus.Options{
+		// At the merge: Name: opts.Name,
 		AdminEndpoint: opts.AdminEndpoint,
 		Logger:        opts.Logger,
 		Timeouts:      servicebus.Timeouts{Attach: t, Send: t, Receive: t, Settle: t, Peek: t, Admin: t},

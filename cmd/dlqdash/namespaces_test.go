@@ -85,7 +85,7 @@ func TestOpenNamespacesWithoutConfigFile(t *testing.T) {
 		t.Fatalf("conns = %+v", conns)
 	}
 	if len(calls) != 1 || calls[0].connectionString != goodConnStr || calls[0].opts.AdminEndpoint != "http://127.0.0.1:5300" ||
-		calls[0].opts.Timeout != 7*time.Second || calls[0].opts.Transport != transportAMQP || calls[0].opts.TLSConfig != nil || calls[0].opts.CustomEndpoint != "" {
+		calls[0].opts.Timeout != 7*time.Second || calls[0].opts.Transport != transportAMQP || calls[0].opts.Name != "" || calls[0].opts.TLSConfig != nil || calls[0].opts.CustomEndpoint != "" {
 		t.Fatalf("calls = %+v", calls)
 	}
 	// And the production options are today's: the admin endpoint and the
@@ -134,6 +134,9 @@ func TestOpenNamespacesFromConfigFile(t *testing.T) {
 		t.Fatalf("conns = %+v", conns)
 	}
 	eu, us := calls[0], calls[1]
+	if eu.opts.Name != "prod-eu" || us.opts.Name != "prod-us" {
+		t.Errorf("names passed: %q, %q", eu.opts.Name, us.opts.Name)
+	}
 	if eu.connectionString != euConnStr || eu.opts.AdminEndpoint != "http://127.0.0.1:5300" || eu.opts.Timeout != 3*time.Second || eu.opts.TLSConfig != nil {
 		t.Errorf("prod-eu opened with %+v", eu)
 	}

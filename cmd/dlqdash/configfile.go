@@ -651,7 +651,12 @@ func loadConfigFile(cfg *Config, getenv func(string) string, readFile func(strin
 	}
 	cfg.Namespaces = fc.Namespaces
 	cfg.Access = auth.Policy{Mapping: cfg.Auth.Mapping}
-	for _, r := range fc.Access {
+	for i, r := range fc.Access {
+		if r.Group != "" && cfg.Auth.Mode == auth.ModeNone {
+			// Without sign-in nobody has groups: the rule could never apply.
+			return bad("line %d: access[%d] limits group %q, but with --auth none there are no groups (everyone is the local admin): sign in with --auth oidc or proxy, or limit API tokens (token: NAME)",
+				r.Line, i, r.Group)
+		}
 		cfg.Access.Rules = append(cfg.Access.Rules, r.Rule)
 	}
 	if i, err := cfg.Access.Check(); err != nil {

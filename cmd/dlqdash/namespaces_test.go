@@ -282,6 +282,19 @@ access:
 		t.Fatalf("cfg = %+v", cfg)
 	}
 
+	noAuth, err := parseConfig([]string{"serve", "--config", "/c.yaml"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = loadConfigFile(&noAuth, getenv, fakeFiles(map[string]string{"/c.yaml": fixed}))
+	if err == nil || !strings.HasPrefix(err.Error(), `config file /c.yaml: line 5: access[0] limits group "sre-eu", but with --auth none there are no groups`) {
+		t.Errorf("group rules with --auth none: %v", err)
+	}
+	tokensOnly := "namespaces:\n  - {name: prod-eu, connection_string_env: SB}\naccess:\n  - {token: ci, role: viewer, namespaces: [prod-eu]}\n"
+	if err := loadConfigFile(&noAuth, getenv, fakeFiles(map[string]string{"/c.yaml": tokensOnly})); err != nil || len(noAuth.Access.Rules) != 1 {
+		t.Errorf("token rules with --auth none: %v, %+v", err, noAuth.Access)
+	}
+
 	err = loadConfigFile(&Config{Command: "serve", ConfigFile: "/nope.yaml"}, getenv, fakeFiles(nil))
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot read the config file: open /nope.yaml: file does not exist") {
 		t.Errorf("a missing file: %v", err)

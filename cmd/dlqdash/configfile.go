@@ -605,6 +605,9 @@ func parseAccess(n *yaml.Node, names map[string]int) ([]AccessRule, error) {
 
 // closestKey is the known key within two edits of key, for "did you mean".
 func closestKey(key string, known []string) string {
+	if len(key) > 64 {
+		return "" // no key is that long; spare the quadratic distance
+	}
 	best, bestD := "", 3
 	for _, k := range known {
 		if d := editDistance(key, k); d < bestD {

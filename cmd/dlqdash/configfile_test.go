@@ -363,3 +363,27 @@ func TestConfigFileSecretsDoNotPrint(t *testing.T) {
 		t.Errorf("the secret was not read")
 	}
 }
+
+// FuzzParseConfigFile: any file is refused or read without a panic, and a
+// secret from the environment or a file never reaches an error.
+func FuzzParseConfigFile(f *testing.F) {
+	for _, seed := range []string{
+		"namespaces:\n  - name: a\n    connection_string_env: SB\n",
+		"namespaces:\n  - {name: b, fully_qualified_namespace: x, credential: client_secret, tenant_id: t, client_id: c, client_secret_env: SP}\naccess:\n  - {group: g, role: viewer, namespaces: [b]}\n",
+		"namespaces:\n  - name: c\n    connection_string_file: /f\n    tls_ca_file: /f\n",
+		"namespaces: &a [*a]\n",
+		"- x\n",
+		"",
+	} {
+		f.Add(seed)
+	}
+	const planted = "PLANTED-SECRET-VALUE"
+	getenv := func(string) string { return "Endpoint=sb://" + planted + ".example/;SharedAccessKeyName=k;SharedAccessKey=" + planted }
+	readFile := func(string) ([]byte, error) { return []byte(planted + "\n"), nil }
+	f.Fuzz(func(t *testing.T, data string) {
+		_, err := parseConfigFile([]byte(data), getenv, readFile)
+		if err != nil && strings.Contains(err.Error(), planted) && !strings.Contains(data, planted) {
+			t.Fatalf("the error holds a secret: %v", err)
+		}
+	})
+}

@@ -378,7 +378,9 @@ func FuzzParseConfigFile(f *testing.F) {
 		f.Add(seed)
 	}
 	const planted = "PLANTED-SECRET-VALUE"
-	getenv := func(string) string { return "Endpoint=sb://" + planted + ".example/;SharedAccessKeyName=k;SharedAccessKey=" + planted }
+	getenv := func(string) string {
+		return "Endpoint=sb://" + planted + ".example/;SharedAccessKeyName=k;SharedAccessKey=" + planted
+	}
 	readFile := func(string) ([]byte, error) { return []byte(planted + "\n"), nil }
 	f.Fuzz(func(t *testing.T, data string) {
 		_, err := parseConfigFile([]byte(data), getenv, readFile)

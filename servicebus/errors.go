@@ -154,7 +154,7 @@ func (c *Client) wrapError(op, target string, err error) error {
 // https://host/").
 func classify(err error, target string) (kind error, hint string, retryAfter time.Duration) {
 	const (
-		authHint        = "check SharedAccessKeyName/SharedAccessKey (or the SharedAccessSignature and its expiry) and that the key has the Manage right (needed to list entities), Listen (needed to peek and receive) and Send (needed to replay)"
+		authHint        = "check SharedAccessKeyName/SharedAccessKey (or the SharedAccessSignature and its expiry) and that the key has the Manage right (needed to list entities), Listen (needed to peek and receive) and Send (needed to replay); with an Entra ID credential, that its identity has the Azure Service Bus Data Receiver role (peek and receive), Data Sender (replay) and Data Owner (entity lists and counts) on the namespace"
 		notFoundHint    = "the queue, topic or subscription does not exist (any more)"
 		busyHint        = "the namespace is busy or throttling this client; retry later"
 		disabledHint    = "the entity is disabled for this operation; set its status to Active (SendDisabled still allows reading it, ReceiveDisabled sending to it)"

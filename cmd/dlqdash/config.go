@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/servicebus/connstr"
 )
 
@@ -87,6 +88,14 @@ type Config struct {
 	// ServiceBusTransport is servicebus.Options.Transport: amqp or
 	// websockets.
 	ServiceBusTransport string
+	// ConfigFile is --config: the file that lists the namespaces instead
+	// of ConnectionString and AdminEndpoint (which are then empty).
+	// loadConfigFile reads it into Namespaces and Access.
+	ConfigFile string
+	Namespaces []NamespaceConfig
+	// Access is what each identity may do in each namespace: the sign-in
+	// Mapping and the file's access rules (none without --config).
+	Access auth.Policy
 
 	// emulator
 	Emulator EmulatorConfig

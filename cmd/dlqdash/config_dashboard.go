@@ -23,6 +23,7 @@ func dashboardFlags(f *flagSet) {
 	if f.fs.Name() == "dlqdash serve" {
 		f.str("admin-endpoint", envAdminEndpoint, "", "admin (HTTP/ATOM) API base URL (default https://<namespace>/, or http://<endpoint host>:5300 with UseDevelopmentEmulator=true)")
 		f.str("servicebus-transport", envSBTransport, servicebus.TransportAMQP, "how to reach Service Bus: amqp (AMQP over TCP, port 5671) or websockets (AMQP over WebSockets on the HTTPS port 443, through HTTPS_PROXY, for networks that allow only HTTPS)")
+		f.str("config", envConfig, "", "a YAML file listing the namespaces to watch, how to sign in to each (SAS or Entra ID) and per-namespace access rules; instead of "+envConnectionString+" and --admin-endpoint")
 	}
 	authFlags(f)
 	auditKeyFlag(f)
@@ -73,6 +74,23 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 	}
 	if cfg.Command != "serve" {
 		return nil
+	}
+	if path := strings.TrimSpace(v("config")); path != "" {
+		// The file lists every namespace: a connection string or admin
+		// endpoint beside it would be ambiguous (which namespace?), so
+		// both ways at once are refused rather than merged.
+		if strings.TrimSpace(getenv(envConnectionString)) != "" {
+			return bad("both --config (from %s) and %s are set: the file lists every namespace; unset %s, or name it in the file (connection_string_env: %s)",
+				f.source("config"), envConnectionString, envConnectionString, envConnectionString)
+		}
+		if strings.TrimSpace(v("admin-endpoint")) != "" {
+			return bad("--admin-endpoint (from %s) does not apply with --config: give admin_endpoint to the namespace in the file", f.source("admin-endpoint"))
+		}
+		if t := strings.ToLower(strings.TrimSpace(v("servicebus-transport"))); t != "" && t != servicebus.TransportAMQP {
+			return bad("--servicebus-transport (from %s) does not apply with --config: give transport: %s to the namespace in the file", f.source("servicebus-transport"), t)
+		}
+		cfg.ConfigFile = path
+		return nil // the file is read by loadConfigFile
 	}
 	if a := strings.TrimSpace(v("admin-endpoint")); a != "" {
 		u, err := url.Parse(a)

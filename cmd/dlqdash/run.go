@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 )
 
 // Exit codes.
@@ -19,6 +20,10 @@ const (
 // line, then hands the Config to the command's run function.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, getenv)
+	if err == nil && cfg.ConfigFile != "" {
+		// Still a configuration error (exit 2): nothing has started.
+		err = loadConfigFile(&cfg, getenv, os.ReadFile)
+	}
 	var help *helpRequest
 	switch {
 	case errors.As(err, &help):

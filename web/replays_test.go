@@ -423,8 +423,9 @@ func TestMessagesPageReplayButtons(t *testing.T) {
 	body := fx.page(t, "/messages?entity=orders", 200)
 	for _, want := range []string{
 		`<form id="selection" method="post" action="/replays"`,
-		`<button type="submit" name="action" value="replay" data-testid="replay-button">`,
-		`<button type="submit" name="action" value="discard" class="secondary" data-testid="discard-button">`,
+		`<button type="submit" name="action" value="replay" data-testid="replay-button" aria-describedby="selection-hint">`,
+		`<button type="submit" name="action" value="discard" class="secondary" data-testid="discard-button" aria-describedby="selection-hint">`,
+		`id="selection-hint"`,
 		`<input type="hidden" name="filter.entity" value="orders">`,
 		`data-testid="nav-jobs"`, `data-testid="nav-audit"`,
 	} {

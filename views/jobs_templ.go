@@ -195,7 +195,7 @@ func JobsPage(l JobList) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Jobs</h1><p class=\"muted\">Replay and discard jobs, newest first. Start one from the <a href=\"/messages\">message list</a>: select messages, then Replay… or Discard….</p><div class=\"table-scroll\"><table class=\"roomy\" data-testid=\"jobs\"><caption class=\"visually-hidden\">Jobs, newest first</caption> <thead><tr><th scope=\"col\" class=\"num\">Job</th><th scope=\"col\">Action and status</th><th scope=\"col\">Created</th><th scope=\"col\">Destination</th><th scope=\"col\">Messages</th><th scope=\"col\">Progress</th></tr></thead> <tbody id=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Jobs</h1><p class=\"muted\">Replay and discard jobs, newest first. Start one from the <a href=\"/messages\">message list</a>: select messages, then Replay… or Discard…</p><div class=\"table-scroll\"><table class=\"roomy\" data-testid=\"jobs\"><caption class=\"visually-hidden\">Jobs, newest first</caption> <thead><tr><th scope=\"col\" class=\"num\">Job</th><th scope=\"col\">Action and status</th><th scope=\"col\">Created</th><th scope=\"col\">Destination</th><th scope=\"col\">Messages</th><th scope=\"col\">Progress</th></tr></thead> <tbody id=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

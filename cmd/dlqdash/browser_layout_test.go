@@ -17,8 +17,9 @@ import (
 // live, failing traffic) in Chromium at a phone's, a tablet's, a laptop's
 // and a wide screen's width (issue 19): no page scrolls sideways, a message
 // row is one line, the message page's actions are in the first screen, the
-// density switch is remembered, and at 390 px a person opens a group, reads
-// a message and starts a replay of the group.
+// density switch is remembered, paused live updates keep the rows still,
+// and at 390 px a person opens a group, reads a message and starts a
+// replay of the group.
 func TestBrowserLayout(t *testing.T) {
 	exe := chromiumPath(t)
 	srv := start(t, []string{"demo", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "demo.db")}, env())
@@ -159,6 +160,44 @@ func TestBrowserLayout(t *testing.T) {
 		chromedp.Reload(), chromedp.WaitVisible(`[data-testid="message-row"]`, chromedp.ByQuery))
 	if got := density(); got[0] != "compact" {
 		t.Errorf("after switching back: %v", got)
+	}
+
+	// "Pause live updates" keeps the rows still while dead letters keep
+	// arriving (the demo's traffic); the line beside it counts them, and
+	// "Resume live updates" puts them in.
+	run("the live list", chromedp.Navigate(base+"/messages?subqueue=dead_letter"),
+		chromedp.WaitVisible(`[data-testid="live-status"][data-state="live"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`window.__noReload = 1`, nil))
+	firstRow := func() string {
+		t.Helper()
+		var id string
+		run("the first row", chromedp.Evaluate(`document.querySelector('[data-testid="message-row"]').id`, &id))
+		return id
+	}
+	var label string
+	run("pause", chromedp.Evaluate(`(() => { const b = document.querySelector('[data-testid="live-pause"]'); const before = b.textContent; b.click(); return before; })()`, &label))
+	if label != "Pause live updates" {
+		t.Errorf("the pause button is named %q", label)
+	}
+	top := firstRow()
+	var rowCount int
+	run("count the rows", chromedp.Evaluate(`document.querySelectorAll('[data-testid="message-row"]').length`, &rowCount))
+	run("new dead letters arrive", chromedp.Poll(`/paused: \d+ new messages? waiting/.test(document.querySelector('[data-testid="live-waiting"]').textContent)`, nil,
+		chromedp.WithPollingTimeout(25*time.Second)), chromedp.Sleep(time.Second))
+	var n int
+	run("count the rows again", chromedp.Evaluate(`document.querySelectorAll('[data-testid="message-row"]').length`, &n))
+	if got := firstRow(); got != top || n != rowCount {
+		t.Errorf("while paused the list moved: first row %s → %s, %d → %d rows", top, got, rowCount, n)
+	}
+	run("resume", chromedp.Evaluate(`(() => { const b = document.querySelector('[data-testid="live-pause"]'); const before = b.textContent; b.click(); return before; })()`, &label),
+		chromedp.Poll(`document.querySelector('[data-testid="message-row"]').id !== `+fmt.Sprintf("%q", top), nil, chromedp.WithPollingTimeout(5*time.Second)))
+	if label != "Resume live updates" {
+		t.Errorf("the paused button is named %q", label)
+	}
+	var kept bool
+	run("no reload", chromedp.Evaluate(`window.__noReload === 1 && document.querySelector('[data-testid="live-waiting"]').textContent === ""`, &kept))
+	if !kept {
+		t.Error("resuming reloaded the page or left the waiting line")
 	}
 
 	// Replay… and Discard… wait for a selection; the active filters are

@@ -12,6 +12,10 @@
 // dropped by the server for being slow) is never lost. A connection refused
 // because too many live pages are open (close code 4429) shows the server's
 // reason in the status line and is tried again every 30 s.
+//
+// "Pause live updates" holds every update (and any refetch) while someone
+// reads or selects, so no row moves under the cursor; the line beside it
+// counts the new rows waiting, and "Resume live updates" applies them.
 (function () {
 	"use strict";
 	var main = document.getElementById("main");
@@ -27,6 +31,13 @@
 	var hiddenAt = 0;
 	var fetching = false;
 	var again = false;
+	var pauseBtn = document.querySelector("[data-testid=live-pause]");
+	var waitingEl = document.querySelector("[data-testid=live-waiting]");
+	var paused = false;
+	var held = []; // ops that arrived while paused, in order
+	var heldIDs = {}; // ids of the new rows among them
+	var heldRows = {}; // new rows waiting, by the list they go to
+	var heldRefetch = false; // a refetch was asked for while paused
 
 	function setStatus(state, text) {
 		if (status) {
@@ -41,7 +52,81 @@
 		return t.content;
 	}
 
+	// rowWords names what a list's rows are, for the waiting line.
+	function rowWords(id, n) {
+		var one = id === "job-rows" ? " new job" : id === "message-rows" ? " new message" : " new row";
+		return n + one + (n === 1 ? "" : "s");
+	}
+
+	function showWaiting() {
+		if (!waitingEl) {
+			return;
+		}
+		var parts = [];
+		Object.keys(heldRows).forEach(function (id) {
+			parts.push(rowWords(id, heldRows[id]));
+		});
+		if (!paused) {
+			waitingEl.textContent = "";
+		} else if (parts.length > 0) {
+			waitingEl.textContent = "paused: " + parts.join(", ") + " waiting";
+		} else if (held.length > 0 || heldRefetch) {
+			waitingEl.textContent = "paused: updates waiting";
+		} else {
+			waitingEl.textContent = "paused";
+		}
+	}
+
+	function hold(op) {
+		if (op.op === "resync") {
+			heldRefetch = true;
+		} else {
+			held.push(op);
+			if (op.op === "prepend" && op.id) {
+				Array.prototype.slice.call(fragment(op.html || "").children).forEach(function (c) {
+					if (c.id && !heldIDs[c.id] && !document.getElementById(c.id)) {
+						heldIDs[c.id] = true;
+						heldRows[op.id] = (heldRows[op.id] || 0) + 1;
+					}
+				});
+			}
+		}
+		showWaiting();
+	}
+
+	function setPaused(p) {
+		paused = p;
+		if (pauseBtn) {
+			pauseBtn.textContent = p ? "Resume live updates" : "Pause live updates";
+		}
+		if (!p) {
+			var ops = held;
+			var stale = heldRefetch;
+			held = [];
+			heldIDs = {};
+			heldRows = {};
+			heldRefetch = false;
+			if (stale) {
+				refetch(); // the page as it is now has every held update
+			} else {
+				ops.forEach(apply);
+			}
+		}
+		showWaiting();
+	}
+
+	if (pauseBtn) {
+		pauseBtn.hidden = false;
+		pauseBtn.addEventListener("click", function () {
+			setPaused(!paused);
+		});
+	}
+
 	function apply(op) {
+		if (paused) {
+			hold(op);
+			return;
+		}
 		if (op.op === "resync") {
 			refetch();
 			return;
@@ -69,6 +154,11 @@
 	// refetch replaces <main>'s content with a fresh copy of the page,
 	// keeping the boxes the user ticked and the field being typed in.
 	function refetch() {
+		if (paused) {
+			heldRefetch = true;
+			showWaiting();
+			return;
+		}
 		if (fetching) {
 			again = true;
 			return;

@@ -19,10 +19,21 @@
 			page.indeterminate = n > 0 && n < boxes.length;
 		}
 		if (!out) { return; }
+		var any = (all && all.checked) || n > 0;
 		if (all && all.checked) {
 			out.textContent = "every message matching the filter is selected";
 		} else {
 			out.textContent = n + " selected";
+		}
+		// Replay… and Discard… need a selection: disabled, with the hint
+		// saying so, until there is one. (Without this script the server
+		// answers an empty selection with the same words.)
+		var hint = document.getElementById("selection-hint");
+		document.querySelectorAll("#selection button[name=action]").forEach(function (b) {
+			b.disabled = !any;
+		});
+		if (hint) {
+			hint.textContent = hint.getAttribute(any ? "data-ready" : "data-empty");
 		}
 	}
 
@@ -45,6 +56,9 @@
 	if (body && window.MutationObserver) {
 		new MutationObserver(update).observe(body, { childList: true });
 	}
+
+	// A refetched page (live.js) brings fresh buttons and rows.
+	document.addEventListener("live:refetch", update);
 
 	// Copy buttons: shown only where the clipboard can be written.
 	document.querySelectorAll("button.copy").forEach(function (btn) {

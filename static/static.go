@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-//go:embed *.css *.js
+//go:embed *.css *.js *.svg
 var files embed.FS
 
 // Asset is one embedded file.

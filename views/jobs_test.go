@@ -62,12 +62,12 @@ func TestJobFragmentsCancelledAndRetrying(t *testing.T) {
 		return row, b.String()
 	}
 	row, progress := render(Job{ID: 3, Action: "replay", Status: "cancelled", Total: 1000, Completed: 999, Cancelled: 1})
-	for _, w := range []string{"999 of 1000 sent (99%)", `data-testid="job-cancelled">1<`} {
+	for _, w := range []string{"999 of 1000 sent (99%), 1 cancelled", `data-testid="job-cancelled">1<`} {
 		if !strings.Contains(progress, w) {
 			t.Errorf("cancelled job's progress lacks %q:\n%s", w, progress)
 		}
 	}
-	if !strings.Contains(row, "· 1 cancelled") || strings.Contains(row, "100%") {
+	if !strings.Contains(row, "· 1 cancelled") || strings.Contains(row, "100%") || !strings.Contains(row, `data-testid="job-row-progress">999 sent / 1 cancelled<`) {
 		t.Errorf("cancelled job's row:\n%s", row)
 	}
 	row, progress = render(Job{ID: 4, Action: "discard", Status: "retrying", Total: 10, Completed: 4,
@@ -79,5 +79,36 @@ func TestJobFragmentsCancelledAndRetrying(t *testing.T) {
 	}
 	if !strings.Contains(progress, "4 of 10 discarded (40%)") {
 		t.Errorf("discard job's progress:\n%s", progress)
+	}
+}
+
+// Counts of one take the singular.
+func TestSingulars(t *testing.T) {
+	if got := (Job{RatePerSecond: 1}).rateText(); got != "1 message per second" {
+		t.Errorf("rate 1: %q", got)
+	}
+	if got := (Job{RatePerSecond: 2.5}).rateText(); got != "2.5 messages per second" {
+		t.Errorf("rate 2.5: %q", got)
+	}
+	c := ReplayConfirm{Form: ReplayForm{Action: "replay"}, Plan: &ReplayPlan{Total: 1}}
+	for _, got := range []string{c.title(), c.submitLabel(), c.everythingText()} {
+		if strings.Contains(got, "1 messages") {
+			t.Errorf("%q", got)
+		}
+	}
+	j := Job{Status: "completed", Sent: 1, Outcome: Outcome{Redeadlettered: 1, CanaryCount: 1, CanaryWatch: "30s"}}
+	if got := j.outcomeText(); strings.Contains(got, "all 1") {
+		t.Errorf("outcome %q", got)
+	}
+	if got := j.canaryText(); !strings.Contains(got, "send 1 first, watch it for 30s") {
+		t.Errorf("canary %q", got)
+	}
+	l := MessageList{Matching: 1}
+	var b strings.Builder
+	if err := selectionBar(l).Render(t.Context(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "message matches.") || strings.Contains(b.String(), "messages match") {
+		t.Errorf("one match: %s", b.String())
 	}
 }

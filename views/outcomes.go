@@ -71,7 +71,7 @@ func (j Job) outcomeText() string {
 	if j.Redeadlettered == 0 {
 		return s + "none dead-lettered again so far"
 	}
-	if j.allCameBack() {
+	if j.allCameBack() && j.Redeadlettered > 1 {
 		s += "all " + thousands(j.Redeadlettered) + " dead-lettered again"
 	} else {
 		s += thousands(j.Redeadlettered) + " dead-lettered again"
@@ -127,7 +127,11 @@ func (j Job) statusClass() string {
 func (j Job) canaryText() string {
 	var parts []string
 	if j.CanaryCount > 0 {
-		s := "send " + thousands(j.CanaryCount) + " first, watch them for " + j.CanaryWatch
+		them := "them"
+		if j.CanaryCount == 1 {
+			them = "it"
+		}
+		s := "send " + thousands(j.CanaryCount) + " first, watch " + them + " for " + j.CanaryWatch
 		switch j.CanaryVerdict {
 		case "passed":
 			s += " (passed)"

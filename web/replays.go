@@ -234,6 +234,7 @@ func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.Re
 	if !ok {
 		return err
 	}
+	fe.Message = pageWords(fe.Message)
 	c.Error = fe
 	hasSelection := len(preview.Selection.IDs) > 0 || preview.Selection.Filter != nil
 	switch {
@@ -249,6 +250,12 @@ func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.Re
 		}
 	}
 	return s.write(w, r, status, views.ReplayConfirmPage(c))
+}
+
+// pageWords turns the engine's words for API callers into the confirm
+// page's: the page has a checkbox where the API has acknowledge_fan_out.
+func pageWords(s string) string {
+	return strings.ReplaceAll(s, "set acknowledge_fan_out", "tick “I understand: copies sent to the topic reach every subscription of it” below")
 }
 
 // selectionOf is req without its options: the action and the selection.
@@ -272,7 +279,7 @@ func planView(p replay.Plan, selectionOnly bool) *views.ReplayPlan {
 		return v
 	}
 	for _, w := range p.Warnings {
-		v.Warnings = append(v.Warnings, text(w))
+		v.Warnings = append(v.Warnings, pageWords(text(w)))
 	}
 	for _, t := range p.Targets {
 		tv := views.ReplayTarget{Source: text(t.Source), Destination: text(t.Path), Kind: string(t.Kind),

@@ -321,6 +321,10 @@ func TestReplayRefusals(t *testing.T) {
 		{"fan-out", &replay.PreconditionError{Msg: "replaying audit's dead letters to its topic " + xss}, http.StatusUnprocessableEntity,
 			"replaying audit&#39;s dead letters to its topic &lt;script&gt;"},
 		{"destination", &replay.InvalidError{Param: "destination", Msg: "nope does not exist"}, http.StatusBadRequest, "nope does not exist"},
+		// The page has a checkbox where the API has a key: its words say so.
+		{"fan-out in words", &replay.PreconditionError{Msg: "replaying s's dead letters to its topic t delivers a copy to every subscription " +
+			"of the topic, not only to s: set acknowledge_fan_out to do it anyway, or choose a queue as the destination"},
+			http.StatusUnprocessableEntity, "not only to s: tick “I understand: copies sent to the topic reach every subscription of it” below to do it anyway"},
 		{"unreachable", fmt.Errorf("check orders: %w", dlq.ErrUnreachable), http.StatusServiceUnavailable, "check orders"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -332,6 +336,9 @@ func TestReplayRefusals(t *testing.T) {
 			}
 			if strings.Contains(body, "<script>alert") {
 				t.Error("markup reached the page")
+			}
+			if strings.Contains(body, "set acknowledge_fan_out") {
+				t.Error("the page tells people to set an API key")
 			}
 			if !strings.Contains(body, `value="&lt;script&gt;alert(&#34;e&#34;)&lt;/script&gt;"`) {
 				t.Error("the typed reason is not kept (escaped)")
@@ -423,8 +430,9 @@ func TestMessagesPageReplayButtons(t *testing.T) {
 	body := fx.page(t, "/messages?entity=orders", 200)
 	for _, want := range []string{
 		`<form id="selection" method="post" action="/replays"`,
-		`<button type="submit" name="action" value="replay" data-testid="replay-button">`,
-		`<button type="submit" name="action" value="discard" class="secondary" data-testid="discard-button">`,
+		`<button type="submit" name="action" value="replay" data-testid="replay-button" aria-describedby="selection-hint">`,
+		`<button type="submit" name="action" value="discard" class="secondary" data-testid="discard-button" aria-describedby="selection-hint">`,
+		`id="selection-hint"`,
 		`<input type="hidden" name="filter.entity" value="orders">`,
 		`data-testid="nav-jobs"`, `data-testid="nav-audit"`,
 	} {

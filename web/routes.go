@@ -17,6 +17,7 @@ func (s *Server) routeTable() []route {
 	rs := []route{
 		{"GET /healthz", public, http.HandlerFunc(s.healthz)},
 		{"GET /static/{file}", public, s.handle(s.serveStatic)},
+		{"GET /favicon.ico", public, s.handle(s.serveFavicon)},
 		{"GET /{$}", viewer, s.handle(s.showHome)},
 		{"GET /live", viewer, s.handle(s.serveLive)},
 		{"GET /groups", viewer, s.handle(s.listGroupsPage)},

@@ -178,6 +178,25 @@ func TestStaticAssets(t *testing.T) {
 	}
 }
 
+// Every page links the favicon, and browsers that ask /favicon.ico anyway
+// (a JSON answer opened on its own) get it too: neither is a 404.
+func TestFavicon(t *testing.T) {
+	h := newTestServer(t, nil).Handler()
+	icon := static.URL("favicon.svg")
+	for _, target := range []string{"/", "/missing"} {
+		_, body := do(t, h, httptest.NewRequestWithContext(t.Context(), "GET", target, nil))
+		if !strings.Contains(body, `<link rel="icon" type="image/svg+xml" href="`+icon+`">`) {
+			t.Errorf("%s does not link the favicon %s", target, icon)
+		}
+	}
+	for _, target := range []string{icon, "/favicon.ico"} {
+		res, body := do(t, h, httptest.NewRequestWithContext(t.Context(), "GET", target, nil))
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "image/svg+xml" || !strings.HasPrefix(body, "<svg") {
+			t.Errorf("GET %s = %d %q %.20q, want the SVG icon", target, res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+	}
+}
+
 // The fakes embed Catalog: methods they do not define panic if called.
 type failingCatalog struct{ Catalog }
 

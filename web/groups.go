@@ -22,7 +22,7 @@ func (s *Server) listGroupsPage(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	gs, err := s.readGroups(r.Context(), withGone, "")
+	gs, err := s.readGroups(r.Context(), withGone, "", "")
 	if err != nil {
 		return err
 	}

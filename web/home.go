@@ -19,7 +19,7 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
-	groups, err := s.readGroups(r.Context(), false, "")
+	groups, err := s.readGroups(r.Context(), false, "", "")
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}

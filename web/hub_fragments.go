@@ -190,7 +190,7 @@ func (h *Hub) sendGroups(ctx context.Context) {
 		if !slices.ContainsFunc(subs, same) {
 			continue
 		}
-		if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(selectGroups(all, include, "")))); ok {
+		if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(selectGroups(all, include, "", "")))); ok {
 			h.sendTo(same, f)
 		}
 	}

@@ -1,0 +1,93 @@
+package web
+
+import (
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/store"
+)
+
+// TestAPINamespaces: two namespaces with the same queue name. Every
+// entity, message and group carries its namespace; the lists take
+// namespace as a filter; the same failure in both is one group with a
+// count per namespace.
+func TestAPINamespaces(t *testing.T) {
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "ns.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for i, name := range []string{"prod-eu", "prod-us"} {
+		ns := st.Namespace(name)
+		if _, err := ns.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, t0); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []dlq.Message
+		for j := range 2 + i { // eu 2, us 3
+			msgs = append(msgs, dlq.Message{SequenceNumber: int64(j + 1), State: dlq.StateActive,
+				MessageID: fmt.Sprintf("%s-%d", name, j), EnqueuedAt: ptr(t0.Add(time.Duration(j) * time.Second)),
+				DeadLetterReason: ptr("SqlTimeout")})
+		}
+		if _, err := ns.ApplyPage(ctx, dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, Through: math.MaxInt64,
+			Messages: msgs, SeenAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := New(Config{Catalog: st, Namespaces: []string{"prod-eu", "prod-us"}}).Handler()
+	get := func(target string) map[string]any {
+		t.Helper()
+		fx := &apiFixture{h: h}
+		res, v, body := fx.get(t, target)
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", target, res.StatusCode, body)
+		}
+		return v
+	}
+	namespacesOf := func(list []any) map[string]int {
+		out := map[string]int{}
+		for _, x := range list {
+			ns, ok := x.(map[string]any)["namespace"].(string)
+			if !ok {
+				t.Errorf("no namespace key in %v", x)
+			}
+			out[ns]++
+		}
+		return out
+	}
+	if got := namespacesOf(get("/api/v1/messages")["messages"].([]any)); got["prod-eu"] != 2 || got["prod-us"] != 3 {
+		t.Errorf("messages by namespace %v", got)
+	}
+	if got := namespacesOf(get("/api/v1/messages?namespace=prod-us&entity=orders")["messages"].([]any)); len(got) != 1 || got["prod-us"] != 3 {
+		t.Errorf("messages of prod-us %v", got)
+	}
+	if got := namespacesOf(get("/api/v1/entities")["entities"].([]any)); got["prod-eu"] != 1 || got["prod-us"] != 1 {
+		t.Errorf("entities by namespace %v", got)
+	}
+	if got := namespacesOf(get("/api/v1/entities?namespace=prod-eu")["entities"].([]any)); len(got) != 1 || got["prod-eu"] != 1 {
+		t.Errorf("entities of prod-eu %v", got)
+	}
+	gs := get("/api/v1/groups")["groups"].([]any)
+	if len(gs) != 1 {
+		t.Fatalf("groups %v: want one SqlTimeout group across both namespaces", gs)
+	}
+	g := gs[0].(map[string]any)
+	if fmt.Sprint(g["count"])+" "+fmt.Sprint(g["namespaces"]) != "5 [map[name:prod-us present:3 total:3] map[name:prod-eu present:2 total:2]]" {
+		t.Errorf("group count and namespaces: %v %v", g["count"], g["namespaces"])
+	}
+	if n := len(get("/api/v1/groups?namespace=prod-eu")["groups"].([]any)); n != 1 {
+		t.Errorf("groups of prod-eu: %d", n)
+	}
+	if n := len(get("/api/v1/groups?namespace=elsewhere")["groups"].([]any)); n != 0 {
+		t.Errorf("groups of an unknown namespace: %d", n)
+	}
+	res, _ := do(t, h, httptest.NewRequestWithContext(ctx, "GET", "/api/v1/entities?namespace=a&namespace=b", nil))
+	if res.StatusCode != 400 {
+		t.Errorf("namespace given twice: %d, want 400", res.StatusCode)
+	}
+}

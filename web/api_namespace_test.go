@@ -3,8 +3,10 @@ package web
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +91,92 @@ func TestAPINamespaces(t *testing.T) {
 	res, _ := do(t, h, httptest.NewRequestWithContext(ctx, "GET", "/api/v1/entities?namespace=a&namespace=b", nil))
 	if res.StatusCode != 400 {
 		t.Errorf("namespace given twice: %d, want 400", res.StatusCode)
+	}
+}
+
+// twoNamespaceStore is a store whose namespaces prod-eu (2 dead letters)
+// and prod-us (3) both have the queue orders, all with reason SqlTimeout.
+func twoNamespaceStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "ns.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for i, name := range []string{"prod-eu", "prod-us"} {
+		ns := st.Namespace(name)
+		if _, err := ns.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue,
+			Counts: dlq.Counts{DeadLetter: int64(2 + i)}}}, t0); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []dlq.Message
+		for j := range 2 + i {
+			msgs = append(msgs, dlq.Message{SequenceNumber: int64(j + 1), State: dlq.StateActive,
+				MessageID: fmt.Sprintf("%s-%d", name, j), EnqueuedAt: ptr(t0.Add(time.Duration(j) * time.Second)),
+				DeadLetterReason: ptr("SqlTimeout")})
+		}
+		if _, err := ns.ApplyPage(ctx, dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, Through: math.MaxInt64,
+			Messages: msgs, SeenAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// TestPagesShowNamespaces: with two namespaces configured, the message,
+// group and overview pages show a namespace column, the message list a
+// namespace select, and the overview each namespace's health; with one,
+// the pages look as they did before namespaces.
+func TestPagesShowNamespaces(t *testing.T) {
+	st := twoNamespaceStore(t)
+	older := t0.Add(-time.Minute)
+	set := dlq.StatusSet{
+		fakeStatus(dlq.Status{Namespace: "prod-eu", LastSuccessAt: &t0, Healthy: true}),
+		fakeStatus(dlq.Status{Namespace: "prod-us", LastSuccessAt: &older, Error: "the broker is not answering"}),
+	}
+	page := func(h http.Handler, target string) string {
+		t.Helper()
+		res, body := do(t, h, httptest.NewRequestWithContext(t.Context(), "GET", target, nil))
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d", target, res.StatusCode)
+		}
+		return body
+	}
+	two := New(Config{Catalog: st, Status: set, Namespaces: []string{"prod-eu", "prod-us"}}).Handler()
+	one := New(Config{Catalog: st, Status: set[0], Namespaces: []string{"prod-eu"}}).Handler()
+
+	msgs := page(two, "/messages")
+	if n := strings.Count(msgs, `data-testid="namespace"`); n != 5 {
+		t.Errorf("/messages: %d namespace cells, want 5", n)
+	}
+	if !strings.Contains(msgs, `name="namespace"`) || !strings.Contains(msgs, `<option value="prod-us"`) {
+		t.Errorf("/messages has no namespace select")
+	}
+	if got := strings.Count(page(two, "/messages?namespace=prod-us"), `data-testid="message-row"`); got != 3 {
+		t.Errorf("/messages?namespace=prod-us: %d rows, want 3", got)
+	}
+	if g := page(two, "/groups"); !strings.Contains(g, "prod-us 3 · prod-eu 2") {
+		t.Errorf("/groups without per-namespace counts")
+	}
+	home := page(two, "/")
+	for _, want := range []string{`data-namespace="prod-eu" data-healthy="true"`, `data-namespace="prod-us" data-healthy="false"`,
+		"the broker is not answering", `data-testid="entity-namespace">prod-us<`, "/messages?namespace=prod-us&amp;entity=orders"} {
+		if !strings.Contains(home, want) {
+			t.Errorf("overview lacks %s", want)
+		}
+	}
+	if n := strings.Count(home, `data-testid="entity-row"`); n != 2 {
+		t.Errorf("overview: %d entity rows, want orders twice", n)
+	}
+
+	for _, target := range []string{"/messages", "/groups", "/"} {
+		body := page(one, target)
+		for _, unwanted := range []string{`name="namespace"`, `data-testid="namespace-health"`, `data-testid="entity-namespace"`,
+			`data-testid="group-namespaces"`, `<td data-testid="namespace">`, ">Namespace<"} {
+			if strings.Contains(body, unwanted) {
+				t.Errorf("%s with one namespace shows %s", target, unwanted)
+			}
+		}
 	}
 }

@@ -63,6 +63,9 @@ type HubConfig struct {
 	Logger   *slog.Logger
 	// Mode and Namespace word the freshness panel, as on the overview.
 	Mode, Namespace string
+	// Namespaces are the configured namespaces (web.Config.Namespaces):
+	// with more than one, message rows carry a namespace column.
+	Namespaces []string
 
 	Queue        int           // changes buffered by Publish
 	ClientBuffer int           // frames buffered per connection

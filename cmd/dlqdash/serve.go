@@ -3,29 +3,32 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"strings"
 )
 
-// runServe runs `dlqdash serve` against the namespace in
-// cfg.ConnectionString: the dashboard, with the ingester keeping its catalog
-// current.
+// runServe runs `dlqdash serve` against the configured namespaces (today
+// the one in cfg.ConnectionString): the dashboard, with one ingester per
+// namespace keeping its catalog current.
 func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
-	broker, err := openBroker(ctx, cfg.ConnectionString.Raw(), cfg.AdminEndpoint, cfg.ServiceBusTimeout, logger)
+	conns, err := openNamespaces(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		// After serveDashboard: the ingester has stopped using the client.
-		if cerr := broker.Close(context.WithoutCancel(ctx)); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close the Service Bus connection: %w", cerr))
-		}
+		// After serveDashboard: the ingesters and the engine have stopped
+		// using the clients.
+		err = errors.Join(err, closeNamespaces(context.WithoutCancel(ctx), conns))
 	}()
-	logger.Info("reading Service Bus", "namespace", cfg.ConnectionString.Namespace(), "poll", cfg.Poll.String())
-	ns := cfg.ConnectionString.Namespace()
+	names := make([]string, len(conns))
+	for i, c := range conns {
+		names[i] = c.Name
+		logger.Info("reading Service Bus", "namespace", c.Name, "poll", cfg.Poll.String())
+	}
 	return serveDashboard(ctx, cfg, logger, dashboard{
-		mode:      "serve",
-		namespace: cfg.ConnectionString.Host,
-		onStore:   withCatalog(cfg, broker, ns, logger),
+		mode:       "serve",
+		namespace:  strings.Join(names, ", "),
+		namespaces: names,
+		onStore:    withCatalog(cfg, catalogNamespaces(conns), logger),
 	})
 }

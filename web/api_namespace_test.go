@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -179,4 +180,42 @@ func TestPagesShowNamespaces(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReplayFormAndAPINameTheDestinationNamespace: the confirm page offers
+// another namespace only with more than one configured, and the form and
+// the API pass destination_namespace (and a sequence-number selection's
+// namespace) to the engine as given; without it, none.
+func TestReplayFormAndAPINameTheDestinationNamespace(t *testing.T) {
+	fx := newJobsFixture(t)
+	fx.h = New(Config{Catalog: fx.st, Jobs: fx.jobs, Audit: fx.st, Namespaces: []string{"prod-eu", "prod-us"}}).Handler()
+	id := fmt.Sprint(fx.recs[0].ID)
+	res, body := fx.post(t, "/replays", url.Values{"action": {"replay"}, "id": {id}})
+	if res.StatusCode != 200 || !strings.Contains(body, `name="destination_namespace"`) || !strings.Contains(body, `<option value="prod-us"`) {
+		t.Fatalf("confirm page %d without a destination namespace select", res.StatusCode)
+	}
+	fx.post(t, "/replays", url.Values{"action": {"replay"}, "id": {id}, "destination_namespace": {"prod-us"}})
+	res, _ = do(t, fx.h, jsonRequest(t, `{"action":"replay","entity":"orders","sequence_numbers":[1],"namespace":"prod-eu","destination_namespace":"prod-us","dry_run":true}`))
+	if res.StatusCode != 200 {
+		t.Fatalf("API dry run: %d", res.StatusCode)
+	}
+	subs := fx.jobs.submits
+	last2 := subs[len(subs)-2:]
+	if subs[0].DestinationNamespace != "" || last2[0].DestinationNamespace != "prod-us" ||
+		last2[1].DestinationNamespace != "prod-us" || last2[1].Selection.Namespace != "prod-eu" {
+		t.Errorf("submissions %+v", subs)
+	}
+
+	one := New(Config{Catalog: fx.st, Jobs: fx.jobs, Audit: fx.st, Namespaces: []string{"prod-eu"}}).Handler()
+	fx.h = one
+	if _, body := fx.post(t, "/replays", url.Values{"action": {"replay"}, "id": {id}}); strings.Contains(body, `name="destination_namespace"`) {
+		t.Errorf("one namespace: the confirm page offers a destination namespace")
+	}
+}
+
+func jsonRequest(t *testing.T, body string) *http.Request {
+	req := httptest.NewRequestWithContext(t.Context(), "POST", "/api/v1/jobs", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	return req
 }

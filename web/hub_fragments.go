@@ -46,6 +46,27 @@ func (h *Hub) sendOverview(ctx context.Context, changed map[string]bool) {
 		frames = append(frames, f)
 	}
 	h.sendTo(onPage(views.LiveOverview), frames...)
+	h.sendNamespaces(ctx, ents)
+}
+
+// sendNamespaces re-renders the overview's namespaces panel (with more than
+// one namespace): each namespace's status and counts. ents are the
+// entities if the caller has read them.
+func (h *Hub) sendNamespaces(ctx context.Context, ents []dlq.EntitySummary) {
+	if len(h.cfg.Namespaces) < 2 || h.cfg.Statuses == nil || len(h.subscriptions(onPage(views.LiveOverview))) == 0 {
+		return
+	}
+	if ents == nil {
+		var err error
+		if ents, err = h.catalog.ListEntities(ctx); err != nil {
+			h.failed(ctx, "namespaces", err, onPage(views.LiveOverview))
+			return
+		}
+	}
+	panel := views.NamespacesPanel(namespaceHealth(h.cfg.Namespaces, h.cfg.Statuses(), ents))
+	if f, ok := h.replace(ctx, views.FragmentID("namespaces", ""), panel); ok {
+		h.sendTo(onPage(views.LiveOverview), f)
+	}
 }
 
 // overviewEntities are the entities the overview lists: every one not

@@ -200,6 +200,7 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	d := messageDetail(rec)
+	d.Item = s.messageItem(rec)
 	if hide {
 		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
 		d.Item.Preview = ""

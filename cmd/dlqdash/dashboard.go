@@ -68,7 +68,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// The hub exists before the ingester that publishes to it; it runs as
 	// a loop, and the server closes its websockets when HTTP shuts down.
 	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Outcomes: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace,
-		Namespaces: d.namespaces, MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor})
+		Namespaces: d.namespaces, Statuses: func() []dlq.Status { return namespaceStatuses(d.status) }, MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor})
 	// Metrics count the same events the hub shows, so they exist before
 	// onStore builds the ingester and the engine that emit them; depth and
 	// jobs are read from the store at scrape time.
@@ -180,4 +180,18 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// 3. The store, in the deferred Close above.
 	logger.Info("stopped")
 	return runErr
+}
+
+// namespaceStatuses is each namespace's status from the dashboard's status
+// source (set by onStore, after the hub is built): a dlq.StatusSet's, or
+// the one.
+func namespaceStatuses(src interface{ Status() dlq.Status }) []dlq.Status {
+	switch s := src.(type) {
+	case nil:
+		return nil
+	case dlq.StatusSet:
+		return s.Namespaces()
+	default:
+		return []dlq.Status{s.Status()}
+	}
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/dlqdash/dlqdash/emulator"
 	"github.com/dlqdash/dlqdash/emulator/broker"
@@ -127,6 +130,33 @@ func TestServeTwoNamespacesOneFrozen(t *testing.T) {
 		t.Errorf("entities %v: want orders in eu and in us", ents.Entities)
 	}
 
+	// The overview's namespaces panel, live.
+	ws, _, err := websocket.DefaultDialer.DialContext(ctx, "ws://"+addr+"/live?page=overview", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	panels := make(chan string, 256)
+	go func() {
+		defer close(panels)
+		for {
+			_, b, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			var op struct{ Op, ID, HTML string }
+			if json.Unmarshal(b, &op) == nil && op.Op == "replace" && op.ID == "namespaces" {
+				select {
+				case panels <- op.HTML:
+				default:
+				}
+			}
+		}
+	}()
+	if home := func() string { _, b := get(t, base+"/"); return b }(); !strings.Contains(home, `data-namespace="eu" data-healthy="true"`) {
+		t.Errorf("the overview does not show eu healthy before the freeze")
+	}
+
 	sides["eu"].fz.Freeze()
 	frozenAt := time.Now()
 	var st statusBody
@@ -139,6 +169,18 @@ func TestServeTwoNamespacesOneFrozen(t *testing.T) {
 		t.Errorf("while eu is frozen: summary healthy %v error %v; us %+v", st.Healthy, st.Error, by["us"])
 	}
 	t.Logf("eu unhealthy %v after the freeze: %q", time.Since(frozenAt).Round(time.Millisecond), *by["eu"].Error)
+	for seen := false; !seen; {
+		select {
+		case html, ok := <-panels:
+			if !ok {
+				t.Fatal("the websocket closed waiting for the namespaces panel")
+			}
+			seen = strings.Contains(html, `data-namespace="eu" data-healthy="false"`) &&
+				strings.Contains(html, `data-namespace="us" data-healthy="true"`)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no namespaces panel with eu unhealthy and us healthy on the overview's websocket")
+		}
+	}
 
 	// us stays live: new dead letters are cataloged within a few polls, and
 	// its last success keeps moving.

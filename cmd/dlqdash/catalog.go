@@ -76,14 +76,20 @@ func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger)
 				inner(c)
 			}
 		}
-		for _, ns := range namespaces {
+		for i, ns := range namespaces {
+			// Retention and the search index's merging are catalog-wide:
+			// the first namespace's ingester does them for all.
+			keep := retention
+			if i > 0 {
+				keep = -1
+			}
 			ing := dlq.New(dlq.Config{
 				Broker:    ns.broker,
 				Catalog:   st.Namespace(ns.name),
 				Logger:    logger.With("component", "catalog", "namespace", ns.name),
 				Namespace: ns.name,
 				Poll:      cfg.Poll,
-				Retention: retention,
+				Retention: keep,
 				Publish:   publish,
 			})
 			statuses = append(statuses, ing)

@@ -158,6 +158,23 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 		}
 	} else if f.Namespace != "" {
 		c.and("m.entity_id IN (SELECT id FROM entities WHERE namespace = ?)", f.Namespace)
+		// A namespace with few of the catalog's messages is found faster
+		// through its entities (and a sort of its rows) than by walking
+		// the time index past everyone else's: the walk costs about
+		// page × total / n steps of 0.3 µs, the sort n rows of some 5 µs,
+		// which cross near n = √(3 × total) (BenchmarkListSmallNamespace).
+		n, err := rowsOf(`SELECT coalesce(sum(cc.present), 0) FROM catalog_counts cc
+			JOIN entities e ON e.id = cc.entity_id WHERE e.namespace = ?`, f.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		total, err := rowsOf(`SELECT coalesce(sum(present), 0) FROM catalog_counts`)
+		if err != nil {
+			return nil, err
+		}
+		if float64(n) <= max(smallNamespace, math.Sqrt(3*float64(total))) && n < total {
+			c.drivers = append(c.drivers, driver{index: "messages_by_entity", rows: n})
+		}
 	}
 	if f.SubQueue != "" {
 		code := sq
@@ -544,6 +561,10 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// smallNamespace is the fewest messages a namespace filter always finds
+// through the namespace's entities rather than the time index.
+const smallNamespace = 2000
 
 // entityIDs returns the ids of the entities at path, in namespace ns (any
 // when empty).

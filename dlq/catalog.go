@@ -8,9 +8,10 @@ import (
 // Record is a cataloged message: the broker's fields plus what the catalog
 // knows about the copy. It is the message object of the stable interface.
 type Record struct {
-	ID       int64 // the catalog's id (the API writes it as a string)
-	Entity   string
-	SubQueue SubQueue
+	ID        int64  // the catalog's id (the API writes it as a string)
+	Namespace string // the Service Bus namespace of its entity, as configured
+	Entity    string
+	SubQueue  SubQueue
 	Message
 
 	BodySize    int64
@@ -127,11 +128,13 @@ const (
 
 // Change is an event for the live dashboard. Subscribers must not block.
 type Change struct {
-	Kind     ChangeKind
-	Entity   string   // empty for namespace-wide changes
-	SubQueue SubQueue // for new, gone and updated
-	IDs      []int64  // catalog ids, for new, gone and updated
-	Counts   *Counts  // for counts
-	Status   *Status  // for freshness
-	At       time.Time
+	Kind ChangeKind
+	// Namespace is the namespace of the ingester that made the change.
+	Namespace string
+	Entity    string   // empty for namespace-wide changes
+	SubQueue  SubQueue // for new, gone and updated
+	IDs       []int64  // catalog ids, for new, gone and updated
+	Counts    *Counts  // for counts
+	Status    *Status  // for freshness
+	At        time.Time
 }

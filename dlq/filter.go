@@ -9,7 +9,8 @@ import "time"
 // filter_forms.go from one table of its keys (filter_keys.go): a new key is
 // a field here and a line there.
 type Filter struct {
-	Entity      string   // exact entity path
+	Namespace   string   // exact namespace name, as configured; empty for any
+	Entity      string   // exact entity path (in every namespace, unless Namespace says which)
 	SubQueue    SubQueue // empty for any
 	State       State    // empty for any
 	Reason      string   // exact dead-letter reason
@@ -35,7 +36,7 @@ type Filter struct {
 // that narrows the selection (include_gone and all widen or say so; the
 // reader's QueryNotBodies is no condition of the filter's).
 func (f Filter) Unconditional() bool {
-	return f.Entity == "" && f.SubQueue == "" && f.State == "" && f.Reason == "" && f.Group == "" &&
+	return f.Namespace == "" && f.Entity == "" && f.SubQueue == "" && f.State == "" && f.Reason == "" && f.Group == "" &&
 		f.Query == "" && len(f.Properties) == 0 && f.Since == nil && f.Until == nil
 }
 

@@ -54,6 +54,12 @@ func (in input) bad(name, format string, a ...any) error {
 // filterKeys is the table, in the order forms list the keys.
 var filterKeys = []*filterKey{
 	{
+		name: "namespace", flag: "namespace", kind: oneValue,
+		usage:  "only messages of this Service Bus namespace, by its configured name (with several namespaces)",
+		parse:  func(f *Filter, v string, _ input) error { f.Namespace = strings.TrimSpace(v); return nil },
+		encode: func(f Filter) []string { return some(f.Namespace) },
+	},
+	{
 		name: "entity", flag: "entity", kind: oneValue,
 		usage:  "only messages of this queue or subscription path, e.g. orders or payments/Subscriptions/audit",
 		parse:  func(f *Filter, v string, _ input) error { f.Entity = strings.TrimSpace(v); return nil },

@@ -20,6 +20,7 @@ func filterSamples() map[string]Filter {
 	since := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	until := time.Date(2026, 11, 22, 12, 30, 5, 123e6, time.UTC)
 	return map[string]Filter{
+		"namespace":    {Namespace: "prod-eu"},
 		"entity":       {Entity: "payments/Subscriptions/audit"},
 		"subqueue":     {SubQueue: SubQueueTransferDeadLetter},
 		"state":        {State: StateDeferred},

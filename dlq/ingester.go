@@ -14,7 +14,10 @@ type Config struct {
 	Broker  Broker
 	Catalog Catalog
 	Logger  *slog.Logger
-	// Namespace names the namespace in Status (host[:port], never a secret).
+	// Namespace is the name of the namespace the ingester reads (as
+	// configured; never a secret): Status and every Change carry it. The
+	// Catalog is that namespace's (store.Store.Namespace), so the entities
+	// it writes are the namespace's own.
 	Namespace string
 	// Publish receives every Change. It must not block (the web hub drops
 	// slow subscribers instead). Nil discards.
@@ -80,6 +83,12 @@ func (c *Config) defaults() {
 	}
 	if c.Publish == nil {
 		c.Publish = func(Change) {}
+	}
+	if publish, ns := c.Publish, c.Namespace; ns != "" {
+		c.Publish = func(ch Change) {
+			ch.Namespace = ns
+			publish(ch)
+		}
 	}
 	if c.Now == nil {
 		c.Now = time.Now

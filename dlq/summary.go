@@ -6,6 +6,9 @@ import "time"
 // broker's counts as last read, plus what only the catalog knows.
 type EntitySummary struct {
 	Entity
+	// Namespace is the Service Bus namespace the entity is in, as
+	// configured.
+	Namespace string
 	// Status is the entity's status as last read (Active, Disabled,
 	// SendDisabled, ReceiveDisabled).
 	Status string
@@ -25,6 +28,9 @@ type GroupSummary struct {
 	// Entities are the paths of every entity the group was seen in, the
 	// ones with the most present messages first.
 	Entities []string
+	// Namespaces are the group's counts in each namespace it was seen in,
+	// the one with the most present messages first.
+	Namespaces []NamespaceCount
 	// Present is how many of its messages are still in a dead-letter queue;
 	// Total counts every one the catalog has seen.
 	Present, Total int64
@@ -39,4 +45,10 @@ type DepthSeries struct {
 	Since, Until time.Time
 	Points       []int64
 	Latest       int64
+}
+
+// NamespaceCount is a failure group's count in one namespace.
+type NamespaceCount struct {
+	Name           string
+	Present, Total int64
 }

@@ -21,7 +21,17 @@ var depthDesc = prometheus.NewDesc("dlqdash_dlq_depth",
 	"Messages in an entity's dead-letter subqueue, as the broker last reported (subqueue dead_letter or transfer_dead_letter).",
 	[]string{"entity", "subqueue"}, nil)
 
-func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- depthDesc }
+// namespaceDepthDesc is the depth per namespace: dlqdash_dlq_depth sums
+// the entities of one path over the namespaces (its labels are the stable
+// interface's), this one tells them apart.
+var namespaceDepthDesc = prometheus.NewDesc("dlqdash_namespace_dlq_depth",
+	"Messages in an entity's dead-letter subqueue in one namespace, as the broker last reported.",
+	[]string{"namespace", "entity", "subqueue"}, nil)
+
+func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthDesc
+	ch <- namespaceDepthDesc
+}
 
 func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
@@ -31,14 +41,32 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(depthDesc, err)
 		return
 	}
+	// Two namespaces may have the same path: one series per path, summed,
+	// in the order the catalog lists them.
+	type depth struct{ dead, transfer int64 }
+	var paths []string
+	byPath := map[string]*depth{}
 	for _, e := range ents {
 		// A topic has no dead-letter queue of its own (its subscriptions
 		// do); a deleted entity or one never read has no depth to report.
 		if e.Kind == dlq.KindTopic || e.DeletedAt != nil || e.CountsAt == nil {
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(e.Counts.DeadLetter), e.Path, string(dlq.SubQueueDeadLetter))
-		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(e.Counts.TransferDeadLetter), e.Path, string(dlq.SubQueueTransferDeadLetter))
+		d := byPath[e.Path]
+		if d == nil {
+			d = &depth{}
+			byPath[e.Path] = d
+			paths = append(paths, e.Path)
+		}
+		d.dead += e.Counts.DeadLetter
+		d.transfer += e.Counts.TransferDeadLetter
+		ch <- prometheus.MustNewConstMetric(namespaceDepthDesc, prometheus.GaugeValue, float64(e.Counts.DeadLetter), e.Namespace, e.Path, string(dlq.SubQueueDeadLetter))
+		ch <- prometheus.MustNewConstMetric(namespaceDepthDesc, prometheus.GaugeValue, float64(e.Counts.TransferDeadLetter), e.Namespace, e.Path, string(dlq.SubQueueTransferDeadLetter))
+	}
+	for _, p := range paths {
+		d := byPath[p]
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d.dead), p, string(dlq.SubQueueDeadLetter))
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d.transfer), p, string(dlq.SubQueueTransferDeadLetter))
 	}
 }
 
@@ -84,10 +112,29 @@ var (
 		"Seconds since the catalog last read Service Bus successfully; absent before the first success.", nil, nil)
 )
 
+// Each namespace's own freshness (the metrics above are their summary).
+var (
+	namespaceHealthyDesc = prometheus.NewDesc("dlqdash_namespace_healthy",
+		"1 while the catalog reads this namespace successfully, 0 while it fails.", []string{"namespace"}, nil)
+	namespaceLastSuccessDesc = prometheus.NewDesc("dlqdash_namespace_last_success_timestamp_seconds",
+		"When the catalog last read this namespace successfully (Unix seconds); absent before the first success.", []string{"namespace"}, nil)
+)
+
 func (c *freshnessCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lastSuccessDesc
 	ch <- healthyDesc
 	ch <- lagDesc
+	ch <- namespaceHealthyDesc
+	ch <- namespaceLastSuccessDesc
+}
+
+// namespaces is each namespace's status: the source's own when it reads
+// several (dlq.StatusSet), else its one status.
+func (c *freshnessCollector) namespaces() []dlq.Status {
+	if set, ok := c.status.(interface{ Namespaces() []dlq.Status }); ok {
+		return set.Namespaces()
+	}
+	return []dlq.Status{c.status.Status()}
 }
 
 func (c *freshnessCollector) Collect(ch chan<- prometheus.Metric) {
@@ -97,6 +144,19 @@ func (c *freshnessCollector) Collect(ch chan<- prometheus.Metric) {
 		healthy = 1
 	}
 	ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy)
+	for _, ns := range c.namespaces() {
+		if ns.Namespace == "" {
+			continue // a source without a name (tests)
+		}
+		h := 0.0
+		if ns.Healthy {
+			h = 1
+		}
+		ch <- prometheus.MustNewConstMetric(namespaceHealthyDesc, prometheus.GaugeValue, h, ns.Namespace)
+		if ns.LastSuccessAt != nil {
+			ch <- prometheus.MustNewConstMetric(namespaceLastSuccessDesc, prometheus.GaugeValue, float64(ns.LastSuccessAt.UnixMilli())/1e3, ns.Namespace)
+		}
+	}
 	if st.LastSuccessAt == nil {
 		return
 	}

@@ -344,3 +344,37 @@ func TestGrafanaDashboardUsesOurNames(t *testing.T) {
 		t.Error("the dashboard has no queries")
 	}
 }
+
+// TestDepthAndFreshnessPerNamespace: the same queue in two namespaces is one
+// dlqdash_dlq_depth series (summed, its labels unchanged) and one
+// dlqdash_namespace_dlq_depth series each; each namespace's health is its
+// own series beside the summary.
+func TestDepthAndFreshnessPerNamespace(t *testing.T) {
+	at := t0
+	cat := fakeCatalog{ents: []dlq.EntitySummary{
+		{Namespace: "eu", Entity: dlq.Entity{Path: "orders", Kind: dlq.KindQueue, Counts: dlq.Counts{DeadLetter: 5}}, CountsAt: &at},
+		{Namespace: "us", Entity: dlq.Entity{Path: "orders", Kind: dlq.KindQueue, Counts: dlq.Counts{DeadLetter: 2}}, CountsAt: &at},
+	}}
+	m := New(Config{Catalog: cat})
+	m.CollectStatus(dlq.StatusSet{fakeStatus{Namespace: "eu", Healthy: true, LastSuccessAt: &at}, fakeStatus{Namespace: "us", Error: "frozen"}})
+	fams := scrape(t, m)
+	for _, tt := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"dlqdash_dlq_depth", map[string]string{"entity": "orders", "subqueue": "dead_letter"}, 7},
+		{"dlqdash_namespace_dlq_depth", map[string]string{"namespace": "eu", "entity": "orders", "subqueue": "dead_letter"}, 5},
+		{"dlqdash_namespace_dlq_depth", map[string]string{"namespace": "us", "entity": "orders", "subqueue": "dead_letter"}, 2},
+		{"dlqdash_catalog_healthy", nil, 0},
+		{"dlqdash_namespace_healthy", map[string]string{"namespace": "eu"}, 1},
+		{"dlqdash_namespace_healthy", map[string]string{"namespace": "us"}, 0},
+	} {
+		if got, ok := value(fams, tt.name, tt.labels); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	if n := len(fams["dlqdash_dlq_depth"].GetMetric()); n != 2 {
+		t.Errorf("%d dlqdash_dlq_depth series, want 2 (orders' two subqueues)", n)
+	}
+}

@@ -74,11 +74,13 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 	if err := r.update(ctx, s, ups); err != nil {
 		return 0, err
 	}
-	if len(ups) > 0 && r.e.cfg.OnRemoved != nil {
+	if len(ups) > 0 && r.e.cfg.OnRemovedFrom != nil {
+		r.e.cfg.OnRemovedFrom(r.job.Namespace, s.key.entity, s.key.q, len(ups))
+	} else if len(ups) > 0 && r.e.cfg.OnRemoved != nil {
 		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
 	}
 	if len(ids) > 0 {
-		action, params := audit.ActionReplay, map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": s.key.q.Path(s.key.entity)}
+		action, params := audit.ActionReplay, withNamespace(map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": s.key.q.Path(s.key.entity)}, r.job)
 		if r.job.Action == ActionDiscard {
 			action = audit.ActionDiscard
 			params["reason"] = r.job.Reason

@@ -17,12 +17,21 @@ type Auditor interface {
 	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
 }
 
-// Config configures an Engine. Store, Broker and Audit are required.
+// Config configures an Engine. Store, Audit and Broker or Brokers are
+// required.
 type Config struct {
-	Store  Store
+	Store Store
+	// Broker is the one namespace's broker when Brokers is nil.
 	Broker Broker
-	Audit  Auditor
-	Logger *slog.Logger
+	// Brokers returns the broker of a configured namespace, by name (with
+	// several namespaces): a job receives from its messages' namespace
+	// and sends to its own, or to the one its request named. An error
+	// means no such namespace is configured (a request naming it is a
+	// 400 naming destination_namespace). Nil means Broker for every
+	// namespace.
+	Brokers func(namespace string) (Broker, error)
+	Audit   Auditor
+	Logger  *slog.Logger
 	// OnChange is called (from the engine's goroutines; it must not block)
 	// whenever a job's status or counters change, for the live dashboard.
 	OnChange func(Job)
@@ -30,6 +39,10 @@ type Config struct {
 	// entity's subqueue, so the catalog's reader can expect them gone
 	// (dlq.Ingester.Removed). Nil ignores it.
 	OnRemoved func(entity string, q dlq.SubQueue, n int)
+	// OnRemovedFrom is OnRemoved with the namespace of the entity (the
+	// ingester of that namespace is the one to tell); when set, it is
+	// called instead of OnRemoved.
+	OnRemovedFrom func(namespace, entity string, q dlq.SubQueue, n int)
 	// PoisonCap: a lineage replayed this many times is not replayed again
 	// without AllowPoison. 0 means DefaultPoisonCap.
 	PoisonCap int
@@ -65,8 +78,8 @@ type Engine struct {
 
 // New checks cfg and returns an engine; call Run to start it.
 func New(cfg Config) (*Engine, error) {
-	if cfg.Store == nil || cfg.Broker == nil || cfg.Audit == nil {
-		return nil, errors.New("replay: Store, Broker and Audit are required")
+	if cfg.Store == nil || (cfg.Broker == nil && cfg.Brokers == nil) || cfg.Audit == nil {
+		return nil, errors.New("replay: Store, Broker (or Brokers) and Audit are required")
 	}
 	if cfg.PoisonCap <= 0 {
 		cfg.PoisonCap = DefaultPoisonCap
@@ -247,6 +260,21 @@ func jobParams(j Job, reason string) map[string]any {
 	if reason != "" {
 		p["reason"] = reason
 	}
+	return withNamespace(p, j)
+}
+
+// withNamespace adds the namespace of a job's action to its audit params:
+// namespace (the messages') and destination_namespace when the copies go
+// to another. The audit entry hashes its params, so the namespace is as
+// tamper-evident as the rest. Jobs of the unnamed namespace (a catalog
+// from before namespaces, in tests) add nothing.
+func withNamespace(p map[string]any, j Job) map[string]any {
+	if j.Namespace != "" {
+		p["namespace"] = j.Namespace
+	}
+	if j.DestinationNamespace != "" {
+		p["destination_namespace"] = j.DestinationNamespace
+	}
 	return p
 }
 
@@ -256,6 +284,26 @@ func (e *Engine) Job(ctx context.Context, id int64) (Job, error) { return e.cfg.
 // ListJobs returns jobs newest first, keyset-paginated.
 func (e *Engine) ListJobs(ctx context.Context, limit int, cursor string) ([]Job, string, error) {
 	return e.cfg.Store.ListJobs(ctx, limit, cursor)
+}
+
+// ListJobsIn is ListJobs of one namespace's jobs (every job for "").
+func (e *Engine) ListJobsIn(ctx context.Context, namespace string, limit int, cursor string) ([]Job, string, error) {
+	return e.cfg.Store.ListJobsIn(ctx, namespace, limit, cursor)
+}
+
+// broker returns the broker of namespace.
+func (e *Engine) broker(namespace string) (Broker, error) {
+	if e.cfg.Brokers == nil {
+		return e.cfg.Broker, nil
+	}
+	b, err := e.cfg.Brokers(namespace)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, fmt.Errorf("no namespace %q is configured", namespace)
+	}
+	return b, nil
 }
 
 // ListItems returns a job's messages, keyset-paginated.

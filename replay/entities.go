@@ -8,21 +8,45 @@ import (
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
-// entity returns (and caches) what the broker says about path.
+// entity returns (and caches) what the broker of the job's messages says
+// about path.
 func (r *run) entity(ctx context.Context, path string) (EntityInfo, error) {
-	if info, ok := r.infos[path]; ok {
+	return r.entityIn(ctx, r.job.Namespace, path)
+}
+
+// entityIn returns (and caches) what namespace's broker says about path.
+func (r *run) entityIn(ctx context.Context, namespace, path string) (EntityInfo, error) {
+	key := path
+	if namespace != r.job.Namespace {
+		key = namespace + "\x00" + path
+	}
+	if info, ok := r.infos[key]; ok {
 		return info, nil
+	}
+	broker, err := r.brokerOf(namespace)
+	if err != nil {
+		return EntityInfo{}, err
 	}
 	info, _, err := retry(ctx, r, "read "+path, func() (EntityInfo, error) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
-		return r.e.cfg.Broker.Entity(cctx, path)
+		return broker.Entity(cctx, path)
 	})
 	if err != nil {
 		return info, err
 	}
-	r.infos[path] = info
+	r.infos[key] = info
 	return info, nil
+}
+
+// brokerOf is namespace's broker, or a halt saying it is not configured
+// (any more: the job was created under another configuration).
+func (r *run) brokerOf(namespace string) (Broker, error) {
+	b, err := r.e.broker(namespace)
+	if err != nil {
+		return nil, &halt{reason: fmt.Sprintf("the namespace %s is not configured: configure it again, or cancel this job (%v)", namespace, err)}
+	}
+	return b, nil
 }
 
 // destination is where copies of the messages of entity go.
@@ -38,7 +62,7 @@ func (r *run) destination(ctx context.Context, entity string) (EntityInfo, error
 			path = src.Topic
 		}
 	}
-	info, err := r.entity(ctx, path)
+	info, err := r.entityIn(ctx, r.job.SendsTo(), path)
 	if errors.Is(err, dlq.ErrEntityNotFound) {
 		return info, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job and replay elsewhere", path)}
 	}
@@ -49,7 +73,11 @@ func (r *run) sender(ctx context.Context, path string) (Sender, error) {
 	if s := r.senders[path]; s != nil {
 		return s, nil
 	}
-	s, _, err := retry(ctx, r, "open a sender to "+path, func() (Sender, error) { return r.e.cfg.Broker.OpenSender(ctx, path) })
+	broker, err := r.brokerOf(r.job.SendsTo())
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := retry(ctx, r, "open a sender to "+path, func() (Sender, error) { return broker.OpenSender(ctx, path) })
 	if err != nil {
 		return nil, err
 	}

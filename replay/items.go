@@ -79,12 +79,12 @@ func (r *run) update(ctx context.Context, s *source, ups []Update) error {
 			action = audit.ActionMessageSkipped
 		}
 		e.audit(ctx, audit.Record{Actor: ActorEngine, Action: action, MessageIDs: ids, Outcome: audit.OutcomeFailed,
-			Params: map[string]any{"job_id": strconv.FormatInt(j.ID, 10), "reason": firstError(ups, st)}})
+			Params: withNamespace(map[string]any{"job_id": strconv.FormatInt(j.ID, 10), "reason": firstError(ups, st)}, j)})
 	}
 	if len(flagged) > 0 {
 		e.audit(ctx, audit.Record{Actor: ActorEngine, Action: audit.ActionMessageFlagged, MessageIDs: flagged, Outcome: audit.OutcomeFailed,
-			Params: map[string]any{"job_id": strconv.FormatInt(j.ID, 10),
-				"reason": "possibly sent twice: resent after an interrupted or failed send, to a target without duplicate detection"}})
+			Params: withNamespace(map[string]any{"job_id": strconv.FormatInt(j.ID, 10),
+				"reason": "possibly sent twice: resent after an interrupted or failed send, to a target without duplicate detection"}, j)})
 	}
 	e.changed(j)
 	return nil

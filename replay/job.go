@@ -120,6 +120,11 @@ type Job struct {
 	Status    Status
 	CreatedAt time.Time
 	CreatedBy string
+	// Namespace is the namespace of the job's messages (as configured).
+	Namespace string
+	// DestinationNamespace is the namespace copies go to when it is not
+	// the messages' own (named explicitly by the request); empty otherwise.
+	DestinationNamespace string
 	// Destination is the queue or topic copies go to; empty means each
 	// message's own entity (a subscription's topic).
 	Destination        string
@@ -222,4 +227,13 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("job %d is %s: it cannot become %s", e.ID, e.Status, e.To)
+}
+
+// SendsTo is the namespace the job's copies go to: DestinationNamespace, or
+// the messages' own.
+func (j Job) SendsTo() string {
+	if j.DestinationNamespace != "" {
+		return j.DestinationNamespace
+	}
+	return j.Namespace
 }

@@ -224,7 +224,6 @@ func lockMargin(lock time.Duration) time.Duration {
 
 // work does the job's part on one entity's subqueue.
 func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
-	e := r.e
 	src, err := r.entity(ctx, k.entity)
 	if errors.Is(err, dlq.ErrEntityNotFound) {
 		return r.resolveAll(ctx, items, ItemSkipped, "the entity "+k.entity+" no longer exists")
@@ -232,8 +231,12 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
 	if err != nil {
 		return r.brokerHalt("read "+k.entity, err)
 	}
+	broker, err := r.brokerOf(r.job.Namespace)
+	if err != nil {
+		return err
+	}
 	recv, _, err := retry(ctx, r, "open a receiver on "+k.q.Path(k.entity), func() (Receiver, error) {
-		return e.cfg.Broker.OpenReceiver(ctx, k.entity, k.q)
+		return broker.OpenReceiver(ctx, k.entity, k.q)
 	})
 	if errors.Is(err, dlq.ErrEntityNotFound) {
 		return r.resolveAll(ctx, items, ItemSkipped, "the entity "+k.entity+" no longer exists")

@@ -24,6 +24,9 @@ type Store interface {
 	Job(ctx context.Context, id int64) (Job, error)
 	// ListJobs returns jobs newest first, keyset-paginated.
 	ListJobs(ctx context.Context, limit int, cursor string) ([]Job, string, error)
+	// ListJobsIn is ListJobs of the jobs of one namespace (their source
+	// messages'); every job when namespace is empty.
+	ListJobsIn(ctx context.Context, namespace string, limit int, cursor string) ([]Job, string, error)
 	// ListItems returns a job's items in catalog id order, keyset-paginated;
 	// state "" for all.
 	ListItems(ctx context.Context, jobID int64, state ItemState, limit int, cursor string) ([]Item, string, error)
@@ -83,7 +86,9 @@ type Selection struct {
 	IDs    []int64
 	Filter *dlq.Filter
 	// Entity, SubQueue (main when empty) and SequenceNumbers name present
-	// messages by sequence number.
+	// messages by sequence number; Namespace says whose entity it is (it
+	// may be left out when only one namespace has the path).
+	Namespace       string
 	Entity          string
 	SubQueue        dlq.SubQueue
 	SequenceNumbers []int64
@@ -125,7 +130,8 @@ type SelectionSummary struct {
 
 // SourceCount is how many selected messages one entity's subqueue holds.
 type SourceCount struct {
-	Entity   string
-	SubQueue dlq.SubQueue
-	Count    int
+	Namespace string
+	Entity    string
+	SubQueue  dlq.SubQueue
+	Count     int
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,15 +24,19 @@ const SampleSize = 10
 
 // Request asks for a job (POST /api/v1/jobs).
 type Request struct {
-	Action             Action
-	Selection          Selection
-	Destination        string
-	RatePerSecond      float64
-	ScheduledEnqueueAt *time.Time
-	AcknowledgeFanOut  bool
-	AllowPoison        bool
-	Reason             string
-	DryRun             bool
+	Action      Action
+	Selection   Selection
+	Destination string
+	// DestinationNamespace sends the copies to another configured
+	// namespace; empty (or the messages' own) sends them back to the
+	// messages' namespace. Only a request that names it sends elsewhere.
+	DestinationNamespace string
+	RatePerSecond        float64
+	ScheduledEnqueueAt   *time.Time
+	AcknowledgeFanOut    bool
+	AllowPoison          bool
+	Reason               string
+	DryRun               bool
 	// Canary: canary_count, canary_watch, pause_on_redeadletter and ramp
 	// (Verdict and the bases are the engine's).
 	Canary Canary
@@ -40,8 +45,13 @@ type Request struct {
 // Plan is what a job would do: a dry run's answer, and the checks a real
 // submission passes first.
 type Plan struct {
-	Summary  SelectionSummary
-	Warnings []string
+	// Namespace is the namespace of the selected messages (one: a
+	// selection spanning two is refused); DestinationNamespace is where
+	// the copies go when it is another (empty otherwise).
+	Namespace            string
+	DestinationNamespace string
+	Summary              SelectionSummary
+	Warnings             []string
 	// Targets are the destinations with what matters about them.
 	Targets []Target
 	// Canary is the job's canary and ramp options (with the default watch).
@@ -87,7 +97,8 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "filter", Msg: `the filter has no condition, so it would select every message in the catalog: ` +
 			`add "all": true to the filter if that is what you mean, or a condition such as "entity"`}
 	}
-	for _, t := range []struct{ param, v string }{{"destination", req.Destination}, {"reason", req.Reason}, {"entity", sel.Entity}} {
+	for _, t := range []struct{ param, v string }{{"destination", req.Destination}, {"reason", req.Reason}, {"entity", sel.Entity},
+		{"destination_namespace", req.DestinationNamespace}, {"namespace", sel.Namespace}} {
 		if i := strings.IndexByte(t.v, 0); i >= 0 {
 			return &InvalidError{Param: t.param, Msg: fmt.Sprintf("holds a NUL byte (at byte %d): remove it", i)}
 		}
@@ -111,8 +122,8 @@ func (req *Request) validate(now time.Time) error {
 		if req.Reason == "" && !req.DryRun {
 			return &InvalidError{Param: "reason", Msg: "a discard needs a reason: it removes the messages for good"}
 		}
-		if req.Destination != "" || req.ScheduledEnqueueAt != nil || sel.Edit != nil {
-			return &InvalidError{Param: "action", Msg: "destination, scheduled_enqueue_at and edits apply to replays only"}
+		if req.Destination != "" || req.DestinationNamespace != "" || req.ScheduledEnqueueAt != nil || sel.Edit != nil {
+			return &InvalidError{Param: "action", Msg: "destination, destination_namespace, scheduled_enqueue_at and edits apply to replays only"}
 		}
 	}
 	if t := req.ScheduledEnqueueAt; t != nil && t.Before(now.Add(-time.Minute)) {
@@ -157,7 +168,8 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 			return plan, job, fmt.Errorf("keep the job's filter: %w", err)
 		}
 	}
-	j := Job{Action: req.Action, CreatedBy: audit.ActorFrom(ctx), Destination: req.Destination, RatePerSecond: req.RatePerSecond,
+	j := Job{Action: req.Action, CreatedBy: audit.ActorFrom(ctx), Namespace: plan.Namespace,
+		DestinationNamespace: plan.DestinationNamespace, Destination: req.Destination, RatePerSecond: req.RatePerSecond,
 		ScheduledEnqueueAt: req.ScheduledEnqueueAt, Reason: req.Reason, AllowPoison: req.AllowPoison,
 		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON,
 		Canary: Canary{Count: req.Canary.Count, Watch: req.Canary.Watch, PauseOnRedeadletter: req.Canary.PauseOnRedeadletter, Ramp: req.Canary.Ramp}}
@@ -175,6 +187,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 		params["filter"] = filterJSON
 	}
 	canaryParams(params, req.Canary)
+	withNamespace(params, j)
 	var ids []string
 	if len(req.Selection.IDs) > 0 {
 		ids = make([]string, len(req.Selection.IDs))
@@ -214,7 +227,13 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 	if sum.Total == 0 {
 		return p, &PreconditionError{Msg: "the selection matches no messages"}
 	}
+	if err := e.planNamespaces(&p, req); err != nil {
+		return p, err
+	}
 	warn := func(format string, args ...any) { p.Warnings = append(p.Warnings, fmt.Sprintf(format, args...)) }
+	if p.DestinationNamespace != "" {
+		warn("the copies go to the namespace %s, not back to %s where the messages are: destination_namespace names it", p.DestinationNamespace, p.Namespace)
+	}
 	if sum.Gone > 0 {
 		warn("%d of the %d messages already left the broker: they are skipped", sum.Gone, sum.Total)
 	}
@@ -250,7 +269,7 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 			continue
 		}
 		seen[src.Entity] = true
-		t, err := e.target(ctx, src.Entity, req.Destination)
+		t, err := e.target(ctx, p.Namespace, src.Entity, p.sendsTo(), req.Destination)
 		if err != nil {
 			return p, err
 		}
@@ -276,10 +295,60 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 	return p, nil
 }
 
-// target resolves and checks where source's copies go.
-func (e *Engine) target(ctx context.Context, source, destination string) (Target, error) {
+// planNamespaces finds the selection's namespace (one: a job receives from
+// one namespace's broker) and where its copies go.
+func (e *Engine) planNamespaces(p *Plan, req Request) error {
+	var names []string
+	for _, src := range p.Summary.Sources {
+		if !slices.Contains(names, src.Namespace) {
+			names = append(names, src.Namespace)
+		}
+	}
+	if len(names) > 1 {
+		param := "ids"
+		switch {
+		case req.Selection.Filter != nil:
+			param = "filter"
+		case req.Selection.Entity != "":
+			param = "namespace"
+		}
+		return &InvalidError{Param: param, Msg: fmt.Sprintf("the selection holds messages of %d namespaces (%s): a job acts on one namespace; "+
+			"select the messages of one (the filter's namespace key does it) and submit a job for each", len(names), strings.Join(names, ", "))}
+	}
+	if len(names) == 1 {
+		p.Namespace = names[0]
+	}
+	if d := req.DestinationNamespace; d != "" && d != p.Namespace {
+		if _, err := e.broker(d); err != nil {
+			return &InvalidError{Param: "destination_namespace", Msg: fmt.Sprintf("no namespace %q is configured: name one of the configured namespaces, "+
+				"or leave destination_namespace out to replay into %s, where the messages are", d, p.Namespace)}
+		}
+		p.DestinationNamespace = d
+	}
+	return nil
+}
+
+// sendsTo is the namespace the plan's copies go to.
+func (p Plan) sendsTo() string {
+	if p.DestinationNamespace != "" {
+		return p.DestinationNamespace
+	}
+	return p.Namespace
+}
+
+// target resolves and checks where source's copies go: source is in
+// namespace srcNS, the destination in dstNS.
+func (e *Engine) target(ctx context.Context, srcNS, source, dstNS, destination string) (Target, error) {
 	t := Target{Source: source, Path: destination}
-	src, err := e.cfg.Broker.Entity(ctx, source)
+	srcBroker, err := e.broker(srcNS)
+	if err != nil {
+		return t, &PreconditionError{Msg: fmt.Sprintf("the messages' namespace %s is not configured: configure it to replay them", srcNS)}
+	}
+	dstBroker, err := e.broker(dstNS)
+	if err != nil {
+		return t, &InvalidError{Param: "destination_namespace", Msg: fmt.Sprintf("no namespace %q is configured", dstNS)}
+	}
+	src, err := srcBroker.Entity(ctx, source)
 	if err != nil && !errors.Is(err, dlq.ErrEntityNotFound) {
 		return t, fmt.Errorf("check %s: %w", source, err)
 	}
@@ -292,7 +361,7 @@ func (e *Engine) target(ctx context.Context, source, destination string) (Target
 			t.Path = src.Topic
 		}
 	}
-	info, err := e.cfg.Broker.Entity(ctx, t.Path)
+	info, err := dstBroker.Entity(ctx, t.Path)
 	if errors.Is(err, dlq.ErrEntityNotFound) {
 		return t, &InvalidError{Param: "destination", Msg: fmt.Sprintf("%s does not exist: name a queue or topic of this namespace", t.Path)}
 	}

@@ -94,13 +94,17 @@ func (s *Store) DepthSeries(ctx context.Context, since, until time.Time, buckets
 
 // RecordDepth stores one sample of an entity's broker counts.
 func (s *Store) RecordDepth(ctx context.Context, entity string, c dlq.Counts, at time.Time) error {
+	return s.recordDepth(ctx, "", entity, c, at)
+}
+
+func (s *Store) recordDepth(ctx context.Context, ns, entity string, c dlq.Counts, at time.Time) error {
 	_, err := s.writer.ExecContext(ctx, `INSERT INTO depth_samples (entity_id, at, active_count, dead_letter_count,
 			transfer_dead_letter_count, scheduled_count)
-		SELECT id, ?, ?, ?, ?, ? FROM entities WHERE path = ?
+		SELECT id, ?, ?, ?, ?, ? FROM entities WHERE namespace = ? AND path = ?
 		ON CONFLICT (entity_id, at) DO UPDATE SET active_count = excluded.active_count,
 			dead_letter_count = excluded.dead_letter_count, transfer_dead_letter_count = excluded.transfer_dead_letter_count,
 			scheduled_count = excluded.scheduled_count`,
-		at.UTC().UnixMilli(), c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, entity)
+		at.UTC().UnixMilli(), c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, ns, entity)
 	if err != nil {
 		return s.wrap("record depth", err, DefaultBusyTimeout)
 	}

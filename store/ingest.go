@@ -13,7 +13,10 @@ import (
 // This one applies a page of a pass: new messages, changed states, and the
 // messages of the page's range that have gone.
 
-var _ dlq.Catalog = (*Store)(nil)
+var (
+	_ dlq.Catalog = (*Store)(nil)
+	_ dlq.Catalog = (*Namespace)(nil)
+)
 
 // knownRow is a present cataloged message as ApplyPage compares it.
 type knownRow struct {
@@ -43,6 +46,10 @@ func (k knownRow) same(m *dlq.Message) bool {
 // messages, the changed states of known ones, and the known messages of the
 // page's range that it no longer holds (they have gone).
 func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, error) {
+	return s.applyPage(ctx, "", p)
+}
+
+func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageResult, error) {
 	var res dlq.PageResult
 	sq, err := subQueueCode(p.SubQueue)
 	if err != nil {
@@ -54,7 +61,7 @@ func (s *Store) ApplyPage(ctx context.Context, p dlq.Page) (dlq.PageResult, erro
 	}
 	defer tx.Rollback()
 
-	eid, err := entityID(ctx, tx, p.Entity)
+	eid, err := entityID(ctx, tx, ns, p.Entity)
 	if err != nil {
 		return res, err
 	}

@@ -11,11 +11,15 @@ import (
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
-// entityID returns the id of the entity at path, or ErrNotFound.
-func entityID(ctx context.Context, q querier, path string) (int64, error) {
+// entityID returns the id of the entity at path in namespace ns, or
+// ErrNotFound.
+func entityID(ctx context.Context, q querier, ns, path string) (int64, error) {
 	var id int64
-	err := q.QueryRowContext(ctx, `SELECT id FROM entities WHERE path = ?`, path).Scan(&id)
+	err := q.QueryRowContext(ctx, `SELECT id FROM entities WHERE namespace = ? AND path = ?`, ns, path).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
+		if ns != "" {
+			return 0, fmt.Errorf("entity %s in namespace %s: %w", path, ns, ErrNotFound)
+		}
 		return 0, fmt.Errorf("entity %s: %w", path, ErrNotFound)
 	}
 	return id, err
@@ -31,6 +35,10 @@ type querier interface {
 // and their read cursors are dropped, so that an entity created again under
 // the same name (whose sequence numbers start again at 1) is read afresh.
 func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.Time) (dlq.EntitySync, error) {
+	return s.syncEntities(ctx, "", listed, at)
+}
+
+func (s *Store) syncEntities(ctx context.Context, ns string, listed []dlq.Entity, at time.Time) (dlq.EntitySync, error) {
 	var res dlq.EntitySync
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
@@ -38,13 +46,13 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 	}
 	defer tx.Rollback()
 
-	have, err := knownEntities(ctx, tx)
+	have, err := knownEntities(ctx, tx, ns)
 	if err != nil {
 		return res, fmt.Errorf("sync entities: %w", err)
 	}
 
 	now := at.UTC().UnixMilli()
-	if res.Added, err = recordListed(ctx, tx, listed, have, now); err != nil {
+	if res.Added, err = recordListed(ctx, tx, ns, listed, have, now); err != nil {
 		return res, err
 	}
 	seen := make(map[string]bool, len(listed))
@@ -64,12 +72,12 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 	}
 	// Every entity not deleted was just listed: one statement stamps them
 	// all, rather than one per unchanged entity on every poll.
-	if _, err := tx.ExecContext(ctx, `UPDATE entities SET counts_at = ? WHERE deleted_at IS NULL`, now); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE entities SET counts_at = ? WHERE deleted_at IS NULL AND namespace = ?`, now, ns); err != nil {
 		return res, fmt.Errorf("sync entities: %w", err)
 	}
 	// The listing succeeded: this is the last successful read (LastSuccess).
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaLastSuccess, at.UTC().Format(time.RFC3339Nano)); err != nil {
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, lastSuccessKey(ns), at.UTC().Format(time.RFC3339Nano)); err != nil {
 		return res, fmt.Errorf("sync entities: record the last successful read: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -85,10 +93,11 @@ type knownEntity struct {
 	counts  dlq.Counts
 }
 
-// knownEntities reads every entity row, deleted ones too, by path.
-func knownEntities(ctx context.Context, tx *sql.Tx) (map[string]knownEntity, error) {
+// knownEntities reads every entity row of namespace ns, deleted ones too,
+// by path.
+func knownEntities(ctx context.Context, tx *sql.Tx, ns string) (map[string]knownEntity, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, path, deleted_at IS NOT NULL, active_count, dead_letter_count,
-		transfer_dead_letter_count, scheduled_count FROM entities`)
+		transfer_dead_letter_count, scheduled_count FROM entities WHERE namespace = ?`, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +118,7 @@ func knownEntities(ctx context.Context, tx *sql.Tx) (map[string]knownEntity, err
 // recordListed inserts the listed entities the catalog does not have,
 // revives deleted ones listed again (both are returned, as added), and
 // updates the counts that changed.
-func recordListed(ctx context.Context, tx *sql.Tx, listed []dlq.Entity, have map[string]knownEntity, now int64) ([]string, error) {
+func recordListed(ctx context.Context, tx *sql.Tx, ns string, listed []dlq.Entity, have map[string]knownEntity, now int64) ([]string, error) {
 	var added []string
 	for _, e := range listed {
 		k, ok := have[e.Path]
@@ -117,10 +126,10 @@ func recordListed(ctx context.Context, tx *sql.Tx, listed []dlq.Entity, have map
 		var err error
 		switch {
 		case !ok:
-			_, err = tx.ExecContext(ctx, `INSERT INTO entities (kind, path, topic, created_at, active_count,
+			_, err = tx.ExecContext(ctx, `INSERT INTO entities (namespace, kind, path, topic, created_at, active_count,
 				dead_letter_count, transfer_dead_letter_count, scheduled_count, counts_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				string(e.Kind), e.Path, e.Topic, now, c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				ns, string(e.Kind), e.Path, e.Topic, now, c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, now)
 			added = append(added, e.Path)
 		case k.deleted:
 			_, err = tx.ExecContext(ctx, `UPDATE entities SET deleted_at = NULL, kind = ?, topic = ?, active_count = ?,
@@ -201,6 +210,10 @@ func settingsJSON(st dlq.Settings) (string, error) {
 
 // SaveSettings records the entities' settings as JSON, and their status.
 func (s *Store) SaveSettings(ctx context.Context, settings []dlq.Settings) error {
+	return s.saveSettings(ctx, "", settings)
+}
+
+func (s *Store) saveSettings(ctx context.Context, ns string, settings []dlq.Settings) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("save settings", err, DefaultBusyTimeout)
@@ -211,8 +224,8 @@ func (s *Store) SaveSettings(ctx context.Context, settings []dlq.Settings) error
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE entities SET settings = ?, status = ? WHERE path = ?`,
-			js, st.Status, st.Path); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE entities SET settings = ?, status = ? WHERE namespace = ? AND path = ?`,
+			js, st.Status, ns, st.Path); err != nil {
 			return fmt.Errorf("save settings of %s: %w", st.Path, err)
 		}
 	}
@@ -227,7 +240,20 @@ const metaLastSuccess = "ingest.last_success_at"
 // LastSuccess returns when the ingester last read the broker successfully,
 // or nil if it never has.
 func (s *Store) LastSuccess(ctx context.Context) (*time.Time, error) {
-	v, err := s.Meta(ctx, metaLastSuccess)
+	return s.lastSuccess(ctx, "")
+}
+
+// lastSuccessKey is the meta key of namespace ns's last successful read
+// (the unnamed namespace keeps the key of the days of one namespace).
+func lastSuccessKey(ns string) string {
+	if ns == "" {
+		return metaLastSuccess
+	}
+	return metaLastSuccess + "/" + ns
+}
+
+func (s *Store) lastSuccess(ctx context.Context, ns string) (*time.Time, error) {
+	v, err := s.Meta(ctx, lastSuccessKey(ns))
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}

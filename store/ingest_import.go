@@ -42,14 +42,14 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 	rows := make([]newMessage, len(recs))
 	for i := range recs {
 		r := &recs[i]
-		b := byPath[r.Entity]
+		b := byPath[r.Namespace+"\x00"+r.Entity]
 		if b == nil {
-			eid, err := entityID(ctx, tx, r.Entity)
+			eid, err := entityID(ctx, tx, r.Namespace, r.Entity)
 			if err != nil {
 				return nil, fmt.Errorf("import: %w", err)
 			}
 			b = &entityBatch{eid: eid, groups: newGroupTally(), counters: counts{}}
-			byPath[r.Entity] = b
+			byPath[r.Namespace+"\x00"+r.Entity] = b
 			order = append(order, b)
 		}
 		sq, err := subQueueCode(r.SubQueue)

@@ -62,16 +62,20 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 		if err != nil {
 			return nil, nil, false, &InvalidArgumentError{Param: "subqueue", Msg: err.Error()}
 		}
-		var known bool
-		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM entities WHERE path = ?)`, sel.Entity).Scan(&known); err != nil {
+		ids, err := entityIDs(ctx, db, sel.Namespace, sel.Entity)
+		if err != nil {
 			return nil, nil, false, err
 		}
-		if !known {
+		switch {
+		case len(ids) == 0:
 			return nil, nil, false, &dlq.UnknownEntityError{Entity: sel.Entity}
+		case len(ids) > 1:
+			return nil, nil, false, &InvalidArgumentError{Param: "namespace", Msg: fmt.Sprintf(
+				"%d namespaces have an entity %s: say which one with namespace", len(ids), sel.Entity)}
 		}
-		return []string{"m.entity_id = (SELECT id FROM entities WHERE path = ?)", "m.subqueue = ?",
+		return []string{"m.entity_id = ?", "m.subqueue = ?",
 				"m.sequence_number IN (SELECT value FROM json_each(?))", "m.gone_at IS NULL"},
-			[]any{sel.Entity, code, idList(sel.SequenceNumbers)}, false, nil
+			[]any{ids[0], code, idList(sel.SequenceNumbers)}, false, nil
 	}
 	return nil, nil, true, nil
 }
@@ -91,11 +95,11 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 	if empty {
 		return sum, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.path, ''), m.subqueue, count(*), sum(m.gone_at IS NOT NULL),
+	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.namespace, ''), coalesce(e.path, ''), m.subqueue, count(*), sum(m.gone_at IS NOT NULL),
 		sum(m.state = 2), sum(m.state = 1), sum(m.replay_count >= ?),
 		sum(EXISTS (SELECT 1 FROM job_messages jm WHERE jm.message_id = m.id AND jm.active = 1)),
 		coalesce(min(m.time_to_live_ms), 0)
-		FROM messages m LEFT JOIN entities e ON e.id = m.entity_id`+whereClause(where)+` GROUP BY 1, 2 ORDER BY 1, 2`,
+		FROM messages m LEFT JOIN entities e ON e.id = m.entity_id`+whereClause(where)+` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
 		append([]any{poisonCap}, args...)...)
 	if err != nil {
 		return sum, fmt.Errorf("summarise selection: %w", err)
@@ -105,7 +109,7 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 		var src replay.SourceCount
 		var sq, gone, sched, deferred, poison, inJobs int
 		var minTTL int64
-		if err := rows.Scan(&src.Entity, &sq, &src.Count, &gone, &sched, &deferred, &poison, &inJobs, &minTTL); err != nil {
+		if err := rows.Scan(&src.Namespace, &src.Entity, &sq, &src.Count, &gone, &sched, &deferred, &poison, &inJobs, &minTTL); err != nil {
 			return sum, fmt.Errorf("summarise selection: %w", err)
 		}
 		src.SubQueue = subQueueOf(sq)
@@ -201,13 +205,18 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		}
 		edit = string(b)
 	}
+	// A job acts on the messages of its namespace only (Submit checked that
+	// the selection has no other; this keeps it so if one came since).
+	where = append(where, "m.entity_id IN (SELECT id FROM entities WHERE namespace = ?)")
+	args = append(args, j.Namespace)
 	err = tx.QueryRowContext(ctx, `INSERT INTO jobs (action, status, created_at, created_by, destination, rate_per_second,
 		scheduled_enqueue_at, reason, allow_poison, acknowledge_fan_out, filter,
-		canary_count, canary_watch_ms, pause_on_redeadletter, ramp_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		canary_count, canary_watch_ms, pause_on_redeadletter, ramp_ms, namespace, destination_namespace)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		string(j.Action), string(replay.StatusQueued), now, displayText(j.CreatedBy), displayText(j.Destination), j.RatePerSecond,
 		millis(j.ScheduledEnqueueAt), displayText(j.Reason), j.AllowPoison, j.AcknowledgeFanOut, filter,
-		j.Canary.Count, j.Canary.Watch.Milliseconds(), j.Canary.PauseOnRedeadletter, j.Canary.Ramp.Milliseconds()).Scan(&j.ID)
+		j.Canary.Count, j.Canary.Watch.Milliseconds(), j.Canary.PauseOnRedeadletter, j.Canary.Ramp.Milliseconds(),
+		j.Namespace, j.DestinationNamespace).Scan(&j.ID)
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -253,7 +262,7 @@ func recountJob(ctx context.Context, tx *sql.Tx, id int64) error {
 
 const jobColumns = `id, action, status, created_at, created_by, destination, rate_per_second, scheduled_enqueue_at,
 	reason, allow_poison, acknowledge_fan_out, filter, total, pending, sent, completed, failed, skipped, cancelled, flagged,
-	paused_reason, last_error, retry_attempts, next_attempt_at, started_at, finished_at, ` + jobCanaryColumns
+	paused_reason, last_error, retry_attempts, next_attempt_at, started_at, finished_at, namespace, destination_namespace, ` + jobCanaryColumns
 
 func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 	var (
@@ -268,7 +277,7 @@ func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 	err := row.Scan(&j.ID, &action, &status, &created, &j.CreatedBy, &j.Destination, &j.RatePerSecond, &scheduled,
 		&j.Reason, &j.AllowPoison, &j.AcknowledgeFanOut, &filter, &j.Total, &j.Counts.Pending, &j.Counts.Sent,
 		&j.Counts.Completed, &j.Counts.Failed, &j.Counts.Skipped, &j.Counts.Cancelled, &j.Flagged, &j.PausedReason,
-		&j.LastError, &j.RetryAttempts, &nextAttempt, &started, &finised,
+		&j.LastError, &j.RetryAttempts, &nextAttempt, &started, &finised, &j.Namespace, &j.DestinationNamespace,
 		&c.redeadlettered, &c.reasons, &c.count, &c.watch, &c.pause, &c.ramp, &c.verdict, &c.sentBase, &c.backBase)
 	if err != nil {
 		return j, err
@@ -321,17 +330,29 @@ func clampLimit(limit int) int {
 
 // ListJobs implements replay.Store.
 func (s *Store) ListJobs(ctx context.Context, limit int, cursor string) ([]replay.Job, string, error) {
+	return s.ListJobsIn(ctx, "", limit, cursor)
+}
+
+// ListJobsIn implements replay.Store: the jobs of namespace (the source
+// messages'), every job when it is empty.
+func (s *Store) ListJobsIn(ctx context.Context, namespace string, limit int, cursor string) ([]replay.Job, string, error) {
 	limit = clampLimit(limit)
 	after, err := decodeIDCursor(jobCursorPrefix, cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	q := `SELECT ` + jobColumns + ` FROM jobs`
+	var where []string
 	args := []any{}
+	if namespace != "" {
+		where = append(where, "namespace = ?")
+		args = append(args, namespace)
+	}
 	if after > 0 {
-		q += ` WHERE id < ?`
+		where = append(where, "id < ?")
 		args = append(args, after)
 	}
+	q += whereClause(where)
 	page, err := readJobs(s.reader.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, limit+1)...))
 	if err != nil {
 		return nil, "", fmt.Errorf("list jobs: %w", err)

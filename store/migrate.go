@@ -112,6 +112,14 @@ func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duratio
 		return nil, nil
 	}
 	m := ms[current]
+	if m.foreignKeysOff() {
+		// A table rebuild (SQLite's twelve steps): foreign key enforcement
+		// cannot change inside a transaction, so this one starts again
+		// with it off on the one writer connection, and checks the keys
+		// itself before it commits.
+		tx.Rollback()
+		return s.applyWithoutForeignKeys(ctx, ms, busy)
+	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return nil, s.wrap("apply migration "+m.name, err, busy)
 	}
@@ -134,4 +142,69 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+// foreignKeysMarker, on a line of its own in a migration, runs it with
+// foreign key enforcement off (a rebuild of a table others refer to) and
+// checks every key before it commits.
+const foreignKeysMarker = "-- dlqdash:foreign-keys-off"
+
+func (m migration) foreignKeysOff() bool {
+	for _, line := range strings.Split(m.sql, "\n") {
+		if strings.TrimSpace(line) == foreignKeysMarker {
+			return true
+		}
+	}
+	return false
+}
+
+// applyWithoutForeignKeys is applyNext for a migration marked with
+// foreignKeysMarker. The writer pool holds one connection, so the pragmas
+// and the transaction run on the same one.
+func (s *Store) applyWithoutForeignKeys(ctx context.Context, ms []migration, busy time.Duration) (*migration, error) {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return nil, s.wrap("begin migration", err, busy)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return nil, s.wrap("begin migration", err, busy)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`)
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.wrap("begin migration", err, busy)
+	}
+	defer tx.Rollback()
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return nil, s.wrap("read schema version", err, busy)
+	}
+	if current >= len(ms) {
+		return nil, nil // another process got here first
+	}
+	// Normally the marked migration; another process may have applied it
+	// meanwhile, and then the next one runs here, with the same checks.
+	m := ms[current]
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return nil, s.wrap("apply migration "+m.name, err, busy)
+	}
+	rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return nil, s.wrap("check foreign keys after migration "+m.name, err, busy)
+	}
+	bad := rows.Next()
+	rows.Close()
+	if bad {
+		return nil, fmt.Errorf("migration %s: it would break a foreign key; the database is unchanged", m.name)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.version, m.name, s.nowMillis()); err != nil {
+		return nil, s.wrap("record migration "+m.name, err, busy)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, s.wrap("commit migration "+m.name, err, busy)
+	}
+	return &m, nil
 }

@@ -104,7 +104,7 @@ const recordColumns = `m.id, coalesce(e.path, ''), m.subqueue, m.state, m.sequen
 	m.reply_to_session_id, m.to_address, m.dead_letter_reason, m.dead_letter_description,
 	m.dead_letter_source, m.delivery_count, m.enqueued_at, m.scheduled_enqueue_at, m.expires_at,
 	m.time_to_live_ms, m.properties, m.body_size, m.body_preview, coalesce(g.key, ''), m.first_seen_at,
-	m.last_seen_at, m.gone_at, m.replay_count`
+	m.last_seen_at, m.gone_at, m.replay_count, coalesce(e.namespace, '')`
 
 // recordJoins are LEFT JOINs so that messages stays the outer loop of every
 // plan, whichever index drives it.
@@ -129,7 +129,7 @@ func scanRecord(rows interface{ Scan(...any) error }, withBody bool) (dlq.Record
 		&r.ReplyToSessionID, &r.To, &r.DeadLetterReason, &r.DeadLetterErrorDescription,
 		&r.DeadLetterSource, &delivery, &enqueued, &scheduled, &exp,
 		&ttl, &props, &r.BodySize, &r.BodyPreview, &r.GroupID, &firstSeen,
-		&lastSeen, &gone, &r.ReplayCount}
+		&lastSeen, &gone, &r.ReplayCount, &r.Namespace}
 	if withBody {
 		dest = append(dest, &body)
 	}
@@ -268,11 +268,11 @@ func (s *Store) MessageBody(ctx context.Context, id int64) ([]byte, *string, err
 // as it is now leave those out; an incident review may want them. Counts are
 // the broker's as last read; Deferred comes from the catalog.
 func (s *Store) ListEntities(ctx context.Context) ([]dlq.EntitySummary, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT e.path, e.kind, e.topic, e.status, e.active_count,
+	rows, err := s.reader.QueryContext(ctx, `SELECT e.namespace, e.path, e.kind, e.topic, e.status, e.active_count,
 			e.dead_letter_count, e.transfer_dead_letter_count, e.scheduled_count, e.counts_at, e.deleted_at,
 			coalesce((SELECT cc.present FROM catalog_counts cc
 				WHERE cc.entity_id = e.id AND cc.subqueue = 0 AND cc.state = 1), 0)
-		FROM entities e ORDER BY e.path`)
+		FROM entities e ORDER BY e.path, e.namespace`)
 	if err != nil {
 		return nil, fmt.Errorf("list entities: %w", err)
 	}
@@ -282,7 +282,7 @@ func (s *Store) ListEntities(ctx context.Context) ([]dlq.EntitySummary, error) {
 		var e dlq.EntitySummary
 		var kind string
 		var countsAt, deletedAt *int64
-		if err := rows.Scan(&e.Path, &kind, &e.Topic, &e.Status, &e.Counts.Active, &e.Counts.DeadLetter,
+		if err := rows.Scan(&e.Namespace, &e.Path, &kind, &e.Topic, &e.Status, &e.Counts.Active, &e.Counts.DeadLetter,
 			&e.Counts.TransferDeadLetter, &e.Counts.Scheduled, &countsAt, &deletedAt, &e.Deferred); err != nil {
 			return nil, fmt.Errorf("list entities: %w", err)
 		}
@@ -314,6 +314,7 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	paths := map[int64][]string{}
+	seen := map[int64]map[string]bool{} // a path in two namespaces is listed once
 	for rows.Next() {
 		var gid int64
 		var path string
@@ -321,7 +322,33 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 			rows.Close()
 			return nil, fmt.Errorf("list groups: %w", err)
 		}
-		paths[gid] = append(paths[gid], path)
+		if seen[gid] == nil {
+			seen[gid] = map[string]bool{}
+		}
+		if !seen[gid][path] {
+			seen[gid][path] = true
+			paths[gid] = append(paths[gid], path)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	// The same failure in two namespaces is one group, counted per namespace.
+	rows, err = tx.QueryContext(ctx, `SELECT ge.group_id, e.namespace, sum(ge.present), sum(ge.total) FROM group_entities ge
+		JOIN entities e ON e.id = ge.entity_id GROUP BY 1, 2 ORDER BY 1, 3 DESC, 4 DESC, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("list groups: %w", err)
+	}
+	perNamespace := map[int64][]dlq.NamespaceCount{}
+	for rows.Next() {
+		var gid int64
+		var nc dlq.NamespaceCount
+		if err := rows.Scan(&gid, &nc.Name, &nc.Present, &nc.Total); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list groups: %w", err)
+		}
+		perNamespace[gid] = append(perNamespace[gid], nc)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -343,6 +370,10 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 		}
 		g.FirstSeenAt, g.LastSeenAt = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
 		g.Entities = paths[id]
+		g.Namespaces = perNamespace[id]
+		if g.Namespaces == nil {
+			g.Namespaces = []dlq.NamespaceCount{}
+		}
 		if g.Entities == nil {
 			g.Entities = []string{}
 		}

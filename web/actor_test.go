@@ -22,7 +22,7 @@ func TestActorLabel(t *testing.T) {
 			t.Errorf("actorLabel(%q) = %q, want %q", actor, got, want)
 		}
 	}
-	if got := jobView(replay.Job{CreatedBy: "proxy:bob"}).CreatedBy; got != "bob (proxy:bob)" {
+	if got := jobView(replay.Job{CreatedBy: "proxy:bob"}, false).CreatedBy; got != "bob (proxy:bob)" {
 		t.Errorf("job created_by shown as %q", got)
 	}
 }

@@ -19,6 +19,10 @@ func (s *Server) listEntities(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	namespace, err := q.one("namespace")
+	if err != nil {
+		return err
+	}
 	if err := q.done(); err != nil {
 		return err
 	}
@@ -30,7 +34,7 @@ func (s *Server) listEntities(w http.ResponseWriter, r *http.Request) error {
 		Entities []apijson.Entity `json:"entities"`
 	}{Entities: []apijson.Entity{}}
 	for _, e := range es {
-		if e.DeletedAt != nil && !withDeleted {
+		if (e.DeletedAt != nil && !withDeleted) || (namespace != "" && e.Namespace != namespace) {
 			continue
 		}
 		out.Entities = append(out.Entities, apijson.NewEntity(e))

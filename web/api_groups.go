@@ -27,10 +27,14 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	namespace, err := q.one("namespace")
+	if err != nil {
+		return err
+	}
 	if err := q.done(); err != nil {
 		return err
 	}
-	gs, err := s.readGroups(r.Context(), withGone, entity)
+	gs, err := s.readGroups(r.Context(), withGone, namespace, entity)
 	if err != nil {
 		return err
 	}
@@ -47,20 +51,26 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 // readGroups reads the failure groups, the largest first, as the API, the
 // groups page and the overview list them: those with a message left in a
 // dead-letter queue unless withGone, and those seen in entity if given.
-func (s *Server) readGroups(ctx context.Context, withGone bool, entity string) ([]dlq.GroupSummary, error) {
+func (s *Server) readGroups(ctx context.Context, withGone bool, namespace, entity string) ([]dlq.GroupSummary, error) {
 	gs, err := s.catalog.ListGroups(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
-	return selectGroups(gs, withGone, entity), nil
+	return selectGroups(gs, withGone, namespace, entity), nil
 }
 
 // selectGroups keeps the groups with a message left in a dead-letter queue
-// (all if withGone) seen in entity (any if "").
-func selectGroups(gs []dlq.GroupSummary, withGone bool, entity string) []dlq.GroupSummary {
+// (all if withGone) seen in entity (any if "") and, with a namespace, with
+// a message left in that namespace (seen there, if withGone).
+func selectGroups(gs []dlq.GroupSummary, withGone bool, namespace, entity string) []dlq.GroupSummary {
 	out := make([]dlq.GroupSummary, 0, len(gs))
 	for _, g := range gs {
 		if (g.Present == 0 && !withGone) || (entity != "" && !slices.Contains(g.Entities, entity)) {
+			continue
+		}
+		if namespace != "" && !slices.ContainsFunc(g.Namespaces, func(n dlq.NamespaceCount) bool {
+			return n.Name == namespace && (n.Present > 0 || (withGone && n.Total > 0))
+		}) {
 			continue
 		}
 		out = append(out, g)

@@ -27,6 +27,8 @@ type Jobs interface {
 	Cancel(ctx context.Context, id int64) (replay.Job, error)
 	Job(ctx context.Context, id int64) (replay.Job, error)
 	ListJobs(ctx context.Context, limit int, cursor string) ([]replay.Job, string, error)
+	// ListJobsIn lists the jobs of one namespace (their messages').
+	ListJobsIn(ctx context.Context, namespace string, limit int, cursor string) ([]replay.Job, string, error)
 	ListItems(ctx context.Context, jobID int64, state replay.ItemState, limit int, cursor string) ([]replay.Item, string, error)
 	History(ctx context.Context, messageID int64) ([]replay.Item, []dlq.Record, error)
 }
@@ -36,16 +38,19 @@ const maxJobRequest = 4 << 20
 
 // jobRequest is the body of POST /api/v1/jobs (docs/api.md).
 type jobRequest struct {
-	Action             string      `json:"action"`
-	IDs                []string    `json:"ids"`
-	Filter             *dlq.Filter `json:"filter"`
-	Destination        string      `json:"destination"`
-	RatePerSecond      *float64    `json:"rate_per_second"`
-	ScheduledEnqueueAt *string     `json:"scheduled_enqueue_at"`
-	AcknowledgeFanOut  bool        `json:"acknowledge_fan_out"`
-	AllowPoison        bool        `json:"allow_poison"`
-	Reason             string      `json:"reason"`
-	DryRun             bool        `json:"dry_run"`
+	Action      string      `json:"action"`
+	IDs         []string    `json:"ids"`
+	Filter      *dlq.Filter `json:"filter"`
+	Destination string      `json:"destination"`
+	// DestinationNamespace sends the copies to another configured
+	// namespace; only a request that names it does.
+	DestinationNamespace string   `json:"destination_namespace"`
+	RatePerSecond        *float64 `json:"rate_per_second"`
+	ScheduledEnqueueAt   *string  `json:"scheduled_enqueue_at"`
+	AcknowledgeFanOut    bool     `json:"acknowledge_fan_out"`
+	AllowPoison          bool     `json:"allow_poison"`
+	Reason               string   `json:"reason"`
+	DryRun               bool     `json:"dry_run"`
 	// The canary and ramp (docs/api.md).
 	CanaryCount         *int     `json:"canary_count"`
 	CanaryWatch         *string  `json:"canary_watch"`
@@ -56,6 +61,8 @@ type jobRequest struct {
 	Entity          string  `json:"entity"`
 	Subqueue        string  `json:"subqueue"`
 	SequenceNumbers []int64 `json:"sequence_numbers"`
+	// Namespace is the entity's namespace, when several have the path.
+	Namespace string `json:"namespace"`
 }
 
 // decodeBody reads a JSON request body into v: one object, known keys only.
@@ -98,6 +105,7 @@ func (jr *jobRequest) selection() (replay.Selection, error) {
 		sel.IDs = append(sel.IDs, id)
 	}
 	sel.Entity, sel.SubQueue, sel.SequenceNumbers = strings.TrimSpace(jr.Entity), dlq.SubQueue(jr.Subqueue), jr.SequenceNumbers
+	sel.Namespace = strings.TrimSpace(jr.Namespace)
 	sel.Filter = jr.Filter // read by dlq.Filter's UnmarshalJSON
 	return sel, nil
 }
@@ -108,8 +116,9 @@ func (jr *jobRequest) request() (replay.Request, error) {
 		return replay.Request{}, err
 	}
 	req := replay.Request{Action: replay.Action(jr.Action), Selection: sel,
-		Destination: strings.TrimSpace(jr.Destination), AcknowledgeFanOut: jr.AcknowledgeFanOut,
-		AllowPoison: jr.AllowPoison, Reason: jr.Reason, DryRun: jr.DryRun}
+		Destination: strings.TrimSpace(jr.Destination), DestinationNamespace: strings.TrimSpace(jr.DestinationNamespace),
+		AcknowledgeFanOut: jr.AcknowledgeFanOut,
+		AllowPoison:       jr.AllowPoison, Reason: jr.Reason, DryRun: jr.DryRun}
 	if jr.RatePerSecond != nil {
 		req.RatePerSecond = *jr.RatePerSecond
 	}
@@ -185,6 +194,7 @@ type editRequest struct {
 	Body                  *string         `json:"body"`
 	ApplicationProperties json.RawMessage `json:"application_properties"`
 	Destination           string          `json:"destination"`
+	DestinationNamespace  string          `json:"destination_namespace"`
 	ScheduledEnqueueAt    *string         `json:"scheduled_enqueue_at"`
 	AcknowledgeFanOut     bool            `json:"acknowledge_fan_out"`
 	AllowPoison           bool            `json:"allow_poison"`
@@ -224,7 +234,8 @@ func (er *editRequest) request(id int64) (replay.Request, error) {
 		return replay.Request{}, err
 	}
 	jr := jobRequest{Action: string(replay.ActionReplay), IDs: []string{strconv.FormatInt(id, 10)}, Destination: er.Destination,
-		ScheduledEnqueueAt: er.ScheduledEnqueueAt, AcknowledgeFanOut: er.AcknowledgeFanOut, AllowPoison: er.AllowPoison,
+		DestinationNamespace: er.DestinationNamespace,
+		ScheduledEnqueueAt:   er.ScheduledEnqueueAt, AcknowledgeFanOut: er.AcknowledgeFanOut, AllowPoison: er.AllowPoison,
 		Reason: er.Reason, DryRun: er.DryRun}
 	req, err := jr.request()
 	if err != nil {
@@ -408,10 +419,14 @@ func (s *Server) readJobs(r *http.Request, q *query, limit int) (jobs []replay.J
 	if cursor, err = q.one("cursor"); err != nil {
 		return nil, "", "", err
 	}
+	namespace, err := q.one("namespace")
+	if err != nil {
+		return nil, "", "", err
+	}
 	if err := q.done(); err != nil {
 		return nil, "", "", err
 	}
-	if jobs, next, err = s.jobs.ListJobs(r.Context(), limit, cursor); err != nil {
+	if jobs, next, err = s.jobs.ListJobsIn(r.Context(), namespace, limit, cursor); err != nil {
 		return nil, "", "", fmt.Errorf("list jobs: %w", err)
 	}
 	return jobs, cursor, next, nil

@@ -23,6 +23,22 @@ func (s *Server) showStatus(w http.ResponseWriter, r *http.Request) error {
 	if st.Namespace == "" {
 		st.Namespace = s.ns
 	}
-	writeJSON(w, r, http.StatusOK, apijson.NewStatus(st))
+	writeJSON(w, r, http.StatusOK, apijson.NewStatus(st, s.namespaceStatuses()))
 	return nil
+}
+
+// namespaceStatuses is each namespace's freshness: the status source's own
+// when it reads several namespaces (dlq.StatusSet), else the one.
+func (s *Server) namespaceStatuses() []dlq.Status {
+	if s.status == nil {
+		return nil
+	}
+	if set, ok := s.status.(interface{ Namespaces() []dlq.Status }); ok {
+		return set.Namespaces()
+	}
+	st := s.status.Status()
+	if st.Namespace == "" {
+		st.Namespace = s.ns
+	}
+	return []dlq.Status{st}
 }

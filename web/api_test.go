@@ -373,6 +373,7 @@ func TestAPIMessageDetail(t *testing.T) {
 		"last_seen_at":                  "2026-11-22T12:42:07.123Z",
 		"gone_at":                       nil,
 		"replay_count":                  json.Number("0"),
+		"namespace":                     "", // storetest fills the unnamed namespace
 	}
 	for k, w := range want {
 		got, ok := v[k]
@@ -533,7 +534,7 @@ func (f fakeStatus) Status() dlq.Status { return dlq.Status(f) }
 func TestAPIStatus(t *testing.T) {
 	fx := newAPIFixture(t)
 	_, _, body := fx.get(t, "/api/v1/status")
-	want := `{"namespace":"contoso.servicebus.windows.net","last_success_at":null,"healthy":false,"error":"catalog not running","error_since":null}` + "\n"
+	want := `{"namespace":"contoso.servicebus.windows.net","last_success_at":null,"healthy":false,"error":"catalog not running","error_since":null,"namespaces":[]}` + "\n"
 	if body != want {
 		t.Errorf("status without an ingester:\n got %s\nwant %s", body, want)
 	}
@@ -544,9 +545,11 @@ func TestAPIStatus(t *testing.T) {
 		want string
 	}{
 		{dlq.Status{Namespace: "ns.example", LastSuccessAt: &t0, Healthy: true},
-			`{"namespace":"ns.example","last_success_at":"2026-11-22T10:42:07.123Z","healthy":true,"error":null,"error_since":null}`},
+			`{"namespace":"ns.example","last_success_at":"2026-11-22T10:42:07.123Z","healthy":true,"error":null,"error_since":null,` +
+				`"namespaces":[{"name":"ns.example","healthy":true,"last_success_at":"2026-11-22T10:42:07.123Z","error":null}]}`},
 		{dlq.Status{LastSuccessAt: &t0, Error: "Service Bus unreachable: dial tcp: i/o timeout", ErrorSince: &since},
-			`{"namespace":"x.example","last_success_at":"2026-11-22T10:42:07.123Z","healthy":false,"error":"Service Bus unreachable: dial tcp: i/o timeout","error_since":"2026-11-22T10:41:07.123Z"}`},
+			`{"namespace":"x.example","last_success_at":"2026-11-22T10:42:07.123Z","healthy":false,"error":"Service Bus unreachable: dial tcp: i/o timeout","error_since":"2026-11-22T10:41:07.123Z",` +
+				`"namespaces":[{"name":"x.example","healthy":false,"last_success_at":"2026-11-22T10:42:07.123Z","error":"Service Bus unreachable: dial tcp: i/o timeout"}]}`},
 	} {
 		s := New(Config{Catalog: fx.st, Status: fakeStatus(tt.st), Namespace: "x.example"})
 		res, body := do(t, s.Handler(), httptest.NewRequestWithContext(t.Context(), "GET", "/api/v1/status", nil))
@@ -687,5 +690,26 @@ func TestAPICursorIsOpaque(t *testing.T) {
 	c := v["next_cursor"].(string)
 	if !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(c) {
 		t.Errorf("cursor %q is not URL-safe", c)
+	}
+}
+
+// TestAPIStatusNamespaces: with several namespaces, each has its own
+// status and the top-level fields are their summary (healthy only when all
+// are; the error names the one that fails).
+func TestAPIStatusNamespaces(t *testing.T) {
+	fx := newAPIFixture(t)
+	older := t0.Add(-time.Minute)
+	set := dlq.StatusSet{
+		fakeStatus(dlq.Status{Namespace: "prod-eu", LastSuccessAt: &t0, Healthy: true}),
+		fakeStatus(dlq.Status{Namespace: "prod-us", LastSuccessAt: &older, Error: "no successful read for 6 s", ErrorSince: &older}),
+	}
+	s := New(Config{Catalog: fx.st, Status: set})
+	res, body := do(t, s.Handler(), httptest.NewRequestWithContext(t.Context(), "GET", "/api/v1/status", nil))
+	want := `{"namespace":"prod-eu, prod-us","last_success_at":"2026-11-22T10:41:07.123Z","healthy":false,` +
+		`"error":"prod-us: no successful read for 6 s","error_since":"2026-11-22T10:41:07.123Z","namespaces":[` +
+		`{"name":"prod-eu","healthy":true,"last_success_at":"2026-11-22T10:42:07.123Z","error":null},` +
+		`{"name":"prod-us","healthy":false,"last_success_at":"2026-11-22T10:41:07.123Z","error":"no successful read for 6 s"}]}` + "\n"
+	if res.StatusCode != 200 || body != want {
+		t.Errorf("status %d:\n got %s\nwant %s", res.StatusCode, body, want)
 	}
 }

@@ -22,15 +22,16 @@ func (s *Server) listGroupsPage(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
-	gs, err := s.readGroups(r.Context(), withGone, "")
+	gs, err := s.readGroups(r.Context(), withGone, "", "")
 	if err != nil {
 		return err
 	}
-	return s.render(w, r, views.GroupsPage(views.Groups{Groups: failureGroups(gs), IncludeGone: withGone}))
+	return s.render(w, r, views.GroupsPage(views.Groups{Groups: failureGroups(gs, len(s.namespaces) > 1), IncludeGone: withGone,
+		ShowNamespaces: len(s.namespaces) > 1}))
 }
 
 // failureGroups are the groups as the pages show them.
-func failureGroups(gs []dlq.GroupSummary) []views.FailureGroup {
+func failureGroups(gs []dlq.GroupSummary, showNamespaces bool) []views.FailureGroup {
 	out := make([]views.FailureGroup, 0, len(gs))
 	for _, g := range gs {
 		ents := make([]string, len(g.Entities))
@@ -38,7 +39,17 @@ func failureGroups(gs []dlq.GroupSummary) []views.FailureGroup {
 			ents[i] = text(e)
 		}
 		out = append(out, views.FailureGroup{ID: g.ID, Reason: text(g.Reason), DescriptionPattern: text(g.DescriptionPattern),
-			Entities: ents, Present: g.Present, Total: g.Total, FirstSeenAt: g.FirstSeenAt, LastSeenAt: g.LastSeenAt})
+			Entities: ents, Present: g.Present, Total: g.Total, FirstSeenAt: g.FirstSeenAt, LastSeenAt: g.LastSeenAt,
+			Namespaces: namespaceCounts(g.Namespaces), ShowNamespaces: showNamespaces})
+	}
+	return out
+}
+
+// namespaceCounts are a group's per-namespace counts as the pages show them.
+func namespaceCounts(ns []dlq.NamespaceCount) []views.NamespaceCount {
+	out := make([]views.NamespaceCount, len(ns))
+	for i, n := range ns {
+		out[i] = views.NamespaceCount{Name: text(n.Name), Present: n.Present, Total: n.Total}
 	}
 	return out
 }

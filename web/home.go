@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/views"
 )
 
@@ -19,7 +20,7 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
-	groups, err := s.readGroups(r.Context(), false, "")
+	groups, err := s.readGroups(r.Context(), false, "", "")
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)
 	}
@@ -28,12 +29,15 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 		st := s.status.Status()
 		h.Freshness = &views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
 	}
-	h.Entities = overviewEntities(ents)
+	h.Entities = overviewEntities(ents, len(s.namespaces) > 1)
+	if len(s.namespaces) > 1 {
+		h.Namespaces = namespaceHealth(s.namespaces, s.namespaceStatuses(), ents)
+	}
 	if s.hub != nil {
 		h.Live = views.LiveOverview.Param()
 	}
 	// ListGroups gives the largest first; the overview shows the head.
-	h.Groups = failureGroups(groups)
+	h.Groups = failureGroups(groups, len(s.namespaces) > 1)
 	h.Groups = h.Groups[:min(len(h.Groups), homeGroups)]
 	chart, err := depthChart(r.Context(), s.catalog, h.Now)
 	if err != nil {
@@ -57,4 +61,26 @@ func depthChart(ctx context.Context, c Catalog, now time.Time) (views.DepthChart
 		return views.DepthChart{}, err
 	}
 	return views.DepthChart{Since: ds.Since, Until: ds.Until, Points: ds.Points, Latest: ds.Latest}, nil
+}
+
+// namespaceHealth is each configured namespace's health and counts, for the
+// overview.
+func namespaceHealth(names []string, statuses []dlq.Status, ents []dlq.EntitySummary) []views.NamespaceHealth {
+	out := make([]views.NamespaceHealth, len(names))
+	for i, name := range names {
+		n := views.NamespaceHealth{Name: name}
+		for _, st := range statuses {
+			if st.Namespace == name {
+				n.Freshness = views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
+			}
+		}
+		for _, e := range ents {
+			if e.Namespace == name && e.DeletedAt == nil {
+				n.Entities++
+				n.DeadLetters += e.Counts.DeadLetter + e.Counts.TransferDeadLetter
+			}
+		}
+		out[i] = n
+	}
+	return out
 }

@@ -63,6 +63,13 @@ type HubConfig struct {
 	Logger   *slog.Logger
 	// Mode and Namespace word the freshness panel, as on the overview.
 	Mode, Namespace string
+	// Namespaces are the configured namespaces (web.Config.Namespaces):
+	// with more than one, message rows carry a namespace column.
+	Namespaces []string
+	// Statuses, with more than one namespace, is each one's status, for
+	// the overview's live namespaces panel; nil leaves the panel as the
+	// page was rendered.
+	Statuses func() []dlq.Status
 
 	Queue        int           // changes buffered by Publish
 	ClientBuffer int           // frames buffered per connection
@@ -300,6 +307,7 @@ func (h *Hub) flush(ctx context.Context, b *batch, chart, groups, newRows *throt
 		if frame, ok := h.replace(ctx, views.FragmentID("freshness", ""), views.FreshnessPanel(home)); ok {
 			h.sendTo(everyPage, frame)
 		}
+		h.sendNamespaces(ctx, nil)
 	}
 	switch {
 	case b.entities:

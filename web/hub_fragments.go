@@ -32,13 +32,13 @@ func (h *Hub) sendOverview(ctx context.Context, changed map[string]bool) {
 		h.failed(ctx, "overview", err, onPage(views.LiveOverview))
 		return
 	}
-	home := views.Home{Entities: overviewEntities(ents)}
+	home := views.Home{Entities: overviewEntities(ents, len(h.cfg.Namespaces) > 1)}
 	var frames [][]byte
 	for _, e := range home.Entities {
 		if !changed[e.Path] {
 			continue
 		}
-		if f, ok := h.replace(ctx, views.FragmentID("entity", e.Path), views.EntityCounts(e)); ok {
+		if f, ok := h.replace(ctx, views.EntityRowID(e), views.EntityCounts(e)); ok {
 			frames = append(frames, f)
 		}
 	}
@@ -46,11 +46,32 @@ func (h *Hub) sendOverview(ctx context.Context, changed map[string]bool) {
 		frames = append(frames, f)
 	}
 	h.sendTo(onPage(views.LiveOverview), frames...)
+	h.sendNamespaces(ctx, ents)
+}
+
+// sendNamespaces re-renders the overview's namespaces panel (with more than
+// one namespace): each namespace's status and counts. ents are the
+// entities if the caller has read them.
+func (h *Hub) sendNamespaces(ctx context.Context, ents []dlq.EntitySummary) {
+	if len(h.cfg.Namespaces) < 2 || h.cfg.Statuses == nil || len(h.subscriptions(onPage(views.LiveOverview))) == 0 {
+		return
+	}
+	if ents == nil {
+		var err error
+		if ents, err = h.catalog.ListEntities(ctx); err != nil {
+			h.failed(ctx, "namespaces", err, onPage(views.LiveOverview))
+			return
+		}
+	}
+	panel := views.NamespacesPanel(namespaceHealth(h.cfg.Namespaces, h.cfg.Statuses(), ents))
+	if f, ok := h.replace(ctx, views.FragmentID("namespaces", ""), panel); ok {
+		h.sendTo(onPage(views.LiveOverview), f)
+	}
 }
 
 // overviewEntities are the entities the overview lists: every one not
 // deleted, with the broker's counts and the catalog's deferred count.
-func overviewEntities(ents []dlq.EntitySummary) []views.EntityRow {
+func overviewEntities(ents []dlq.EntitySummary, showNamespace bool) []views.EntityRow {
 	var out []views.EntityRow
 	for _, e := range ents {
 		if e.DeletedAt != nil {
@@ -58,7 +79,7 @@ func overviewEntities(ents []dlq.EntitySummary) []views.EntityRow {
 		}
 		out = append(out, views.EntityRow{Path: e.Path, Kind: string(e.Kind), Status: e.Status,
 			Active: e.Counts.Active, DeadLetter: e.Counts.DeadLetter, TransferDeadLetter: e.Counts.TransferDeadLetter,
-			Scheduled: e.Counts.Scheduled, Deferred: e.Deferred})
+			Scheduled: e.Counts.Scheduled, Deferred: e.Deferred, Namespace: text(e.Namespace), ShowNamespace: showNamespace})
 	}
 	return out
 }
@@ -119,7 +140,7 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) {
 		var buf bytes.Buffer
 		var rerr error
 		for _, r := range recs {
-			if rerr = views.MessageRow(withoutPreview(messageItem(r), sub.hideBodies)).Render(ctx, &buf); rerr != nil {
+			if rerr = views.MessageRow(withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), sub.hideBodies)).Render(ctx, &buf); rerr != nil {
 				break
 			}
 		}
@@ -165,7 +186,7 @@ func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
 		var frames [][]byte
 		for _, r := range recs {
 			id := views.FragmentID("message", strconv.FormatInt(r.ID, 10))
-			if f, ok := h.replace(ctx, id, views.MessageRow(withoutPreview(messageItem(r), hide))); ok {
+			if f, ok := h.replace(ctx, id, views.MessageRow(withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), hide))); ok {
 				frames = append(frames, f)
 			}
 		}
@@ -190,7 +211,7 @@ func (h *Hub) sendGroups(ctx context.Context) {
 		if !slices.ContainsFunc(subs, same) {
 			continue
 		}
-		if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(selectGroups(all, include, "")))); ok {
+		if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(selectGroups(all, include, "", ""), len(h.cfg.Namespaces) > 1))); ok {
 			h.sendTo(same, f)
 		}
 	}

@@ -81,7 +81,7 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 			delete(h.itemsSentAt, j.ID) // its table updates are over
 			justFinished = true
 		}
-		v := jobView(j)
+		v := jobView(j, len(h.cfg.Namespaces) > 1)
 		id := strconv.FormatInt(j.ID, 10)
 		page := func(s subscription) bool { return s.page == views.LiveJob && s.id == j.ID }
 		switch {

@@ -48,7 +48,7 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("inventory: %w", err)
 	}
 	for _, rec := range deferred {
-		it := views.WaitingItem{MessageItem: withoutPreview(messageItem(rec), hide), Since: rec.EnqueuedAt}
+		it := views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Since: rec.EnqueuedAt}
 		if rec.EnqueuedAt != nil {
 			it.Age = now.Sub(*rec.EnqueuedAt)
 			it.Orphan = it.Age > s.orphanAfter
@@ -56,7 +56,7 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 		inv.Deferred = append(inv.Deferred, it)
 	}
 	for _, rec := range scheduled {
-		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: withoutPreview(messageItem(rec), hide), Due: rec.ScheduledEnqueueAt})
+		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Due: rec.ScheduledEnqueueAt})
 	}
 	link := func(name, cursor string) string {
 		if cursor == "" {

@@ -18,8 +18,9 @@ const (
 )
 
 // jobView is a job as the pages (and the hub's fragments) show it.
-func jobView(j replay.Job) views.Job {
+func jobView(j replay.Job, showNamespace bool) views.Job {
 	v := views.Job{
+		Namespace: text(j.Namespace), DestinationNamespace: text(j.DestinationNamespace), ShowNamespace: showNamespace,
 		ID: j.ID, Action: string(j.Action), Status: string(j.Status), CreatedAt: j.CreatedAt, CreatedBy: text(actorLabel(j.CreatedBy)),
 		Destination: text(j.Destination), RatePerSecond: j.RatePerSecond, ScheduledEnqueueAt: j.ScheduledEnqueueAt,
 		Reason: text(j.Reason), AllowPoison: j.AllowPoison, AcknowledgeFanOut: j.AcknowledgeFanOut, Filter: text(string(j.Filter)),
@@ -76,15 +77,26 @@ func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l := views.JobList{Live: s.hub != nil}
+	l := views.JobList{Live: s.hub != nil, Namespaces: s.namespaces, Namespace: r.URL.Query().Get("namespace")}
 	for _, j := range jobs {
-		l.Jobs = append(l.Jobs, jobView(j))
+		l.Jobs = append(l.Jobs, jobView(j, len(s.namespaces) > 1))
+	}
+	first := url.Values{}
+	if l.Namespace != "" {
+		first.Set("namespace", l.Namespace)
 	}
 	if next != "" {
-		l.NextURL = "/jobs?" + url.Values{"cursor": {next}}.Encode()
+		p := url.Values{"cursor": {next}}
+		if l.Namespace != "" {
+			p.Set("namespace", l.Namespace)
+		}
+		l.NextURL = "/jobs?" + p.Encode()
 	}
 	if cursor != "" {
 		l.FirstURL = "/jobs"
+		if len(first) > 0 {
+			l.FirstURL += "?" + first.Encode()
+		}
 	}
 	return s.render(w, r, views.JobsPage(l))
 }
@@ -111,7 +123,7 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, ale
 	if err != nil {
 		return fmt.Errorf("show job page: %w", err)
 	}
-	d := views.JobDetail{Job: jobView(j), State: string(state), Alert: alert, Live: s.hub != nil}
+	d := views.JobDetail{Job: jobView(j, len(s.namespaces) > 1), State: string(state), Alert: alert, Live: s.hub != nil}
 	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
 		d.Job = readOnly(d.Job)
 	}

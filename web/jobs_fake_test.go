@@ -134,6 +134,20 @@ type invalidCursor struct{}
 func (invalidCursor) Error() string            { return "cursor: not one this server issued" }
 func (invalidCursor) InvalidParameter() string { return "cursor" }
 
+func (f *fakeJobs) ListJobsIn(ctx context.Context, namespace string, limit int, cursor string) ([]replay.Job, string, error) {
+	jobs, next, err := f.ListJobs(ctx, limit, cursor)
+	if namespace == "" || err != nil {
+		return jobs, next, err
+	}
+	var out []replay.Job
+	for _, j := range jobs {
+		if j.Namespace == namespace {
+			out = append(out, j)
+		}
+	}
+	return out, next, nil
+}
+
 func (f *fakeJobs) ListJobs(ctx context.Context, limit int, cursor string) ([]replay.Job, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -44,12 +44,14 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return fmt.Errorf("list messages page: %w", err)
 	}
-	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil}
+	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil, Namespaces: s.namespaces}
 	if role := auth.FromContext(r.Context()).Role; l.Replay && !role.Includes(auth.Operator) {
 		l.Replay, l.ReplayRole = false, role.String()
 	}
 	for _, e := range ents {
-		if e.DeletedAt == nil {
+		// A path in two namespaces is one choice (the namespace select
+		// tells them apart); the list is by path.
+		if e.DeletedAt == nil && (len(l.Entities) == 0 || l.Entities[len(l.Entities)-1] != e.Path) {
 			l.Entities = append(l.Entities, e.Path)
 		}
 	}
@@ -97,7 +99,7 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 	}
 	l.Matching = m.matching
 	for _, rec := range m.recs {
-		l.Messages = append(l.Messages, withoutPreview(messageItem(rec), m.hide))
+		l.Messages = append(l.Messages, withoutPreview(s.messageItem(rec), m.hide))
 	}
 	next := m.next
 	// The filter as dlq writes it: the links', the live subscription's
@@ -126,7 +128,7 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 // the API's RFC 3339 form are shown as a datetime-local input wants them.
 func formValues(v url.Values) views.MessageFilter {
 	return views.MessageFilter{
-		Entity: v.Get("entity"), SubQueue: v.Get("subqueue"), State: v.Get("state"),
+		Namespace: v.Get("namespace"), Entity: v.Get("entity"), SubQueue: v.Get("subqueue"), State: v.Get("state"),
 		Reason: v.Get("reason"), Group: v.Get("group"), Query: v.Get("q"),
 		Since: datetimeLocal(v.Get("since")), Until: datetimeLocal(v.Get("until")),
 		Properties:  slices.DeleteFunc(slices.Clone(v["property"]), func(s string) bool { return s == "" }),
@@ -153,7 +155,21 @@ func textOf(p *string) string {
 	return text(*p)
 }
 
-// messageItem is a record as a list row shows it.
+// messageItem is a record as a list row shows it, with its namespace when
+// more than one is configured.
+func (s *Server) messageItem(r dlq.Record) views.MessageItem {
+	return namespacedItem(r, len(s.namespaces) > 1)
+}
+
+// namespacedItem is a record as a list row shows it; showNamespace adds
+// the namespace column.
+func namespacedItem(r dlq.Record, showNamespace bool) views.MessageItem {
+	it := messageItem(r)
+	it.Namespace, it.ShowNamespace = text(r.Namespace), showNamespace
+	return it
+}
+
+// messageItem is a record as a list row shows it, without its namespace.
 func messageItem(r dlq.Record) views.MessageItem {
 	return views.MessageItem{
 		ID: r.ID, Entity: text(r.Entity), SubQueue: string(r.SubQueue), State: string(r.State),
@@ -184,6 +200,7 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	d := messageDetail(rec)
+	d.Item = s.messageItem(rec)
 	if hide {
 		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
 		d.Item.Preview = ""

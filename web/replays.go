@@ -71,6 +71,7 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 		}
 	}
 	form.Destination = opts.values.Get("destination")
+	form.DestinationNamespace = opts.values.Get("destination_namespace")
 	form.Rate = opts.values.Get("rate_per_second")
 	form.Scheduled = datetimeLocal(opts.values.Get("scheduled_enqueue_at"))
 	form.AcknowledgeFanOut = truthy(opts.values.Get("acknowledge_fan_out"))
@@ -119,6 +120,10 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 		return form, req, err
 	}
 	req.Destination = strings.TrimSpace(req.Destination)
+	if req.DestinationNamespace, err = opts.one("destination_namespace"); err != nil {
+		return form, req, err
+	}
+	req.DestinationNamespace = strings.TrimSpace(req.DestinationNamespace)
 	if v, err := opts.one("rate_per_second"); err != nil {
 		return form, req, err
 	} else if v != "" {
@@ -195,7 +200,7 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		return errNoJobs
 	}
 	form, req, err := readReplayForm(w, r)
-	c := views.ReplayConfirm{Form: form, BackURL: backURL(form)}
+	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.namespaces}
 	if err != nil {
 		// The options could not be read: the selection alone can be shown.
 		return s.refuseReplay(w, r, c, err, replay.Plan{}, dryRun(selectionOf(req)), true)

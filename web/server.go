@@ -57,6 +57,10 @@ type Config struct {
 	// Namespace is the Service Bus host from the connection string, if any.
 	// Never the connection string itself.
 	Namespace string
+	// Namespaces are the configured namespaces' names, in order. With more
+	// than one, the pages show a namespace column and filter (with one,
+	// they look as they did before namespaces).
+	Namespaces []string
 	// Status reports the ingester's freshness; nil when nothing reads a
 	// namespace (GET /api/v1/status then says the catalog is not running).
 	Status StatusSource
@@ -110,6 +114,8 @@ type Server struct {
 	status  StatusSource
 	mode    string
 	ns      string
+	// namespaces are Config.Namespaces.
+	namespaces []string
 
 	orphanAfter time.Duration
 	audit       AuditSource
@@ -161,7 +167,8 @@ func New(cfg Config) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub}
+	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub,
+		namespaces: cfg.Namespaces}
 	s.orphanAfter = cfg.OrphanAfter
 	if !isNil(cfg.Audit) {
 		s.audit = cfg.Audit

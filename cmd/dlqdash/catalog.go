@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -37,33 +38,89 @@ type serviceBus interface {
 	replay.Broker
 }
 
-// withCatalog makes the dashboard run an ingester and a replay engine over
-// broker once its store is open.
-func withCatalog(cfg Config, broker serviceBus, namespace string, logger *slog.Logger) func(*store.Store, *dashboard) error {
-	return func(st *store.Store, d *dashboard) error {
+// catalogNamespace is one namespace as the catalog and the engine see it.
+type catalogNamespace struct {
+	name   string
+	broker serviceBus
+}
+
+// withCatalog makes the dashboard run one ingester per namespace (each with
+// its own health and backoff, so a namespace that does not answer never
+// slows or hides the others) and a replay engine with a broker per
+// namespace, once its store is open. Rows cataloged before the catalog knew
+// namespaces are adopted by the first namespace.
+func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger) func(context.Context, *store.Store, *dashboard) error {
+	return func(ctx context.Context, st *store.Store, d *dashboard) error {
+		if len(namespaces) == 0 {
+			return errors.New("no Service Bus namespace is configured")
+		}
+		if n, err := st.AdoptUnnamed(ctx, namespaces[0].name); err != nil {
+			return fmt.Errorf("open database: %w", err)
+		} else if n > 0 {
+			logger.Info("catalog adopted the entities it had before namespaces", "namespace", namespaces[0].name, "entities", n)
+		}
 		retention := cfg.Retention
 		if retention == 0 {
 			retention = -1 // keep forever
 		}
-		ing := dlq.New(dlq.Config{
-			Broker:    broker,
-			Catalog:   st,
-			Logger:    logger.With("component", "catalog"),
-			Namespace: namespace,
-			Poll:      cfg.Poll,
-			Retention: retention,
-			Publish:   d.publish,
-		})
-		d.status = ing
-		d.loops = append(d.loops, ing.Run)
+		var statuses dlq.StatusSet
+		ingesters := map[string]*dlq.Ingester{}
+		brokers := map[string]replay.Broker{"": namespaces[0].broker} // jobs of the unnamed namespace, if any are left
+		publish := d.publish
+		if len(namespaces) > 1 && publish != nil {
+			// The freshness the pages show is every namespace's summary.
+			inner := publish
+			publish = func(c dlq.Change) {
+				if c.Kind == dlq.ChangeFreshness {
+					sum := statuses.Status()
+					c.Status = &sum
+				}
+				inner(c)
+			}
+		}
+		for i, ns := range namespaces {
+			// Retention and the search index's merging are catalog-wide:
+			// the first namespace's ingester does them for all.
+			keep := retention
+			if i > 0 {
+				keep = -1
+			}
+			ing := dlq.New(dlq.Config{
+				Broker:    ns.broker,
+				Catalog:   st.Namespace(ns.name),
+				Logger:    logger.With("component", "catalog", "namespace", ns.name),
+				Namespace: ns.name,
+				Poll:      cfg.Poll,
+				Retention: keep,
+				Publish:   publish,
+			})
+			statuses = append(statuses, ing)
+			ingesters[ns.name] = ing
+			brokers[ns.name] = ns.broker
+			d.loops = append(d.loops, ing.Run)
+		}
+		if len(namespaces) == 1 {
+			d.status = statuses[0]
+		} else {
+			d.status = statuses
+		}
 
 		engine, err := replay.New(replay.Config{
-			Store:     st,
-			Broker:    broker,
-			Audit:     d.audit,
-			Logger:    logger.With("component", "replay"),
-			OnChange:  d.onJob,
-			OnRemoved: ing.Removed,
+			Store: st,
+			Brokers: func(name string) (replay.Broker, error) {
+				if b, ok := brokers[name]; ok {
+					return b, nil
+				}
+				return nil, fmt.Errorf("no namespace %q is configured", name)
+			},
+			Audit:    d.audit,
+			Logger:   logger.With("component", "replay"),
+			OnChange: d.onJob,
+			OnRemovedFrom: func(namespace, entity string, q dlq.SubQueue, n int) {
+				if ing := ingesters[namespace]; ing != nil {
+					ing.Removed(entity, q, n)
+				}
+			},
 			PoisonCap: cfg.PoisonCap,
 		})
 		if err != nil {

@@ -25,6 +25,8 @@ const shutdownTimeout = 10 * time.Second
 type dashboard struct {
 	mode      string // "demo" or "serve"
 	namespace string // Service Bus host for the overview page, never a secret
+	// namespaces are the configured namespaces' names, in order.
+	namespaces []string
 
 	// loops are background loops (ingester, replay engine, ...). Each runs
 	// until its context is cancelled, which happens after HTTP has stopped
@@ -34,7 +36,7 @@ type dashboard struct {
 
 	// onStore, if set, runs once the store is open, to build loops that
 	// need it. It may append to d.loops and set d.status.
-	onStore func(st *store.Store, d *dashboard) error
+	onStore func(ctx context.Context, st *store.Store, d *dashboard) error
 
 	// status reports the catalog's freshness (the ingester); nil when
 	// nothing reads a namespace.
@@ -66,7 +68,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// The hub exists before the ingester that publishes to it; it runs as
 	// a loop, and the server closes its websockets when HTTP shuts down.
 	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Outcomes: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace,
-		MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor})
+		Namespaces: d.namespaces, Statuses: func() []dlq.Status { return namespaceStatuses(d.status) }, MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor})
 	// Metrics count the same events the hub shows, so they exist before
 	// onStore builds the ingester and the engine that emit them; depth and
 	// jobs are read from the store at scrape time.
@@ -79,7 +81,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	}
 	d.loops = append(d.loops, logAuditHeads(st, logger, auditHeadEvery))
 	if d.onStore != nil {
-		if err := d.onStore(st, &d); err != nil {
+		if err := d.onStore(ctx, st, &d); err != nil {
 			return err
 		}
 	}
@@ -88,7 +90,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	}
 
 	cfgWeb := web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub,
-		Metrics: m}
+		Metrics: m, Namespaces: d.namespaces}
 	if d.jobs != nil {
 		cfgWeb.Jobs = d.jobs
 	}
@@ -178,4 +180,18 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// 3. The store, in the deferred Close above.
 	logger.Info("stopped")
 	return runErr
+}
+
+// namespaceStatuses is each namespace's status from the dashboard's status
+// source (set by onStore, after the hub is built): a dlq.StatusSet's, or
+// the one.
+func namespaceStatuses(src interface{ Status() dlq.Status }) []dlq.Status {
+	switch s := src.(type) {
+	case nil:
+		return nil
+	case dlq.StatusSet:
+		return s.Namespaces()
+	default:
+		return []dlq.Status{s.Status()}
+	}
 }

@@ -47,9 +47,15 @@ func runDemo(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	defer broker.Close(context.WithoutCancel(ctx))
 
 	return serveDashboard(ctx, cfg, logger, dashboard{
-		mode:      "demo",
-		namespace: emu.AMQPAddr().String(),
-		loops:     []func(context.Context) error{traffic.Run},
-		onStore:   withCatalog(cfg, broker, emu.AMQPAddr().String(), logger),
+		mode:       "demo",
+		namespace:  emu.AMQPAddr().String(),
+		namespaces: []string{demoNamespace},
+		loops:      []func(context.Context) error{traffic.Run},
+		onStore:    withCatalog(cfg, []catalogNamespace{{name: demoNamespace, broker: broker}}, logger),
 	})
 }
+
+// demoNamespace names the demo's one namespace in the catalog: a name of its
+// own rather than the emulator's address, whose port changes from run to
+// run while the database stays.
+const demoNamespace = "demo"

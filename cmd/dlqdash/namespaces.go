@@ -134,3 +134,13 @@ func closeNamespaces(ctx context.Context, conns []namespaceConn) error {
 	}
 	return errors.Join(errs...)
 }
+
+// catalogNamespaces are the namespaces as the catalog and the replay engine
+// use them.
+func catalogNamespaces(conns []namespaceConn) []catalogNamespace {
+	out := make([]catalogNamespace, len(conns))
+	for i, c := range conns {
+		out[i] = catalogNamespace{name: c.Name, broker: c.Client}
+	}
+	return out
+}

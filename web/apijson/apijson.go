@@ -71,12 +71,16 @@ type Message struct {
 	LastSeenAt  Time    `json:"last_seen_at"`
 	GoneAt      *Time   `json:"gone_at"`
 	ReplayCount int     `json:"replay_count"`
+	// Namespace is the Service Bus namespace of the message's entity (last,
+	// so that export's CSV columns before it keep their places).
+	Namespace string `json:"namespace"`
 }
 
 // NewMessage is r as the API's message object; withBody adds body_base64.
 func NewMessage(r dlq.Record, withBody bool) Message {
 	m := Message{
 		ID:                         strconv.FormatInt(r.ID, 10),
+		Namespace:                  r.Namespace,
 		Entity:                     r.Entity,
 		SubQueue:                   string(r.SubQueue),
 		State:                      string(r.State),
@@ -136,7 +140,7 @@ func CSVHeader() []string {
 		"session_id", "partition_key", "subject", "content_type", "reply_to", "reply_to_session_id", "to",
 		"dead_letter_reason", "dead_letter_error_description", "dead_letter_source", "delivery_count",
 		"enqueued_at", "scheduled_enqueue_at", "expires_at", "time_to_live", "body_size", "body_preview",
-		"group_id", "first_seen_at", "last_seen_at", "gone_at", "replay_count"}
+		"group_id", "first_seen_at", "last_seen_at", "gone_at", "replay_count", "namespace"}
 }
 
 // CSVRecord is m as a CSV row in CSVHeader's order. Null is the empty field.
@@ -158,11 +162,12 @@ func (m Message) CSVRecord() []string {
 		s(m.ReplyToSessionID), s(m.To), s(m.DeadLetterReason), s(m.DeadLetterErrorDescription), s(m.DeadLetterSource),
 		strconv.FormatUint(uint64(m.DeliveryCount), 10), t(m.EnqueuedAt), t(m.ScheduledEnqueueAt), t(m.ExpiresAt),
 		s(m.TimeToLive), strconv.FormatInt(m.BodySize, 10), m.BodyPreview, s(m.GroupID), m.FirstSeenAt.String(),
-		m.LastSeenAt.String(), t(m.GoneAt), strconv.Itoa(m.ReplayCount)}
+		m.LastSeenAt.String(), t(m.GoneAt), strconv.Itoa(m.ReplayCount), m.Namespace}
 }
 
 // Entity is an entity in GET /api/v1/entities.
 type Entity struct {
+	Namespace               string  `json:"namespace"`
 	Path                    string  `json:"path"`
 	Kind                    string  `json:"kind"`
 	Topic                   *string `json:"topic"`
@@ -179,6 +184,7 @@ type Entity struct {
 // NewEntity is e as the API's entity object.
 func NewEntity(e dlq.EntitySummary) Entity {
 	return Entity{
+		Namespace:               e.Namespace,
 		Path:                    e.Path,
 		Kind:                    string(e.Kind),
 		Topic:                   nonEmpty(e.Topic),
@@ -205,6 +211,16 @@ type Group struct {
 	Total       int64 `json:"total"`
 	FirstSeenAt Time  `json:"first_seen_at"`
 	LastSeenAt  Time  `json:"last_seen_at"`
+	// Namespaces are the group's counts per namespace (the same failure in
+	// two namespaces is one group).
+	Namespaces []NamespaceCount `json:"namespaces"`
+}
+
+// NamespaceCount is a group's count in one namespace.
+type NamespaceCount struct {
+	Name    string `json:"name"`
+	Present int64  `json:"present"`
+	Total   int64  `json:"total"`
 }
 
 // NewGroup is g as the API's group object.
@@ -213,8 +229,13 @@ func NewGroup(g dlq.GroupSummary) Group {
 	if es == nil {
 		es = []string{}
 	}
+	ns := make([]NamespaceCount, 0, len(g.Namespaces))
+	for _, n := range g.Namespaces {
+		ns = append(ns, NamespaceCount{Name: n.Name, Present: n.Present, Total: n.Total})
+	}
 	return Group{ID: g.ID, Reason: g.Reason, DescriptionPattern: g.DescriptionPattern, Entities: es,
-		Count: g.Present, Total: g.Total, FirstSeenAt: Time(g.FirstSeenAt), LastSeenAt: Time(g.LastSeenAt)}
+		Count: g.Present, Total: g.Total, FirstSeenAt: Time(g.FirstSeenAt), LastSeenAt: Time(g.LastSeenAt),
+		Namespaces: ns}
 }
 
 // Status is GET /api/v1/status: the catalog's freshness.
@@ -225,12 +246,29 @@ type Status struct {
 	Error         *string `json:"error"`
 	// ErrorSince is when the current failure began (null when healthy).
 	ErrorSince *Time `json:"error_since"`
+	// Namespaces are each namespace's own freshness; the fields above are
+	// their summary.
+	Namespaces []NamespaceStatus `json:"namespaces"`
 }
 
-// NewStatus is s as the API's status object.
-func NewStatus(s dlq.Status) Status {
-	return Status{Namespace: s.Namespace, LastSuccessAt: TimeOrNull(s.LastSuccessAt), Healthy: s.Healthy,
-		Error: nonEmpty(s.Error), ErrorSince: TimeOrNull(s.ErrorSince)}
+// NamespaceStatus is one namespace's freshness in GET /api/v1/status.
+type NamespaceStatus struct {
+	Name          string  `json:"name"`
+	Healthy       bool    `json:"healthy"`
+	LastSuccessAt *Time   `json:"last_success_at"`
+	Error         *string `json:"error"`
+}
+
+// NewStatus is s as the API's status object, with each namespace's status
+// (their summary is s).
+func NewStatus(s dlq.Status, namespaces []dlq.Status) Status {
+	out := Status{Namespace: s.Namespace, LastSuccessAt: TimeOrNull(s.LastSuccessAt), Healthy: s.Healthy,
+		Error: nonEmpty(s.Error), ErrorSince: TimeOrNull(s.ErrorSince), Namespaces: []NamespaceStatus{}}
+	for _, n := range namespaces {
+		out.Namespaces = append(out.Namespaces, NamespaceStatus{Name: n.Namespace, Healthy: n.Healthy,
+			LastSuccessAt: TimeOrNull(n.LastSuccessAt), Error: nonEmpty(n.Error)})
+	}
+	return out
 }
 
 // Error is the body of every API error: {"error": {...}}.

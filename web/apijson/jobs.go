@@ -38,6 +38,11 @@ type Job struct {
 	JobCanary
 	// CanaryVerdict is null until the canary was judged.
 	CanaryVerdict *string `json:"canary_verdict"`
+	// Namespace is the namespace of the job's messages (its source);
+	// DestinationNamespace the one its copies go to when it is another
+	// (null when they go back to their own).
+	Namespace            string  `json:"namespace"`
+	DestinationNamespace *string `json:"destination_namespace"`
 }
 
 // ReasonCount is a dead-letter reason with how many copies came back with it.
@@ -104,6 +109,7 @@ func NewJob(j replay.Job) Job {
 	}
 	out.JobCanary = NewJobCanary(j.Canary)
 	out.CanaryVerdict = nonEmpty(j.Canary.Verdict)
+	out.Namespace, out.DestinationNamespace = j.Namespace, nonEmpty(j.DestinationNamespace)
 	return out
 }
 
@@ -147,6 +153,10 @@ type DryRun struct {
 	Targets  []DryTarget  `json:"targets"`
 	// Canary is the job's canary and ramp options, null when none is set.
 	Canary *JobCanary `json:"canary"`
+	// Namespace is the namespace of the selected messages;
+	// DestinationNamespace where the copies would go when it is another.
+	Namespace            string  `json:"namespace"`
+	DestinationNamespace *string `json:"destination_namespace"`
 }
 
 // DryRunCounts break a dry run's total down.
@@ -171,7 +181,8 @@ type DryTarget struct {
 // NewDryRun is a plan as the API writes it.
 func NewDryRun(p replay.Plan) DryRun {
 	d := DryRun{DryRun: true, Total: p.Summary.Total, Sample: []Message{}, Warnings: p.Warnings, Targets: []DryTarget{},
-		Counts: DryRunCounts{p.Summary.Gone, p.Summary.Scheduled, p.Summary.Deferred, p.Summary.Poison, p.Summary.InJobs}}
+		Counts:    DryRunCounts{p.Summary.Gone, p.Summary.Scheduled, p.Summary.Deferred, p.Summary.Poison, p.Summary.InJobs},
+		Namespace: p.Namespace, DestinationNamespace: nonEmpty(p.DestinationNamespace)}
 	if d.Warnings == nil {
 		d.Warnings = []string{}
 	}

@@ -1,0 +1,193 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/store"
+)
+
+// twoNamespaces opens a store whose namespaces eu and us both have the
+// queue orders, with n dead letters each (reasons Timeout in both; Bad only
+// in us), and returns it with the two namespace catalogs.
+func twoNamespaces(t *testing.T, at time.Time, n int) (*store.Store, *store.Namespace, *store.Namespace) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	eu, us := s.Namespace("eu"), s.Namespace("us")
+	for _, ns := range []*store.Namespace{eu, us} {
+		if _, err := ns.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue,
+			Counts: dlq.Counts{DeadLetter: int64(n)}}}, at); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []dlq.Message
+		for i := range n {
+			enq := at.Add(time.Duration(i) * time.Second)
+			reason := "Timeout"
+			if ns == us && i%2 == 1 {
+				reason = "Bad"
+			}
+			msgs = append(msgs, dlq.Message{SequenceNumber: int64(i + 1), State: dlq.StateActive,
+				MessageID: fmt.Sprintf("%s-%d", ns.Name(), i), EnqueuedAt: &enq, DeadLetterReason: &reason,
+				Body: []byte(ns.Name())})
+		}
+		if _, err := ns.ApplyPage(ctx, dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, From: 0,
+			Through: math.MaxInt64, Messages: msgs, SeenAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ns.SaveCursor(ctx, dlq.Cursor{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, MaxSeen: int64(n),
+			BrokerCount: int64(n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, eu, us
+}
+
+// TestNamespacesShareAPathWithoutMixing: the same queue name in two
+// namespaces is two entities; each namespace's writes, cursors, listing and
+// last success stay its own, and the filters tell them apart.
+func TestNamespacesShareAPathWithoutMixing(t *testing.T) {
+	ctx := t.Context()
+	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	s, eu, us := twoNamespaces(t, at, 6)
+
+	es, err := s.ListEntities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 || es[0].Path != "orders" || es[1].Path != "orders" || es[0].Namespace != "eu" || es[1].Namespace != "us" {
+		t.Fatalf("entities %+v: want orders in eu and in us", es)
+	}
+	for _, tt := range []struct {
+		f    dlq.Filter
+		want int
+		ns   string
+	}{
+		{dlq.Filter{}, 12, ""},
+		{dlq.Filter{Namespace: "eu"}, 6, "eu"},
+		{dlq.Filter{Namespace: "us"}, 6, "us"},
+		{dlq.Filter{Entity: "orders"}, 12, ""},
+		{dlq.Filter{Namespace: "us", Entity: "orders"}, 6, "us"},
+		{dlq.Filter{Namespace: "us", Reason: "Bad"}, 3, "us"},
+		{dlq.Filter{Namespace: "eu", Reason: "Bad"}, 0, "eu"},
+		{dlq.Filter{Namespace: "eu", Query: "us"}, 0, "eu"},
+		{dlq.Filter{Namespace: "nowhere"}, 0, ""},
+	} {
+		recs, _, err := s.ListMessages(ctx, tt.f, 100, "")
+		if err != nil {
+			t.Fatalf("%+v: %v", tt.f, err)
+		}
+		if len(recs) != tt.want {
+			t.Errorf("%+v: %d messages, want %d", tt.f, len(recs), tt.want)
+		}
+		for _, r := range recs {
+			if tt.ns != "" && (r.Namespace != tt.ns || r.MessageID[:2] != tt.ns) {
+				t.Errorf("%+v: message %s of namespace %q", tt.f, r.MessageID, r.Namespace)
+			}
+			if r.Namespace == "" {
+				t.Errorf("%+v: message %s without a namespace", tt.f, r.MessageID)
+			}
+		}
+		n, err := s.CountMessages(ctx, tt.f, 1000)
+		if err != nil || n != int64(tt.want) {
+			t.Errorf("%+v: count %d, %v; want %d", tt.f, n, err, tt.want)
+		}
+	}
+	var unknown *dlq.UnknownEntityError
+	if _, _, err := s.ListMessages(ctx, dlq.Filter{Namespace: "eu", Entity: "payments"}, 10, ""); !errors.As(err, &unknown) {
+		t.Errorf("unknown entity in eu: %v", err)
+	}
+
+	// Cursors are per namespace.
+	for _, ns := range []*store.Namespace{eu, us} {
+		cs, err := ns.Cursors(ctx)
+		if err != nil || len(cs) != 1 || cs[0].Present != 6 {
+			t.Errorf("%s cursors %+v, %v: want one with 6 present", ns.Name(), cs, err)
+		}
+	}
+
+	// A listing of one namespace without orders deletes only its orders.
+	later := at.Add(time.Minute)
+	sync, err := eu.SyncEntities(ctx, nil, later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sync.Deleted) != 1 || len(sync.Gone) != 6 {
+		t.Errorf("eu sync %+v: want orders deleted with its 6 messages", sync)
+	}
+	if n, _ := s.CountMessages(ctx, dlq.Filter{Namespace: "us"}, 100); n != 6 {
+		t.Errorf("us has %d present after eu's orders went, want 6", n)
+	}
+	if last, err := eu.LastSuccess(ctx); err != nil || last == nil || !last.Equal(later) {
+		t.Errorf("eu last success %v, %v; want %v", last, err, later)
+	}
+	if last, err := us.LastSuccess(ctx); err != nil || last == nil || !last.Equal(at) {
+		t.Errorf("us last success %v, %v; want %v", last, err, at)
+	}
+}
+
+// TestGroupsCountPerNamespace: one failure in two namespaces is one group,
+// with a count in each.
+func TestGroupsCountPerNamespace(t *testing.T) {
+	s, _, _ := twoNamespaces(t, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), 6)
+	gs, err := s.ListGroups(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 2 {
+		t.Fatalf("groups %+v: want Timeout and Bad", gs)
+	}
+	for _, g := range gs {
+		switch g.Reason {
+		case "Timeout":
+			want := []dlq.NamespaceCount{{Name: "eu", Present: 6, Total: 6}, {Name: "us", Present: 3, Total: 3}}
+			if g.Present != 9 || fmt.Sprint(g.Namespaces) != fmt.Sprint(want) || fmt.Sprint(g.Entities) != "[orders]" {
+				t.Errorf("Timeout: %+v; want 9 present as %v in [orders]", g, want)
+			}
+		case "Bad":
+			want := []dlq.NamespaceCount{{Name: "us", Present: 3, Total: 3}}
+			if g.Present != 3 || fmt.Sprint(g.Namespaces) != fmt.Sprint(want) {
+				t.Errorf("Bad: %+v; want %v", g, want)
+			}
+		}
+	}
+}
+
+// TestAdoptUnnamed: rows cataloged before namespaces (namespace "") carry
+// on under the first namespace's name, with their cursors and last success.
+func TestAdoptUnnamed(t *testing.T) {
+	ctx := t.Context()
+	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	s := openWithQueue(t, at) // the unnamed namespace's orders
+	if err := s.SaveCursor(ctx, dlq.Cursor{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, MaxSeen: 4}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.AdoptUnnamed(ctx, "contoso.servicebus.windows.net")
+	if err != nil || n != 1 {
+		t.Fatalf("adopted %d, %v; want 1", n, err)
+	}
+	ns := s.Namespace("contoso.servicebus.windows.net")
+	cs, err := ns.Cursors(ctx)
+	if err != nil || len(cs) != 1 || cs[0].MaxSeen != 4 {
+		t.Errorf("cursors after adoption %+v, %v", cs, err)
+	}
+	if last, err := ns.LastSuccess(ctx); err != nil || last == nil || !last.Equal(at) {
+		t.Errorf("last success after adoption %v, %v", last, err)
+	}
+	if n, err := s.AdoptUnnamed(ctx, "other"); err != nil || n != 0 {
+		t.Errorf("second adoption %d, %v; want nothing", n, err)
+	}
+	es, _ := s.ListEntities(ctx)
+	if len(es) != 1 || es[0].Namespace != "contoso.servicebus.windows.net" {
+		t.Errorf("entities %+v", es)
+	}
+}

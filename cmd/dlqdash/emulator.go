@@ -73,7 +73,7 @@ func runEmulator(ctx context.Context, cfg Config, logger *slog.Logger, stdout io
 			_ = emu.Close()
 			return fmt.Errorf("write the emulator's certificate for clients: %w", err)
 		}
-		logger.Info("emulator certificate written", "path", ec.TLSCAOut)
+		logger.Info("emulator certificate written", "file", ec.TLSCAOut)
 	}
 	tlsOn := emuCfg.TLS != nil
 	for _, s := range emu.Servers() {

@@ -67,6 +67,13 @@ type faultRig struct {
 
 func newFaultRig(t *testing.T) *faultRig {
 	t.Helper()
+	conn, adminAddr := startTestEmulator(t, faultConfig(t))
+	return faultRigOn(t, conn, adminAddr)
+}
+
+// faultConfig writes the rig's Config.json and returns its path.
+func faultConfig(t *testing.T) string {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "Config.json")
 	if err := os.WriteFile(cfg, []byte(`{"UserConfig":{"Namespaces":[{"Name":"faults","Queues":[
 		{"Name":"orders","Properties":{"LockDuration":"PT10S","MaxDeliveryCount":10}},
@@ -75,8 +82,13 @@ func newFaultRig(t *testing.T) *faultRig {
 		"Logging":{"Type":"Console"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &faultRig{t: t}
-	r.conn, r.adminAddr = startTestEmulator(t, cfg)
+	return cfg
+}
+
+// faultRigOn is the rig on an emulator already started with faultConfig.
+func faultRigOn(t *testing.T, conn, adminAddr string) *faultRig {
+	t.Helper()
+	r := &faultRig{t: t, conn: conn, adminAddr: adminAddr}
 	if r.adminAddr == "" {
 		t.Fatal("no emulator admin address")
 	}
@@ -92,12 +104,17 @@ func newFaultRig(t *testing.T) *faultRig {
 
 // serve starts dlqdash serve against the rig's emulator with a short
 // Service Bus deadline and a fast poll.
-func (r *faultRig) serve() {
+func (r *faultRig) serve() { r.serveWith("3s") }
+
+// serveWith starts dlqdash serve with the Service Bus deadline timeout
+// and the extra flags.
+func (r *faultRig) serveWith(timeout string, extra ...string) {
 	t := r.t
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "dlqdash.db")
-	r.s = start(t, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--poll", "200ms", "--servicebus-timeout", "3s",
-		"--admin-endpoint", "http://" + r.adminAddr}, env(envConnectionString, r.conn))
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--poll", "200ms", "--servicebus-timeout", timeout,
+		"--admin-endpoint", "http://" + r.adminAddr}
+	r.s = start(t, append(args, extra...), env(envConnectionString, r.conn))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(r.s.stderr.String())

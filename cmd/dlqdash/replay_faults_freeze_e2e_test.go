@@ -64,6 +64,13 @@ func startEmulatorProcess(t *testing.T, configFile string) *emulatorProcess {
 	return p
 }
 
+// newFaultRigProcess is the fault rig on an emulator process.
+func newFaultRigProcess(t *testing.T) (*faultRig, *emulatorProcess) {
+	t.Helper()
+	emu := startEmulatorProcess(t, faultConfig(t))
+	return faultRigOn(t, emu.conn, emu.adminAddr), emu
+}
+
 // signal sends sig to the emulator process.
 func (p *emulatorProcess) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
@@ -120,8 +127,7 @@ func TestReplayFaultsBrokerFrozen(t *testing.T) {
 	bound := 22500*time.Millisecond + callDeadline
 	stale := 5 * time.Second // max(3 × poll, 5 s), poll 200ms
 
-	emu := startEmulatorProcess(t, faultConfig(t))
-	r := faultRigOn(t, emu.conn, emu.adminAddr)
+	r, emu := newFaultRigProcess(t)
 	r.seed("frozen", n)
 	r.serveWith(timeout.String())
 	waitFor(t, "a healthy status", func() bool { return r.status().Healthy })

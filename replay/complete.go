@@ -63,7 +63,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 				// until the lock lapses, it must not be taken for gone
 				// before then (endPass), or its item would be finished as
 				// completed while the original is still there.
-				s.lockedSince = r.e.now()
+				s.lockedSince, s.removalFailed = r.e.now(), true
 			}
 			continue
 		}

@@ -358,3 +358,67 @@ func TestDeferredLockedByAFailedReceiveAreNotLost(t *testing.T) {
 		t.Fatalf("%d copies in archive, want 2", len(got))
 	}
 }
+
+// failFirstCompletes fails the first n completes as a dropped connection
+// does, without reaching the broker: the originals stay locked.
+type failFirstCompletes struct {
+	replay.Broker
+	n     int64
+	calls atomic.Int64
+}
+
+func (f *failFirstCompletes) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
+	r, err := f.Broker.OpenReceiver(ctx, entity, q)
+	if err != nil {
+		return nil, err
+	}
+	return &failCompleteReceiver{Receiver: r, f: f}, nil
+}
+
+type failCompleteReceiver struct {
+	replay.Receiver
+	f *failFirstCompletes
+}
+
+func (r *failCompleteReceiver) Complete(ctx context.Context, m *replay.Received) error {
+	if r.f.calls.Add(1) <= r.f.n {
+		return fmt.Errorf("complete message %d: the connection was lost: %w", m.SequenceNumber, dlq.ErrUnreachable)
+	}
+	return r.Receiver.Complete(ctx, m)
+}
+
+// Completes that fail without losing their locks leave originals the next
+// pass cannot see for one lock duration: while the job waits for those
+// locks it says how many messages wait and why (their removal failed),
+// not "0 selected messages ... that receives which failed may have left
+// locked" as it did; then it finishes them.
+func TestWaitAfterFailedRemovalsSaysSo(t *testing.T) {
+	const n, failing = 20, 5
+	c := &changes{}
+	e := newEnv(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateQueue("orders", broker.QueueProperties{LockDuration: 3 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}, envOptions{onChange: c.add, wrap: func(b replay.Broker) replay.Broker { return &failFirstCompletes{Broker: b, n: failing} }})
+	e.sendAndDeadLetter("orders", "unremoved", n, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, n)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != n {
+		t.Fatalf("job = %+v", j)
+	}
+	c.mu.Lock()
+	var notes []string
+	for _, cj := range c.jobs {
+		if strings.HasPrefix(cj.PausedReason, "waiting up to ") && (len(notes) == 0 || notes[len(notes)-1] != cj.PausedReason) {
+			notes = append(notes, cj.PausedReason)
+		}
+	}
+	c.mu.Unlock()
+	t.Logf("notes while running: %q", notes)
+	want := fmt.Sprintf("%d selected messages in orders/$DeadLetterQueue whose removal failed", failing)
+	if len(notes) == 0 || !strings.Contains(notes[0], want) {
+		t.Errorf("the job's note while it waited: %q, want one with %q", notes, want)
+	}
+	checkExactlyOnce(t, e, "orders", j, n)
+}

@@ -422,3 +422,90 @@ func TestWaitAfterFailedRemovalsSaysSo(t *testing.T) {
 	}
 	checkExactlyOnce(t, e, "orders", j, n)
 }
+
+// slowFailingCompletes makes completes first..last (counted from 1) fail
+// as calls past their deadline do on a broker that stopped answering:
+// after d, without reaching the broker (the originals stay locked).
+type slowFailingCompletes struct {
+	replay.Broker
+	first, last int64
+	d           time.Duration
+	calls       atomic.Int64
+}
+
+func (f *slowFailingCompletes) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
+	r, err := f.Broker.OpenReceiver(ctx, entity, q)
+	if err != nil {
+		return nil, err
+	}
+	return &slowFailingReceiver{Receiver: r, f: f}, nil
+}
+
+type slowFailingReceiver struct {
+	replay.Receiver
+	f *slowFailingCompletes
+}
+
+func (r *slowFailingReceiver) Complete(ctx context.Context, m *replay.Received) error {
+	if k := r.f.calls.Add(1); k >= r.f.first && k <= r.f.last {
+		select {
+		case <-time.After(r.f.d):
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("complete message %d: the broker did not answer within %v: %w", m.SequenceNumber, r.f.d, dlq.ErrUnreachable)
+	}
+	return r.Receiver.Complete(ctx, m)
+}
+
+// Completes that fail (each after a call's deadline, as on a broker that
+// stopped answering) are on the job as soon as the first round has
+// failed, while the batch's other rounds still run: status retrying,
+// what failed; it was silent in running for the whole batch before. The
+// job is running again once the broker answers, and finishes.
+func TestFailingRemovalsAreOnTheJobAtOnce(t *testing.T) {
+	const n = 200
+	const d = 500 * time.Millisecond
+	c := &changes{}
+	// Every complete of the first batch fails: 200 completes, 32 at a
+	// time, 7 rounds of half a second.
+	f := &slowFailingCompletes{first: 1, last: n, d: d}
+	e := newEnv(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateQueue("orders", broker.QueueProperties{LockDuration: 5 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}, envOptions{onChange: c.add, wrap: func(b replay.Broker) replay.Broker { f.Broker = b; return f }})
+	e.sendAndDeadLetter("orders", "failing", n, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, n)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	waitFor(t, "the first complete", 20*time.Second, func() bool { return f.calls.Load() > 0 })
+	firstAt := time.Now()
+	j := e.finished(job.ID, time.Minute)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != n {
+		t.Fatalf("job = %+v", j)
+	}
+	rj, at, ok := c.firstRetrying()
+	if !ok {
+		t.Fatal("the job never showed the retrying status while its completes failed")
+	}
+	t.Logf("retrying %v after the first complete started: %s", at.Sub(firstAt).Round(10*time.Millisecond), rj.LastError)
+	if !strings.Contains(rj.LastError, "remove originals from orders/$DeadLetterQueue failed") || rj.RetryAttempts < 1 || rj.NextAttemptAt == nil {
+		t.Errorf("retrying job without what failed: %+v", rj)
+	}
+	// Within the second round of completes, not after the seven.
+	if took, limit := at.Sub(firstAt), 2*d+time.Second; took > limit {
+		t.Errorf("retrying shown %v after the first complete started, want within %v", took, limit)
+	}
+	if j.RetryAttempts != 0 || j.NextAttemptAt != nil {
+		t.Errorf("a completed job still says it retries: %+v", j)
+	}
+	c.mu.Lock()
+	running := false
+	for i, cj := range c.jobs {
+		running = running || c.at[i].After(at) && cj.Status == replay.StatusRunning && cj.RetryAttempts == 0
+	}
+	c.mu.Unlock()
+	if !running {
+		t.Errorf("the job was not running again before it completed")
+	}
+	checkExactlyOnce(t, e, "orders", j, n)
+}

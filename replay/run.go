@@ -53,6 +53,9 @@ type run struct {
 	adopted bool
 	// acting is held while a chunk is being acted on (see act).
 	acting sync.Mutex
+	// removalsFailing: completes failed and the job says it is retrying
+	// (complete.go) until the next broker call that succeeds.
+	removalsFailing bool
 }
 
 func (r *run) requestStop(why stopReason) {

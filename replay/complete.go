@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -21,8 +22,26 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 	errs := make([]error, len(work))
 	sem := make(chan struct{}, completeParallel)
 	var wg sync.WaitGroup
+	// The first complete that fails with a transient error is on the job
+	// as soon as this loop sees it, not after the batch: on a broker that
+	// stopped answering every round of completes takes a call's deadline.
+	var (
+		mu       sync.Mutex
+		failure  error
+		reported bool
+	)
+	report := func() {
+		mu.Lock()
+		err := failure
+		mu.Unlock()
+		if err != nil && !reported {
+			reported = true
+			r.removalFailing(ctx, s, err)
+		}
+	}
 	for i, mt := range work {
 		sem <- struct{}{}
+		report()
 		// A pause starts no complete: the originals stay (their copies
 		// sent) and are removed when the job is resumed. A cancel or a
 		// shutdown lets the batch's completes run, so that no copy is
@@ -44,10 +63,19 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 			}
 			cctx, cancel := context.WithDeadline(ctx, deadline)
 			defer cancel()
-			errs[i] = s.recv.Complete(cctx, mt.m)
+			err := s.recv.Complete(cctx, mt.m)
+			errs[i] = err
+			if err != nil && transient(err) && !errors.Is(err, dlq.ErrLockLost) {
+				mu.Lock()
+				if failure == nil {
+					failure = err
+				}
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
+	report()
 	var ups []Update
 	var ids []string
 	var fatal error
@@ -63,7 +91,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 				// until the lock lapses, it must not be taken for gone
 				// before then (endPass), or its item would be finished as
 				// completed while the original is still there.
-				s.lockedSince = r.e.now()
+				s.lockedSince, s.removalFailed = r.e.now(), true
 			}
 			continue
 		}
@@ -99,4 +127,19 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		return 0, r.brokerHalt("remove originals from "+s.key.q.Path(s.key.entity), fatal)
 	}
 	return len(ups), nil
+}
+
+// removalFailing records on the job that completes of originals from s
+// fail with err (status retrying, as retry does): the originals not
+// removed are removed on a later pass, once their locks lapse. The job is
+// running again after the next broker call that succeeds (retry).
+func (r *run) removalFailing(ctx context.Context, s *source, err error) {
+	e := r.e
+	e.log.Warn("replay: removing originals fails", "job_id", r.job.ID, "entity", s.key.entity, "error", err)
+	next := e.now().Add(s.lock + time.Second)
+	msg := fmt.Sprintf("remove originals from %s failed: %v; those not removed are removed on a later pass, once their locks lapse (by %s UTC)",
+		s.key.q.Path(s.key.entity), err, next.UTC().Format(time.TimeOnly))
+	j, serr := e.cfg.Store.SetRetrying(ctx, r.job.ID, &Retrying{LastError: msg, Attempts: 1, NextAttemptAt: next})
+	r.noted(j, serr)
+	r.removalsFailing = true
 }

@@ -100,7 +100,10 @@
 // credentials are refused. Resume continues it. Every failure is on the job
 // at once (Config.OnChange): its status is retrying, with the last error in
 // words, the attempts and the next attempt's time; it is running again as
-// soon as the call succeeds. Every broker call has a deadline (the
+// soon as the call succeeds. A complete that fails is not tried again at
+// once (its original stays locked until a later pass finds it) but is on
+// the job the same way, as soon as the first one fails, until the next
+// broker call succeeds. Every broker call has a deadline (the
 // adapter's, and callTimeout, 60 s, over it), so a job is never running
 // without progress for longer than one back-off plus one deadline without
 // saying why. Waits that are not failures say what they wait for in the

@@ -358,3 +358,154 @@ func TestDeferredLockedByAFailedReceiveAreNotLost(t *testing.T) {
 		t.Fatalf("%d copies in archive, want 2", len(got))
 	}
 }
+
+// failFirstCompletes fails the first n completes as a dropped connection
+// does, without reaching the broker: the originals stay locked.
+type failFirstCompletes struct {
+	replay.Broker
+	n     int64
+	calls atomic.Int64
+}
+
+func (f *failFirstCompletes) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
+	r, err := f.Broker.OpenReceiver(ctx, entity, q)
+	if err != nil {
+		return nil, err
+	}
+	return &failCompleteReceiver{Receiver: r, f: f}, nil
+}
+
+type failCompleteReceiver struct {
+	replay.Receiver
+	f *failFirstCompletes
+}
+
+func (r *failCompleteReceiver) Complete(ctx context.Context, m *replay.Received) error {
+	if r.f.calls.Add(1) <= r.f.n {
+		return fmt.Errorf("complete message %d: the connection was lost: %w", m.SequenceNumber, dlq.ErrUnreachable)
+	}
+	return r.Receiver.Complete(ctx, m)
+}
+
+// Completes that fail without losing their locks leave originals the next
+// pass cannot see for one lock duration: while the job waits for those
+// locks it says how many messages wait and why (their removal failed),
+// not "0 selected messages ... that receives which failed may have left
+// locked" as it did; then it finishes them.
+func TestWaitAfterFailedRemovalsSaysSo(t *testing.T) {
+	const n, failing = 20, 5
+	c := &changes{}
+	e := newEnv(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateQueue("orders", broker.QueueProperties{LockDuration: 3 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}, envOptions{onChange: c.add, wrap: func(b replay.Broker) replay.Broker { return &failFirstCompletes{Broker: b, n: failing} }})
+	e.sendAndDeadLetter("orders", "unremoved", n, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, n)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != n {
+		t.Fatalf("job = %+v", j)
+	}
+	c.mu.Lock()
+	var notes []string
+	for _, cj := range c.jobs {
+		if strings.HasPrefix(cj.PausedReason, "waiting up to ") && (len(notes) == 0 || notes[len(notes)-1] != cj.PausedReason) {
+			notes = append(notes, cj.PausedReason)
+		}
+	}
+	c.mu.Unlock()
+	t.Logf("notes while running: %q", notes)
+	want := fmt.Sprintf("%d selected messages in orders/$DeadLetterQueue whose removal failed", failing)
+	if len(notes) == 0 || !strings.Contains(notes[0], want) {
+		t.Errorf("the job's note while it waited: %q, want one with %q", notes, want)
+	}
+	checkExactlyOnce(t, e, "orders", j, n)
+}
+
+// slowFailingCompletes makes completes first..last (counted from 1) fail
+// as calls past their deadline do on a broker that stopped answering:
+// after d, without reaching the broker (the originals stay locked).
+type slowFailingCompletes struct {
+	replay.Broker
+	first, last int64
+	d           time.Duration
+	calls       atomic.Int64
+}
+
+func (f *slowFailingCompletes) OpenReceiver(ctx context.Context, entity string, q dlq.SubQueue) (replay.Receiver, error) {
+	r, err := f.Broker.OpenReceiver(ctx, entity, q)
+	if err != nil {
+		return nil, err
+	}
+	return &slowFailingReceiver{Receiver: r, f: f}, nil
+}
+
+type slowFailingReceiver struct {
+	replay.Receiver
+	f *slowFailingCompletes
+}
+
+func (r *slowFailingReceiver) Complete(ctx context.Context, m *replay.Received) error {
+	if k := r.f.calls.Add(1); k >= r.f.first && k <= r.f.last {
+		select {
+		case <-time.After(r.f.d):
+		case <-ctx.Done():
+		}
+		return fmt.Errorf("complete message %d: the broker did not answer within %v: %w", m.SequenceNumber, r.f.d, dlq.ErrUnreachable)
+	}
+	return r.Receiver.Complete(ctx, m)
+}
+
+// Completes that fail (each after a call's deadline, as on a broker that
+// stopped answering) are on the job as soon as the first round has
+// failed, while the batch's other rounds still run: status retrying,
+// what failed; it was silent in running for the whole batch before. The
+// job is running again once the broker answers, and finishes.
+func TestFailingRemovalsAreOnTheJobAtOnce(t *testing.T) {
+	const n = 200
+	const d = 500 * time.Millisecond
+	c := &changes{}
+	// Every complete of the first batch fails: 200 completes, 32 at a
+	// time, 7 rounds of half a second.
+	f := &slowFailingCompletes{first: 1, last: n, d: d}
+	e := newEnv(t, func(ns *broker.Namespace) {
+		if _, err := ns.CreateQueue("orders", broker.QueueProperties{LockDuration: 5 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}, envOptions{onChange: c.add, wrap: func(b replay.Broker) replay.Broker { f.Broker = b; return f }})
+	e.sendAndDeadLetter("orders", "failing", n, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, n)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	waitFor(t, "the first complete", 20*time.Second, func() bool { return f.calls.Load() > 0 })
+	firstAt := time.Now()
+	j := e.finished(job.ID, time.Minute)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != n {
+		t.Fatalf("job = %+v", j)
+	}
+	rj, at, ok := c.firstRetrying()
+	if !ok {
+		t.Fatal("the job never showed the retrying status while its completes failed")
+	}
+	t.Logf("retrying %v after the first complete started: %s", at.Sub(firstAt).Round(10*time.Millisecond), rj.LastError)
+	if !strings.Contains(rj.LastError, "remove originals from orders/$DeadLetterQueue failed") || rj.RetryAttempts < 1 || rj.NextAttemptAt == nil {
+		t.Errorf("retrying job without what failed: %+v", rj)
+	}
+	// Within the second round of completes, not after the seven.
+	if took, limit := at.Sub(firstAt), 2*d+time.Second; took > limit {
+		t.Errorf("retrying shown %v after the first complete started, want within %v", took, limit)
+	}
+	if j.RetryAttempts != 0 || j.NextAttemptAt != nil {
+		t.Errorf("a completed job still says it retries: %+v", j)
+	}
+	c.mu.Lock()
+	running := false
+	for i, cj := range c.jobs {
+		running = running || c.at[i].After(at) && cj.Status == replay.StatusRunning && cj.RetryAttempts == 0
+	}
+	c.mu.Unlock()
+	if !running {
+		t.Errorf("the job was not running again before it completed")
+	}
+	checkExactlyOnce(t, e, "orders", j, n)
+}

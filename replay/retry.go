@@ -50,7 +50,8 @@ func retry[T any](ctx context.Context, r *run, what string, op func() (T, error)
 	for attempts := 1; ; attempts++ {
 		v, err := op()
 		if err == nil {
-			if attempts > 1 {
+			if attempts > 1 || r.removalsFailing {
+				r.removalsFailing = false
 				r.recovered(ctx)
 			}
 			return v, attempts, nil

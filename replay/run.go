@@ -53,6 +53,9 @@ type run struct {
 	adopted bool
 	// acting is held while a chunk is being acted on (see act).
 	acting sync.Mutex
+	// removalsFailing: completes failed and the job says it is retrying
+	// (complete.go) until the next broker call that succeeds.
+	removalsFailing bool
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -285,10 +288,12 @@ type source struct {
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
 	// lockedSince: messages locked before it (by an earlier process, or
-	// delivered to a receive of this run that failed) may still be
-	// locked out of the scan's sight; their locks lapse one lock
-	// duration later.
-	lockedSince time.Time
+	// delivered to a receive of this run that failed, or whose complete
+	// failed) may still be locked out of the scan's sight; their locks
+	// lapse one lock duration later. receiveFailed and removalFailed say
+	// which calls of this run set it, for the job's note while it waits.
+	lockedSince                  time.Time
+	receiveFailed, removalFailed bool
 }
 
 // finished drops a finished item from the pending set.

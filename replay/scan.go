@@ -276,14 +276,14 @@ func (r *run) receive(ctx context.Context, s *source, ahead *prefetch) ([]*Recei
 		if b.err == nil {
 			return b.msgs, nil
 		}
-		s.lockedSince = r.e.now()
+		s.lockedSince, s.receiveFailed = r.e.now(), true
 	}
 	msgs, _, err := retry(ctx, r, "receive from "+s.key.q.Path(s.key.entity), func() ([]*Received, error) {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		defer cancel()
 		msgs, err := s.recv.Receive(cctx, r.e.cfg.Batch, time.Second)
 		if err != nil {
-			s.lockedSince = r.e.now()
+			s.lockedSince, s.receiveFailed = r.e.now(), true
 		}
 		return msgs, err
 	})
@@ -306,6 +306,14 @@ func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Du
 	note := fmt.Sprintf("waiting up to %d s for %d selected messages in %s that another receiver holds locked (or that are gone)",
 		secs, unseen, s.key.q.Path(s.key.entity))
 	switch {
+	case failed && s.removalFailed:
+		// The originals whose complete failed were seen: every message
+		// left waits for these locks.
+		why := "whose removal failed: the broker may hold their locks until then"
+		if s.receiveFailed {
+			why = "that receives or removals which failed may have left locked"
+		}
+		note = fmt.Sprintf("waiting up to %d s for %d selected messages in %s %s", secs, len(s.pending), s.key.q.Path(s.key.entity), why)
 	case failed:
 		note = fmt.Sprintf("waiting up to %d s for %d selected messages in %s that receives which failed may have left locked",
 			secs, unseen, s.key.q.Path(s.key.entity))
@@ -313,7 +321,9 @@ func (r *run) waitForLocks(ctx context.Context, s *source, p *pass, wait time.Du
 		note = fmt.Sprintf("waiting up to %d s for message locks held before the restart (%d selected messages in %s not received yet)",
 			secs, unseen, s.key.q.Path(s.key.entity))
 	}
-	r.e.log.Info("replay: waiting for locks", "job_id", r.job.ID, "entity", s.key.entity, "wait", wait, "unseen", unseen)
+	s.receiveFailed, s.removalFailed = false, false
+	r.e.log.Info("replay: waiting for locks", "job_id", r.job.ID, "entity", s.key.entity, "wait", wait, "unseen", unseen,
+		"pending", len(s.pending))
 	r.note(ctx, note)
 	defer r.note(ctx, "")
 	return r.sleep(wait)

@@ -1,0 +1,26 @@
+// Package pgtest starts throwaway PostgreSQL clusters for tests, from the
+// server binaries of Debian's postgresql package: initdb into a temporary
+// directory, then a postmaster listening only on a unix socket in that
+// directory (no TCP port, so parallel test binaries never collide), with
+// trust authentication and durability turned off.
+//
+// One cluster per test binary (Shared, stopped from TestMain) with a fresh
+// database per test (CREATE DATABASE ... TEMPLATE template0, dropped at the
+// test's cleanup) keeps tests fast: initdb and start cost about a second,
+// a database a few milliseconds. Start gives a test a cluster of its own.
+//
+// initdb and postgres refuse to run as root. As root (CI runs as root) the
+// package runs both as the postgres user that Debian's package creates, or
+// else nobody, through the child process's credentials, with the temporary
+// directory handed to that user; no su, sudo or runuser is needed. The
+// postmaster is the test binary's child with a parent-death signal (not
+// pg_ctl start's daemon), so a test binary that dies or hits its -timeout
+// takes its clusters with it; Stop sends it SIGQUIT, which is what
+// pg_ctl stop -m immediate sends.
+//
+// Outside CI a test skips with a message when PostgreSQL is not installed;
+// under CI (CI=true) it fails, so a missing install step cannot turn into
+// silently skipped tests. .ci/run installs the package.
+//
+// It must not be imported by non-test code.
+package pgtest

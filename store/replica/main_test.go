@@ -72,3 +72,6 @@ func run(t *testing.T, db replica.DB, sql string, args ...any) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// pgtestCluster is a cluster of the test's own, for tests that stop it.
+func pgtestCluster(t *testing.T) *pgtest.Cluster { return pgtest.Start(t) }

@@ -269,3 +269,20 @@ func (l *Lease) hold(ctx context.Context, logger *slog.Logger, term int64, sent 
 		}
 	}
 }
+
+// IdleInTransactionTimeout is the idle_in_transaction_session_timeout that
+// ConfigureWriter sets: under DefaultTTL - DefaultRenewEvery, so that the
+// server aborts a fenced transaction whose replica froze (SIGSTOP, a long
+// GC pause, a partition that leaves the TCP connection open) before that
+// replica's lease can expire, and the transaction's share lock never holds
+// off a takeover past the lease's own expiry.
+const IdleInTransactionTimeout = 3 * time.Second
+
+// ConfigureWriter prepares the connection config of the pool whose
+// transactions call Fence (or Claims.Fence): the server aborts any of its
+// transactions left idle for IdleInTransactionTimeout. Transactions must
+// therefore never wait on anything but the database (no broker calls
+// inside a transaction).
+func ConfigureWriter(config *pgx.ConnConfig) {
+	config.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
+}

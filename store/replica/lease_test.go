@@ -202,6 +202,74 @@ func TestFenceHoldsOffTakeoverUntilCommit(t *testing.T) {
 	}
 }
 
+// A replica frozen in the middle of a fenced write (SIGSTOP: its
+// connection stays open, its transaction idle) holds off a takeover only
+// until the server aborts the idle transaction, and when it continues it
+// cannot commit with its old term.
+func TestFrozenFencedWriteIsAbortedAndRefused(t *testing.T) {
+	ctx := t.Context()
+	dsn := database(t)
+	config, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica.ConfigureWriter(config.ConnConfig)
+	a, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := pool(t, dsn)
+	run(t, b, `CREATE TABLE writes (term bigint, note text)`)
+	termA, _, _ := replica.Acquire(ctx, a, role, "a", 2*time.Second)
+
+	tx, err := a.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := replica.Fence(ctx, tx, role, termA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO writes VALUES ($1, 'a before freezing')`, termA); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	// a is frozen from here on. b campaigns as a Lease does.
+	var termB int64
+	waitFor(t, 15*time.Second, "b to take over", func() bool {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		term, ok, err := replica.Acquire(actx, b, role, "b", time.Minute)
+		termB = term
+		return err == nil && ok
+	})
+	took := time.Since(frozen)
+	t.Logf("takeover %s after the holder froze in a fenced write (lease 2 s, idle-in-transaction timeout %s)", took.Round(time.Millisecond), replica.IdleInTransactionTimeout)
+	if took > replica.IdleInTransactionTimeout+3*time.Second {
+		t.Fatalf("the frozen transaction held off the takeover for %s", took)
+	}
+	if termB != termA+1 {
+		t.Fatalf("b's term %d", termB)
+	}
+	// a continues, as if nothing happened.
+	_, err = tx.Exec(ctx, `INSERT INTO writes VALUES ($1, 'a after thawing')`, termA)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err == nil {
+		t.Fatal("the thawed replica committed its old term's write")
+	}
+	if err := fencedWrite(ctx, a, termA, "a retrying"); !errors.Is(err, replica.ErrStaleTerm) {
+		t.Fatalf("the thawed replica's next write: %v, want ErrStaleTerm", err)
+	}
+	var n int
+	b.QueryRow(ctx, `SELECT count(*) FROM writes`).Scan(&n)
+	if n != 0 {
+		t.Fatalf("%d writes of the frozen replica committed", n)
+	}
+}
+
 // leader records what a Lease's lead function saw.
 type leader struct {
 	terms chan int64

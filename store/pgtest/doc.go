@@ -18,6 +18,11 @@
 // takes its clusters with it; Stop sends it SIGQUIT, which is what
 // pg_ctl stop -m immediate sends.
 //
+// The directory is the package's own (os.MkdirTemp under the system's
+// temporary directory, or /tmp when that path is long) rather than
+// t.TempDir: a unix socket's path must fit in about 100 bytes, which a
+// test's name can exceed, and a shared cluster outlives any one test.
+//
 // Outside CI a test skips with a message when PostgreSQL is not installed;
 // under CI (CI=true) it fails, so a missing install step cannot turn into
 // silently skipped tests. .ci/run installs the package.

@@ -274,7 +274,9 @@ func (c *Cluster) waitReady(limit time.Duration) error {
 // findBinDir finds the directory with initdb and postgres: the one of
 // initdb on PATH, else Debian's newest /usr/lib/postgresql/N/bin (Debian
 // puts only wrappers on PATH).
-func findBinDir() (string, error) {
+func findBinDir() (string, error) { return findBinDirIn("/usr/lib/postgresql") }
+
+func findBinDirIn(debianRoot string) (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if p, err = filepath.EvalSymlinks(p); err == nil {
 			dir := filepath.Dir(p)
@@ -283,7 +285,7 @@ func findBinDir() (string, error) {
 			}
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(filepath.Join(debianRoot, "*", "bin"))
 	slices.SortFunc(dirs, func(a, b string) int {
 		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
 		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -487,11 +488,13 @@ func TestLeaseTakeoverAfterHolderKilled(t *testing.T) {
 
 	l := newLeader()
 	runLease(t, &replica.Lease{DB: pool(t, dsn), Name: role, Holder: "standby"}, l)
-	// Let the standby poll a while in vain, and the holder renew.
+	// Let the standby poll a while in vain, and the holder renew; the kill
+	// lands anywhere in the holder's renewal interval, so that runs sample
+	// takeover times between TTL - renew interval and TTL + poll interval.
 	select {
 	case term := <-l.terms:
 		t.Fatalf("the standby led (term %d) while the holder lived", term)
-	case <-time.After(2500 * time.Millisecond):
+	case <-time.After(2500*time.Millisecond + rand.N(replica.DefaultRenewEvery)):
 	}
 
 	if err := child.Process.Kill(); err != nil {

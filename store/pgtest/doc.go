@@ -6,8 +6,8 @@
 //
 // One cluster per test binary (Shared, stopped from TestMain) with a fresh
 // database per test (CREATE DATABASE ... TEMPLATE template0, dropped at the
-// test's cleanup) keeps tests fast: initdb and start cost about a second,
-// a database a few milliseconds. Start gives a test a cluster of its own.
+// test's cleanup) keeps tests fast: initdb and start cost one to four
+// seconds (more on a loaded machine), a database some milliseconds. Start gives a test a cluster of its own.
 //
 // initdb and postgres refuse to run as root. As root (CI runs as root) the
 // package runs both as the postgres user that Debian's package creates, or

@@ -32,7 +32,7 @@ type Claims struct {
 	Table string
 	// Claimable is an SQL condition on the table's columns selecting the
 	// rows that want a worker, such as "state IN ('queued', 'running')". It
-	// is code, never input.
+	// is code, never input. Empty means every row.
 	Claimable string
 	// Stale is DefaultStale when zero.
 	Stale time.Duration
@@ -61,11 +61,15 @@ func (c *Claims) stale() time.Duration {
 // same job.
 func (c *Claims) Claim(ctx context.Context, db DB, replica string) (cl Claim, ok bool, err error) {
 	t := pgx.Identifier{c.Table}.Sanitize()
+	claimable := c.Claimable
+	if claimable == "" {
+		claimable = "true"
+	}
 	err = db.QueryRow(ctx, `
 		UPDATE `+t+` AS j SET claimed_by = $1, claim_term = j.claim_term + 1, heartbeat_at = now()
 		FROM (
 			SELECT id, claimed_by FROM `+t+`
-			WHERE (`+c.Claimable+`)
+			WHERE (`+claimable+`)
 			  AND (claimed_by IS NULL OR heartbeat_at IS NULL OR heartbeat_at < now() - $2 * interval '1 microsecond')
 			ORDER BY id
 			LIMIT 1

@@ -189,6 +189,7 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context, term int
 
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	failing := false // log a database that cannot be reached once, not every poll
 	for {
 		select {
 		case <-ctx.Done():
@@ -197,11 +198,15 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context, term int
 		}
 		sent := time.Now()
 		term, ok, err := Acquire(ctx, l.DB, l.Name, l.Holder, ttl)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			logger.Warn("lease: cannot acquire", "error", err)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case err != nil && !failing:
+			logger.Warn("lease: cannot acquire; retrying", "error", err)
+			failing = true
+		case err == nil && failing:
+			logger.Info("lease: the database answers again")
+			failing = false
 		}
 		if !ok {
 			poll.Reset(pollEvery)

@@ -16,7 +16,9 @@
 // postmaster is the test binary's child with a parent-death signal (not
 // pg_ctl start's daemon), so a test binary that dies or hits its -timeout
 // takes its clusters with it; Stop sends it SIGQUIT, which is what
-// pg_ctl stop -m immediate sends.
+// pg_ctl stop -m immediate sends. The directory of a killed test binary's
+// cluster stays behind; the next start removes such directories once they
+// are an hour old and their postmaster is gone.
 //
 // The directory is the package's own (os.MkdirTemp under the system's
 // temporary directory, or /tmp when that path is long) rather than

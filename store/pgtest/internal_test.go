@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 )
 
 func TestFindBinDir(t *testing.T) {
@@ -70,6 +73,43 @@ func TestMissingPostgresSkipsOutsideCIAndFailsUnderCI(t *testing.T) {
 		failOrSkip(r, tc.err)
 		if len(r.verdict) < 4 || r.verdict[:4] != tc.want {
 			t.Errorf("CI=%q, %v: %q, want %s", tc.ci, tc.err, r.verdict, tc.want)
+		}
+	}
+}
+
+func TestSweepRemovesOnlyDeadOldClusters(t *testing.T) {
+	base := t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	mk := func(name, pid string, mtime time.Time) string {
+		dir := filepath.Join(base, name)
+		os.MkdirAll(filepath.Join(dir, "data"), 0o700)
+		if pid != "" {
+			os.WriteFile(filepath.Join(dir, "data", "postmaster.pid"), []byte(pid+"\n/some/data\n"), 0o600)
+		}
+		os.Chtimes(dir, mtime, mtime)
+		return dir
+	}
+	// A process that has exited: its pid is free (pids are not reused this fast).
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPid := strconv.Itoa(dead.Process.Pid)
+	gone := []string{mk(dirPrefix+"dead", deadPid, old), mk(dirPrefix+"nopid", "", old)}
+	kept := []string{
+		mk(dirPrefix+"live", strconv.Itoa(os.Getpid()), old),
+		mk(dirPrefix+"young", deadPid, time.Now()),
+		mk("someone-else", deadPid, old),
+	}
+	sweep(base, time.Hour)
+	for _, dir := range gone {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s not swept: %v", filepath.Base(dir), err)
+		}
+	}
+	for _, dir := range kept {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s swept: %v", filepath.Base(dir), err)
 		}
 	}
 }

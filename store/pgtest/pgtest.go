@@ -176,7 +176,8 @@ func start() (*Cluster, error) {
 	if len(base) > 60 {
 		base = "/tmp"
 	}
-	dir, err := os.MkdirTemp(base, "dlqdash-pg-")
+	sweep(base, time.Hour)
+	dir, err := os.MkdirTemp(base, dirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("create cluster directory: %w", err)
 	}
@@ -268,6 +269,29 @@ func (c *Cluster) waitReady(limit time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres did not accept connections within %s: %w", limit, err)
 		}
+	}
+}
+
+const dirPrefix = "dlqdash-pg-"
+
+// sweep removes the directories of clusters whose test binary was killed
+// (the postmaster died with it, but nothing removed its directory): those
+// older than age whose postmaster.pid is gone or names a process that no
+// longer exists. A live cluster's directory is never touched.
+func sweep(base string, age time.Duration) {
+	dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < age {
+			continue
+		}
+		if pid, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid")); err == nil {
+			first, _, _ := strings.Cut(string(pid), "\n")
+			if n, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && syscall.Kill(n, 0) != syscall.ESRCH {
+				continue
+			}
+		}
+		os.RemoveAll(dir)
 	}
 }
 

@@ -3,6 +3,7 @@ package demo
 import (
 	"hash/fnv"
 	"log/slog"
+	"time"
 )
 
 // The demo's namespaces when it shows several, as one emulator serves
@@ -15,14 +16,19 @@ const (
 // Namespaces lists the demo's namespaces, the default one first.
 func Namespaces() []string { return []string{NamespaceEU, NamespaceUS} }
 
-// usScale is prod-us's burst next to prod-eu's: a smaller region, so that
-// the two namespaces differ at a glance.
-const usScale = 0.4
+// usScale is prod-us's burst next to prod-eu's, and usInterval its pause
+// between two trickle sends (prod-eu's is the default 1 s): a smaller,
+// quieter region, so that the two namespaces differ at a glance.
+const (
+	usScale    = 0.4
+	usInterval = 3 * time.Second
+)
 
 // ForNamespace adapts o to the traffic of the named namespace: its records
 // carry namespace=name; a non-zero Seed is varied by the name, so that two
 // namespaces given the same seed still fail differently; and, when o leaves
-// Scale zero, prod-us sends a smaller burst than prod-eu. Dial the
+// them zero, prod-us sends a smaller burst than prod-eu and trickles at a
+// third of its rate. Dial the
 // namespace's own connection string with the result:
 //
 //	for _, s := range emu.Servers() {
@@ -44,6 +50,9 @@ func ForNamespace(name string, o Options) Options {
 	}
 	if o.Scale == 0 && name == NamespaceUS {
 		o.Scale = usScale
+	}
+	if o.Interval == 0 && name == NamespaceUS {
+		o.Interval = usInterval
 	}
 	return o
 }

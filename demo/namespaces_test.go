@@ -52,10 +52,10 @@ func TestForNamespace(t *testing.T) {
 	if eu.Seed == us.Seed || eu.Seed == 42 {
 		t.Errorf("seeds %d and %d: the namespaces would fail alike", eu.Seed, us.Seed)
 	}
-	if eu.Scale != 0 || us.Scale != usScale {
-		t.Errorf("scales %v, %v", eu.Scale, us.Scale)
+	if eu.Scale != 0 || us.Scale != usScale || eu.Interval != 0 || us.Interval != usInterval {
+		t.Errorf("scales %v, %v; intervals %v, %v", eu.Scale, us.Scale, eu.Interval, us.Interval)
 	}
-	if got := ForNamespace(NamespaceUS, Options{Scale: 2}); got.Scale != 2 || got.Seed != 0 {
-		t.Errorf("given scale and clock seed changed: %+v", got)
+	if got := ForNamespace(NamespaceUS, Options{Scale: 2, Interval: time.Second}); got.Scale != 2 || got.Seed != 0 || got.Interval != time.Second {
+		t.Errorf("given scale, interval and clock seed changed: %+v", got)
 	}
 }

@@ -28,11 +28,13 @@ const (
 // carry namespace=name; a non-zero Seed is varied by the name, so that two
 // namespaces given the same seed still fail differently; and, when o leaves
 // them zero, prod-us sends a smaller burst than prod-eu and trickles at a
-// third of its rate. Dial the
-// namespace's own connection string with the result:
+// third of its rate; and Namespace is name, so that the traffic matches
+// how ProvisionNamespace set the region up (which cards its fraud check
+// scores, whether its invoice archive is frozen). Dial the namespace's own
+// connection string with the result:
 //
 //	for _, s := range emu.Servers() {
-//		_ = demo.Provision(s.Namespace())
+//		_ = demo.ProvisionNamespace(s.Namespace(), s.Name())
 //		t, err := demo.Dial(s.ConnectionString(), demo.ForNamespace(s.Name(), opts))
 //		...
 //	}
@@ -41,6 +43,7 @@ func ForNamespace(name string, o Options) Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Logger = o.Logger.With("namespace", name)
+	o.Namespace = name
 	if o.Seed != 0 {
 		h := fnv.New64a()
 		h.Write([]byte(name))

@@ -26,7 +26,7 @@ func runDemo(ctx context.Context, cfg Config, logger *slog.Logger) (err error) {
 	var nss []emulator.NamespaceConfig
 	for _, name := range names {
 		ns := broker.New(broker.Options{Logger: logger.With("namespace", name)})
-		if err := demo.Provision(ns); err != nil {
+		if err := demo.ProvisionNamespace(ns, name); err != nil {
 			return err
 		}
 		nss = append(nss, emulator.NamespaceConfig{Name: name, Namespace: ns})

@@ -53,7 +53,9 @@ func TestBrowserLayout(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"messages"`
 	}
-	waitFor(t, "the demo's dead letters in the catalog", func() bool {
+	// Both namespaces' bursts are sent at once: under -race on a loaded
+	// machine the first dead letters take more than waitFor's 10 s.
+	waitForWithin(t, time.Minute, "the demo's dead letters in the catalog", func() bool {
 		api("GET", "/api/v1/messages?entity=orders&subqueue=dead_letter&limit=3", "", &list)
 		return len(list.Messages) == 3
 	})
@@ -70,7 +72,7 @@ func TestBrowserLayout(t *testing.T) {
 	}
 	// The catalog may not have read inventory-sync's dead letters yet (a
 	// selection of nothing is a 422): ask again until it has.
-	waitFor(t, "a paced job of inventory-sync's dead letters", func() bool {
+	waitForWithin(t, time.Minute, "a paced job of inventory-sync's dead letters", func() bool {
 		api("POST", "/api/v1/jobs", `{"action":"replay","filter":{"namespace":"prod-eu","entity":"inventory-sync","subqueue":"dead_letter"},"rate_per_second":2}`, &paced)
 		return paced.ID != ""
 	})

@@ -64,6 +64,12 @@ func TestDemoTwoNamespaces(t *testing.T) {
 	if status.Namespaces[0].Name != "prod-eu" || status.Namespaces[1].Name != "prod-us" {
 		t.Errorf("status namespaces %+v, want prod-eu and prod-us", status.Namespaces)
 	}
+	// The overview shows each namespace's health side by side.
+	waitFor(t, "the overview showing both namespaces healthy", func() bool {
+		_, home := get(t, "http://"+s.addr+"/")
+		return strings.Contains(home, `data-namespace="prod-eu" data-healthy="true"`) &&
+			strings.Contains(home, `data-namespace="prod-us" data-healthy="true"`)
+	})
 	type message struct {
 		Namespace        string  `json:"namespace"`
 		Entity           string  `json:"entity"`

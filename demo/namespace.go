@@ -3,6 +3,7 @@ package demo
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlqdash/dlqdash/emulator/broker"
@@ -25,10 +26,39 @@ const (
 	fraudMaxDeliver  = 3
 )
 
-// Provision creates the demo entities in ns. Entities that already exist
-// are left as they are, so Provision can run against a namespace that was
-// loaded from a configuration file.
-func Provision(ns *broker.Namespace) error {
+// site is what differs between the demo's namespaces beyond their rates:
+// two regions of one product, set up a little differently, so that they
+// fail differently.
+type site struct {
+	// fraudRegion is the region whose payments the fraud-check
+	// subscription receives (its rule): each region scores its own cards.
+	fraudRegion string
+	// archiveFrozen: invoices-archive is send-disabled (a migration nobody
+	// finished), so every invoice forwarded to it is parked in the invoices
+	// queue's transfer dead-letter queue.
+	archiveFrozen bool
+}
+
+// siteOf is the named namespace's site: prod-us scores US cards and its
+// archive was never frozen (the migration was prod-eu's); any other name
+// is set up as prod-eu.
+func siteOf(name string) site {
+	if name == NamespaceUS {
+		return site{fraudRegion: "US"}
+	}
+	return site{fraudRegion: "EU", archiveFrozen: true}
+}
+
+// Provision creates the demo entities in ns, set up as prod-eu. Entities
+// that already exist are left as they are, so Provision can run against a
+// namespace that was loaded from a configuration file.
+func Provision(ns *broker.Namespace) error { return provision(ns, siteOf(NamespaceEU)) }
+
+// ProvisionNamespace is Provision for the demo namespace called name
+// (NamespaceEU or NamespaceUS), set up as that region is.
+func ProvisionNamespace(ns *broker.Namespace, name string) error { return provision(ns, siteOf(name)) }
+
+func provision(ns *broker.Namespace, s site) error {
 	queue := func(name string, edit func(*broker.QueueProperties)) error {
 		p := broker.DefaultQueueProperties()
 		edit(&p)
@@ -82,10 +112,15 @@ func Provision(ns *broker.Namespace) error {
 			})
 		},
 		func() error {
-			// The archive was frozen for a migration and nobody remembered
-			// that invoices auto-forward to it: every forward fails, and the
-			// broker parks the invoices in the transfer dead-letter queue.
-			return queue(QueueArchive, func(p *broker.QueueProperties) { p.Status = broker.StatusSendDisabled })
+			// In prod-eu the archive was frozen for a migration and nobody
+			// remembered that invoices auto-forward to it: every forward
+			// fails, and the broker parks the invoices in the transfer
+			// dead-letter queue.
+			return queue(QueueArchive, func(p *broker.QueueProperties) {
+				if s.archiveFrozen {
+					p.Status = broker.StatusSendDisabled
+				}
+			})
 		},
 		func() error {
 			return queue(QueueInvoices, func(p *broker.QueueProperties) { p.ForwardTo = QueueArchive })
@@ -106,10 +141,10 @@ func Provision(ns *broker.Namespace) error {
 				p.MaxDeliveryCount = fraudMaxDeliver
 				p.LockDuration = 30 * time.Second
 			}, broker.Rule{
-				Name: "eu-cards",
+				Name: strings.ToLower(s.fraudRegion) + "-cards",
 				Kind: broker.FilterCorrelation,
 				Correlation: &broker.CorrelationFilter{
-					Properties: map[string]any{"region": "EU"},
+					Properties: map[string]any{"region": s.fraudRegion},
 				},
 			})
 		},

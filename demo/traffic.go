@@ -24,7 +24,11 @@ type Options struct {
 	Scale float64
 	// Interval is the pause between two trickle sends; default 1 s.
 	Interval time.Duration
-	Now      func() time.Time
+	// Namespace is the demo namespace the traffic is for (NamespaceEU or
+	// NamespaceUS, set by ForNamespace; "" is prod-eu): it must match how
+	// the namespace was provisioned (ProvisionNamespace).
+	Namespace string
+	Now       func() time.Time
 }
 
 // Summary tells what the burst left behind, as the consumers saw it.
@@ -40,8 +44,8 @@ type Summary struct {
 	// consumes; the broker dead-letters them when their TTL runs out.
 	Expiring int
 	// Forwarded is the number of invoices sent to a queue that
-	// auto-forwards to a send-disabled archive; the broker parks them in the
-	// queue's transfer dead-letter queue.
+	// auto-forwards to a send-disabled archive (prod-eu's); the broker parks
+	// them in the queue's transfer dead-letter queue.
 	Forwarded int
 }
 
@@ -53,6 +57,7 @@ type Traffic struct {
 	now    func() time.Time
 	scale  float64
 	every  time.Duration
+	site   site
 
 	mu       sync.Mutex
 	rnd      *rand.Rand
@@ -87,6 +92,7 @@ func New(client *azservicebus.Client, o Options) *Traffic {
 		now:      o.Now,
 		scale:    o.Scale,
 		every:    o.Interval,
+		site:     siteOf(o.Namespace),
 		rnd:      rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)),
 		expected: map[string]int{},
 		finished: map[string]int{},
@@ -445,7 +451,7 @@ func (t *Traffic) payments(n int) []*azservicebus.Message {
 		m, region := newPayment(t.rnd, t.next())
 		out[i] = m
 		t.expected[TopicPayments+"/Subscriptions/"+SubLedger]++
-		if region == "EU" {
+		if region == t.site.fraudRegion {
 			t.expected[TopicPayments+"/Subscriptions/"+SubFraudCheck]++
 		}
 		if *m.Subject == "PaymentCaptured" {
@@ -495,7 +501,9 @@ func (t *Traffic) invoices(n int) []*azservicebus.Message {
 	for i := range out {
 		out[i] = newInvoice(t.rnd, t.next(), t.now())
 	}
-	t.summary.Forwarded += n
+	if t.site.archiveFrozen {
+		t.summary.Forwarded += n
+	}
 	return out
 }
 

@@ -83,33 +83,58 @@ func (n *Namespace) LastSuccess(ctx context.Context) (*time.Time, error) {
 // cannot happen to a database that only the program wrote). It reports how
 // many entities it adopted; a second call adopts nothing.
 func (s *Store) AdoptUnnamed(ctx context.Context, name string) (int64, error) {
-	if name == "" {
+	return s.Adopt(ctx, "", name)
+}
+
+// Adopt gives the rows of the namespace called from to the namespace
+// called to, as AdoptUnnamed does for the unnamed one: a catalog whose
+// namespace was renamed (the demo's one namespace "demo" became its first
+// of two, "prod-eu") carries on under the new name, with its cursors, its
+// last success and its jobs (as source and, for a named from, as
+// destination), instead of keeping rows no configured namespace reads or
+// replays. An entity of from whose path to already has stays where it is.
+// It reports how many entities it moved; a second call moves nothing.
+func (s *Store) Adopt(ctx context.Context, from, to string) (int64, error) {
+	if to == "" || from == to {
 		return 0, nil
+	}
+	what := "the namespace " + from
+	if from == "" {
+		what = "the unnamed namespace"
 	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, s.wrap("adopt the unnamed namespace", err, DefaultBusyTimeout)
+		return 0, s.wrap("adopt "+what, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE entities SET namespace = ? WHERE namespace = ''
-		AND path NOT IN (SELECT path FROM entities WHERE namespace = ?)`, name, name)
+	res, err := tx.ExecContext(ctx, `UPDATE entities SET namespace = ? WHERE namespace = ?
+		AND path NOT IN (SELECT path FROM entities WHERE namespace = ?)`, to, from, to)
 	if err != nil {
-		return 0, fmt.Errorf("adopt the unnamed namespace as %s: %w", name, err)
+		return 0, fmt.Errorf("adopt %s as %s: %w", what, to, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET namespace = ? WHERE namespace = ''`, name); err != nil {
-		return 0, fmt.Errorf("adopt the unnamed namespace's jobs as %s: %w", name, err)
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET namespace = ? WHERE namespace = ?`, to, from); err != nil {
+		return 0, fmt.Errorf("adopt %s's jobs as %s: %w", what, to, err)
+	}
+	if from != "" {
+		// "" as a destination means "the source's own": only a named
+		// namespace is renamed there, and to "" where it is now the
+		// source's own.
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET destination_namespace = CASE WHEN namespace = ? THEN '' ELSE ? END
+			WHERE destination_namespace = ?`, to, to, from); err != nil {
+			return 0, fmt.Errorf("adopt %s's jobs as %s: %w", what, to, err)
+		}
 	}
 	// The last successful read carries over unless the namespace has its own.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) SELECT ?, value FROM meta WHERE key = ?
-		ON CONFLICT (key) DO NOTHING`, lastSuccessKey(name), lastSuccessKey("")); err != nil {
-		return 0, fmt.Errorf("adopt the unnamed namespace as %s: %w", name, err)
+		ON CONFLICT (key) DO NOTHING`, lastSuccessKey(to), lastSuccessKey(from)); err != nil {
+		return 0, fmt.Errorf("adopt %s as %s: %w", what, to, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, s.wrap("adopt the unnamed namespace", err, DefaultBusyTimeout)
+		return 0, s.wrap("adopt "+what, err, DefaultBusyTimeout)
 	}
 	return n, nil
 }

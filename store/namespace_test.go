@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store"
 )
 
@@ -189,5 +190,67 @@ func TestAdoptUnnamed(t *testing.T) {
 	es, _ := s.ListEntities(ctx)
 	if len(es) != 1 || es[0].Namespace != "contoso.servicebus.windows.net" {
 		t.Errorf("entities %+v", es)
+	}
+}
+
+// TestAdoptRenamedNamespace: a catalog of a namespace that was renamed (the
+// demo's "demo" became "prod-eu") carries on under the new name: its
+// entities, messages, cursors and last success, its jobs as source and as
+// destination; the other namespace is untouched and a second call moves
+// nothing.
+func TestAdoptRenamedNamespace(t *testing.T) {
+	ctx := t.Context()
+	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	s, _, _ := twoNamespaces(t, at, 4)
+	ids := func(ns string) []int64 {
+		recs, _, err := s.ListMessages(ctx, dlq.Filter{Namespace: ns}, 100, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	fromEU, err := s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "t", Namespace: "eu"},
+		replay.Selection{IDs: ids("eu")[:1]}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usToEU, err := s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "t", Namespace: "us", DestinationNamespace: "eu",
+		Destination: "orders"}, replay.Selection{IDs: ids("us")[:1]}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	n, err := s.Adopt(ctx, "eu", "prod-eu")
+	if err != nil || n != 1 {
+		t.Fatalf("adopted %d, %v; want 1 entity", n, err)
+	}
+	if got, old := len(ids("prod-eu")), len(ids("eu")); got != 4 || old != 0 {
+		t.Errorf("prod-eu has %d messages and eu %d after the rename, want 4 and 0", got, old)
+	}
+	if len(ids("us")) != 4 {
+		t.Errorf("us has %d messages, want its 4", len(ids("us")))
+	}
+	ns := s.Namespace("prod-eu")
+	if cs, err := ns.Cursors(ctx); err != nil || len(cs) != 1 || cs[0].MaxSeen != 4 {
+		t.Errorf("prod-eu cursors %+v, %v; want eu's", cs, err)
+	}
+	if last, err := ns.LastSuccess(ctx); err != nil || last == nil || !last.Equal(at) {
+		t.Errorf("prod-eu last success %v, %v; want %v", last, err, at)
+	}
+	if j, err := s.Job(ctx, fromEU.ID); err != nil || j.Namespace != "prod-eu" || j.DestinationNamespace != "" {
+		t.Errorf("eu's job after the rename: %+v, %v", j, err)
+	}
+	if j, err := s.Job(ctx, usToEU.ID); err != nil || j.Namespace != "us" || j.DestinationNamespace != "prod-eu" {
+		t.Errorf("us's job into eu after the rename: namespace %q destination %q, %v", j.Namespace, j.DestinationNamespace, err)
+	}
+	if jobs, _, err := s.ListJobsIn(ctx, "prod-eu", 10, ""); err != nil || len(jobs) != 1 || jobs[0].ID != fromEU.ID {
+		t.Errorf("prod-eu's jobs %+v, %v", jobs, err)
+	}
+	if n, err := s.Adopt(ctx, "eu", "prod-eu"); err != nil || n != 0 {
+		t.Errorf("second rename moved %d, %v; want nothing", n, err)
 	}
 }

@@ -27,7 +27,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"demo", "run the dashboard against the embedded Service Bus emulator with seeded, failing traffic", dashboardFlags},
+	{"demo", "run the dashboard against the embedded Service Bus emulator: two namespaces (prod-eu, prod-us) with seeded, failing traffic", dashboardFlags},
 	{"serve", "run the dashboard against the namespace in " + envConnectionString + ", or the namespaces of --config", dashboardFlags},
 	{"emulator", "run the Service Bus emulator alone", emulatorFlags},
 	{"healthcheck", "GET a running dashboard's /healthz; exit 0 if it answers 200 (for container health checks)", healthcheckFlags},

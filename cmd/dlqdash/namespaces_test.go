@@ -329,3 +329,19 @@ func TestParseConfigWithConfigFile(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespaceTransport: serve's "reading Service Bus" line names each
+// namespace's own transport: the config file's per namespace (it said
+// "config file" for every one), else the flag's, amqp by default.
+func TestNamespaceTransport(t *testing.T) {
+	file := Config{Namespaces: []NamespaceConfig{{Name: "eu", Transport: transportAMQP}, {Name: "us", Transport: transportWebSockets}}}
+	if a, b := namespaceTransport(file, 0), namespaceTransport(file, 1); a != "amqp" || b != "websockets" {
+		t.Errorf("with a config file: %q, %q; want amqp, websockets", a, b)
+	}
+	if got := namespaceTransport(Config{}, 0); got != "amqp" {
+		t.Errorf("without flag or file: %q, want amqp", got)
+	}
+	if got := namespaceTransport(Config{ServiceBusTransport: transportWebSockets}, 0); got != "websockets" {
+		t.Errorf("with --servicebus-transport websockets: %q", got)
+	}
+}

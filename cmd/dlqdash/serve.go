@@ -25,7 +25,7 @@ func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) 
 	for i, c := range conns {
 		names[i] = c.Name
 		logger.Info("reading Service Bus", "namespace", c.Name, "host", c.Client.Namespace(), "poll", cfg.Poll.String(),
-			"transport", cmp.Or(cfg.ServiceBusTransport, "config file"))
+			"transport", namespaceTransport(cfg, i))
 	}
 	return serveDashboard(ctx, cfg, logger, dashboard{
 		mode:       "serve",
@@ -33,4 +33,14 @@ func runServe(ctx context.Context, cfg Config, logger *slog.Logger) (err error) 
 		namespaces: names,
 		onStore:    withCatalog(cfg, catalogNamespaces(conns), logger),
 	})
+}
+
+// namespaceTransport is the transport of the i-th namespace serve opened
+// (openNamespaces keeps the config file's order): the file's transport key
+// with --config, else --servicebus-transport.
+func namespaceTransport(cfg Config, i int) string {
+	if i < len(cfg.Namespaces) {
+		return cfg.Namespaces[i].Transport
+	}
+	return cmp.Or(cfg.ServiceBusTransport, transportAMQP)
 }

@@ -235,3 +235,57 @@ type Reopening struct {
 	At       time.Time
 	Added    int64
 }
+
+// InvalidError is a webhook refused for one of its fields (Param).
+type InvalidError struct {
+	Param, Msg string
+}
+
+func (e *InvalidError) Error() string { return e.Param + " " + e.Msg }
+
+// InvalidParameter names the field at fault.
+func (e *InvalidError) InvalidParameter() string { return e.Param }
+
+// maxWebhookName is the longest webhook name.
+const maxWebhookName = 80
+
+// Check checks a webhook before it is stored or used and fills in Host.
+// Its errors are *InvalidError and never repeat the URL.
+func (w *Webhook) Check() error {
+	w.Name = strings.TrimSpace(w.Name)
+	if w.Name == "" {
+		return &InvalidError{"name", "is empty: give the webhook a name (e.g. the channel it posts to)"}
+	}
+	if len([]rune(w.Name)) > maxWebhookName || strings.ContainsFunc(w.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return &InvalidError{"name", fmt.Sprintf("must be at most %d characters, without control characters", maxWebhookName)}
+	}
+	host, err := CheckURL(w.URL)
+	if err != nil {
+		return &InvalidError{"url", err.Error()}
+	}
+	w.URL, w.Host = strings.TrimSpace(w.URL), host
+	if !slices.Contains(Formats, w.Format) {
+		return &InvalidError{"format", fmt.Sprintf("%q is not a format: want generic, slack or teams", w.Format)}
+	}
+	if len(w.Events) == 0 {
+		return &InvalidError{"events", "is empty: choose at least one event"}
+	}
+	for _, e := range w.Events {
+		if !slices.Contains(Events, e) {
+			return &InvalidError{"events", fmt.Sprintf("%q is not an event: want %s", e, eventList())}
+		}
+	}
+	if w.GrowthPerMinute < 0 {
+		return &InvalidError{"growth_per_minute", "must be 0 (off) or more"}
+	}
+	if w.Wants(EventGroupGrowth) && w.GrowthPerMinute == 0 {
+		return &InvalidError{"growth_per_minute", "is needed with the group_growth event: dead letters per minute"}
+	}
+	if w.UntriagedAfter < 0 {
+		return &InvalidError{"untriaged_after", "must be 0 (off) or more"}
+	}
+	if w.Wants(EventUntriaged) && w.UntriagedAfter < time.Minute {
+		return &InvalidError{"untriaged_after", "is needed with the untriaged event: at least a minute"}
+	}
+	return nil
+}

@@ -77,8 +77,11 @@ type Config struct {
 	// Webhooks are the config file's webhooks.
 	Webhooks []Webhook
 	// PublicURL is the dashboard's external base URL (--public-url); links
-	// use it when set, otherwise each webhook's BaseURL.
-	PublicURL string
+	// use it when set, otherwise each webhook's BaseURL, otherwise
+	// FallbackURL's (the dashboard's listen address, known once it
+	// listens).
+	PublicURL   string
+	FallbackURL func() string
 	// RepeatEvery holds back a repeat of an alert about the same subject
 	// to the same webhook; 0 means DefaultRepeatEvery.
 	RepeatEvery time.Duration
@@ -439,6 +442,9 @@ func (a *Alerter) Link(h Webhook, path string) string {
 	base := a.cfg.PublicURL
 	if base == "" {
 		base = strings.TrimRight(h.BaseURL, "/")
+	}
+	if base == "" && a.cfg.FallbackURL != nil {
+		base = strings.TrimRight(a.cfg.FallbackURL(), "/")
 	}
 	if base == "" {
 		return ""

@@ -91,3 +91,11 @@ type TriageChange struct {
 	Name, Owner, Notes *string
 	Status             *GroupStatus
 }
+
+// State is the group's status, new when none is recorded.
+func (t GroupTriage) State() GroupStatus {
+	if t.Status == "" {
+		return StatusNew
+	}
+	return t.Status
+}

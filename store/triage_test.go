@@ -44,8 +44,6 @@ func oneGroup(t *testing.T, s *store.Store, reason string) dlq.GroupSummary {
 	return dlq.GroupSummary{}
 }
 
-
-
 // TestGroupTriage: a new group is new with a generated name; a rename, an
 // owner, notes and status changes are kept (status_changed_at moves only
 // when the status does); a bad status and an unknown group are refused.

@@ -59,7 +59,7 @@ func (p groupPatch) change() (dlq.TriageChange, error) {
 	if p.Status != nil {
 		st := dlq.GroupStatus(strings.TrimSpace(*p.Status))
 		if !st.Valid() {
-			return c, invalidArgument("status", "%q is not a status: want new, investigating, known or resolved", *p.Status)
+			return c, invalidArgument("status", "status %q is not one of new, investigating, known and resolved", *p.Status)
 		}
 		c.Status = &st
 	}
@@ -77,13 +77,13 @@ func triageText(param string, v *string, max int, multiline bool) (*string, erro
 		s = strings.ReplaceAll(s, "\r\n", "\n")
 	}
 	if !utf8.ValidString(s) {
-		return nil, invalidArgument(param, "is not valid UTF-8")
+		return nil, invalidArgument(param, "%s is not valid UTF-8", param)
 	}
 	if n := utf8.RuneCountInString(s); n > max {
-		return nil, invalidArgument(param, "is %d characters long: at most %d", n, max)
+		return nil, invalidArgument(param, "%s is %d characters long: at most %d", param, n, max)
 	}
 	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t')) }) {
-		return nil, invalidArgument(param, "holds control characters")
+		return nil, invalidArgument(param, "%s holds control characters", param)
 	}
 	return &s, nil
 }

@@ -267,7 +267,7 @@ func TestFormats(t *testing.T) {
 	}
 
 	b, _ = Body(FormatSlack, a, "")
-	if !strings.Contains(string(b), `"text":"*Replay job 7 paused itself*\ncanary failed: 2 of 10 copies \u0026lt;dead-lettered\u0026gt; again"`) {
+	if !strings.Contains(string(b), `"text":"*Replay job 7 paused itself*\ncanary failed: 2 of 10 copies &lt;dead-lettered&gt; again"`) {
 		t.Errorf("slack without a link: %s", b)
 	}
 	if _, err := Body("xml", a, link); err == nil {

@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,15 +11,25 @@ import (
 // Body is the JSON a webhook of format f receives for a; link is the
 // absolute URL of the alert's page ("" when none is known).
 func Body(f Format, a Alert, link string) ([]byte, error) {
+	var v any
 	switch f {
 	case FormatSlack:
-		return json.Marshal(slackBody(a, link))
+		v = slackBody(a, link)
 	case FormatTeams:
-		return json.Marshal(teamsBody(a, link))
+		v = teamsBody(a, link)
 	case FormatGeneric:
-		return json.Marshal(genericBody(a, link))
+		v = genericBody(a, link)
+	default:
+		return nil, fmt.Errorf("unknown webhook format %q", f)
 	}
-	return nil, fmt.Errorf("unknown webhook format %q", f)
+	// Not HTML-escaped: "<" stays "<" (Slack's links are <url|text>).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // generic is the generic format (docs/api.md, "Alerts").

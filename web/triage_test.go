@@ -1,16 +1,19 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlqdash/dlqdash/alert"
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/auth"
+	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
 )
 
@@ -237,3 +240,46 @@ func TestAlertWebhooksPages(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// okPoster takes every alert.
+type okPoster struct{}
+
+func (okPoster) Post(context.Context, string, []byte) (int, error) { return 200, nil }
+
+// TestResolvedGroupComesBack: a resolved group that receives a new dead
+// letter is new again, its page says so, and the alert loop records the
+// reopening in the audit (the status history: group_updated to resolved,
+// then group_reopened back to new).
+func TestResolvedGroupComesBack(t *testing.T) {
+	fx := triageFixture(t)
+	key := groupByReason(t, fx, "SqlTimeout")["id"].(string)
+	if res, body := fx.patch(t, auth.Operator, key, `{"status":"resolved"}`); res.StatusCode != 200 {
+		t.Fatalf("resolve: %d %s", res.StatusCode, body)
+	}
+	reason, desc := "SqlTimeout", "timed out after 99 ms"
+	enq := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	if _, err := fx.st.ApplyPage(t.Context(), dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, From: 5000, Through: 5000,
+		SeenAt: enq, Messages: []dlq.Message{{SequenceNumber: 5000, State: dlq.StateActive, MessageID: "again", EnqueuedAt: &enq,
+			DeadLetterReason: &reason, DeadLetterErrorDescription: &desc}}}); err != nil {
+		t.Fatal(err)
+	}
+	if g := groupByReason(t, fx, "SqlTimeout"); g["status"] != "new" {
+		t.Errorf("after a new dead letter: %v", g)
+	}
+	_, page := fx.as(t, auth.Viewer, httptest.NewRequestWithContext(t.Context(), "GET", "/groups/"+key, nil))
+	if !strings.Contains(page, `data-testid="group-reopened"`) || !strings.Contains(page, "so it is new again") {
+		t.Errorf("the group page does not say it came back: %s", page)
+	}
+	a := alert.New(alert.Config{Store: fx.st, Poster: okPoster{}, Audit: fx.log})
+	a.Evaluate(t.Context())
+	a.Evaluate(t.Context())
+	es := fx.audited(t, audit.ActionGroupReopened)
+	if len(es) != 1 || es[0].Actor != audit.ActorSystem {
+		t.Fatalf("reopened entries %+v", es)
+	}
+	var params map[string]any
+	json.Unmarshal(es[0].Params, &params)
+	if params["group"] != key || params["from"] != "resolved" || params["to"] != "new" || params["added"] != 1.0 {
+		t.Errorf("params %s", es[0].Params)
+	}
+}

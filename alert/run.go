@@ -59,8 +59,11 @@ const (
 	// tick is how often the time-based events (growth, untriaged) are
 	// looked at when nothing else wakes the loop.
 	tick = 5 * time.Second
-	// settle lets a burst of catalog changes land before one evaluation.
+	// settle lets a burst of catalog changes land before one evaluation;
+	// minGap spaces evaluations (each reads the groups) under a steady
+	// stream of changes.
 	settle = 200 * time.Millisecond
+	minGap = time.Second
 	// growthWindow is the window the growth rate is measured over.
 	growthWindow = time.Minute
 	// maxInFlight bounds the deliveries sent at once.
@@ -176,6 +179,7 @@ func (a *Alerter) Run(ctx context.Context) error {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
+		last := time.Now()
 		a.Evaluate(ctx)
 		select {
 		case <-ctx.Done():
@@ -185,7 +189,7 @@ func (a *Alerter) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(settle):
+			case <-time.After(max(settle, minGap-time.Since(last))):
 			}
 		}
 	}
@@ -230,15 +234,6 @@ func (a *Alerter) evaluate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read new groups: %w", err)
 	}
-	groups, err := a.cfg.Store.ListGroups(ctx)
-	if err != nil {
-		return fmt.Errorf("read groups: %w", err)
-	}
-	byKey := make(map[string]dlq.GroupSummary, len(groups))
-	for _, g := range groups {
-		byKey[g.ID] = g
-	}
-	a.sample(now, groups)
 	hooks, err := a.webhooks(ctx)
 	if err != nil {
 		return err
@@ -248,11 +243,23 @@ func (a *Alerter) evaluate(ctx context.Context) error {
 	a.jobs = map[int64]replay.Job{}
 	a.mu.Unlock()
 	if len(hooks) == 0 {
+		// Nobody to tell: the groups seen so far are not new to a webhook
+		// added later, and the catalog is not read.
 		for _, j := range jobs {
 			a.redead[j.ID] = j.Counts.Redeadlettered
 		}
+		clear(a.samples)
 		return nil
 	}
+	groups, err := a.cfg.Store.ListGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("read groups: %w", err)
+	}
+	byKey := make(map[string]dlq.GroupSummary, len(groups))
+	for _, g := range groups {
+		byKey[g.ID] = g
+	}
+	a.sample(now, groups)
 
 	var due []Alert
 	for _, key := range fresh {

@@ -75,3 +75,26 @@ func TestConfigFileAlertsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertFlags: --public-url and --alert-repeat, and their refusals.
+func TestAlertFlags(t *testing.T) {
+	c, err := parseConfig([]string{"demo", "--public-url", "https://dlq.example.com/ops/", "--alert-repeat", "1h"}, env())
+	if err != nil || c.Alerts.PublicURL != "https://dlq.example.com/ops" || c.Alerts.RepeatEvery != time.Hour {
+		t.Errorf("flags: %+v, %v", c.Alerts, err)
+	}
+	c, err = parseConfig([]string{"demo"}, env(envPublicURL, "http://10.0.0.5:8080", envAlertRepeat, "30s"))
+	if err != nil || c.Alerts.PublicURL != "http://10.0.0.5:8080" || c.Alerts.RepeatEvery != 30*time.Second {
+		t.Errorf("environment: %+v, %v", c.Alerts, err)
+	}
+	for _, args := range [][]string{
+		{"demo", "--public-url", "ftp://dlq.example.com"},
+		{"demo", "--public-url", "dlq.example.com"},
+		{"demo", "--public-url", "https://user:pw@dlq.example.com"},
+		{"demo", "--alert-repeat", "0s"},
+		{"demo", "--alert-repeat", "soon"},
+	} {
+		if _, err := parseConfig(args, env()); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

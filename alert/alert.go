@@ -17,7 +17,7 @@ type Event string
 const (
 	// EventNewGroup: a failure group appeared (or a resolved one came back).
 	EventNewGroup Event = "new_group"
-	// EventGroupGrowth: a group received more than the webhook's
+	// EventGroupGrowth: a group received at least the webhook's
 	// GrowthPerMinute dead letters per minute.
 	EventGroupGrowth Event = "group_growth"
 	// EventUntriaged: the oldest dead letter of a group still new (nobody

@@ -170,7 +170,7 @@ func AlertsPageView(p AlertsPage) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					if w.GrowthPerMinute > 0 {
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<span class=\"muted\">· growth over ")
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<span class=\"muted\">· growth from ")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
@@ -456,7 +456,7 @@ func AlertsPageView(p AlertsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "</fieldset><p><label for=\"webhook-growth\">Growing fast: more than this many dead letters per minute</label> <input id=\"webhook-growth\" name=\"growth_per_minute\" type=\"number\" min=\"1\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "</fieldset><p><label for=\"webhook-growth\">Growing fast: at least this many dead letters per minute</label> <input id=\"webhook-growth\" name=\"growth_per_minute\" type=\"number\" min=\"1\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

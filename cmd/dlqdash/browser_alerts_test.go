@@ -101,7 +101,7 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 			`+byLabel("Webhook URL")+`.value = `+jsString(recv.URL+hook.path)+`;
 			const format = `+byLabel("Format")+`; format.value = "slack";
 			for (const box of document.querySelectorAll('input[name="events"]')) box.checked = ["new_group", "group_growth"].includes(box.value);
-			`+byLabel("Growing fast: more than this many dead letters per minute")+`.value = "5";
+			`+byLabel("Growing fast: at least this many dead letters per minute")+`.value = "5";
 			setTimeout(() => document.querySelector('[data-testid="webhook-save"]').click(), 0);
 		})()`, nil))
 	landed(`document.readyState === "complete" && document.querySelector('[data-testid="webhook-added"]') !== null`)
@@ -171,5 +171,19 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 		chromedp.Evaluate(`document.querySelectorAll('[data-testid="alert-delivery"][data-ok="true"]').length`, &ok))
 	if delivered != len(hook.posts()) || ok != delivered {
 		t.Errorf("history lists %d deliveries (%d answered), the receiver got %d", delivered, ok, len(hook.posts()))
+	}
+
+	// The new pages fit a phone: no sideways scroll at 390 px.
+	var groupPage string
+	run("the group's address", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible(`[data-testid="group-name"]`),
+		chromedp.AttributeValue(`[data-testid="group-name"]`, "href", &groupPage, nil))
+	run("a phone's width", chromedp.EmulateViewport(390, 844))
+	for _, path := range []string{"/alerts", "/alerts/history", groupPage, "/groups", "/"} {
+		var wide bool
+		run("390 px "+path, chromedp.Navigate(base+path), chromedp.WaitReady(`#main`),
+			chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &wide))
+		if wide {
+			t.Errorf("%s scrolls sideways at 390 px", path)
+		}
 	}
 }

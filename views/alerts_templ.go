@@ -108,7 +108,7 @@ func AlertsPageView(p AlertsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "<div class=\"table-scroll\"><table class=\"rows\" data-testid=\"webhooks\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Host</th><th scope=\"col\">Format</th><th scope=\"col\">Events</th><th scope=\"col\">Added</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "<div class=\"table-scroll\"><table class=\"rows\" data-testid=\"webhooks\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Host</th><th scope=\"col\">Format</th><th scope=\"col\">Events</th><th scope=\"col\">Added</th><th scope=\"col\">Actions</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

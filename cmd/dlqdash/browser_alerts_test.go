@@ -183,7 +183,9 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 		run("390 px "+path, chromedp.Navigate(base+path), chromedp.WaitReady(`#main`),
 			chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &wide))
 		if wide {
-			t.Errorf("%s scrolls sideways at 390 px", path)
+			var culprits []string
+			run("what is too wide", chromedp.Evaluate(`[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).slice(0, 8).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))`, &culprits))
+			t.Errorf("%s scrolls sideways at 390 px: %v", path, culprits)
 		}
 	}
 }

@@ -436,3 +436,34 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestManyNewGroups: past five new groups at once, the rest are told in
+// one alert linking to the groups page, not one each.
+func TestManyNewGroups(t *testing.T) {
+	h := newHarness(t, slackHook)
+	for i := range 9 {
+		key := "g" + string(rune('1'+i))
+		h.st.groups = append(h.st.groups, group(key, "Reason"+key, dlq.StatusNew, 1))
+		h.st.fresh = append(h.st.fresh, key)
+	}
+	ds := h.evaluate(t)
+	if len(ds) != maxNewGroups+1 {
+		t.Fatalf("%d deliveries, want %d", len(ds), maxNewGroups+1)
+	}
+	var summary *Delivery
+	for i := range ds {
+		if strings.HasPrefix(ds[i].Subject, "more:") {
+			summary = &ds[i]
+		}
+	}
+	if summary == nil || summary.Title != "4 more new failure groups" || summary.Link != "https://dlq.example/groups" {
+		t.Fatalf("summary %+v", summary)
+	}
+	var body struct{ Text string }
+	for i, b := range h.post.bodies {
+		json.Unmarshal(b, &body)
+		if body.Text == "4 more new failure groups" && !strings.Contains(string(h.post.bodies[i]), "; and 1 more.") {
+			t.Errorf("summary body %s", h.post.bodies[i])
+		}
+	}
+}

@@ -68,6 +68,9 @@ const (
 	growthWindow = time.Minute
 	// maxInFlight bounds the deliveries sent at once.
 	maxInFlight = 4
+	// maxNewGroups is how many new groups one evaluation tells one by
+	// one; the rest go in one alert linking to the groups page.
+	maxNewGroups = 5
 )
 
 // Config is what New needs.
@@ -262,11 +265,29 @@ func (a *Alerter) evaluate(ctx context.Context) error {
 	a.sample(now, groups)
 
 	var due []Alert
+	var more []string // new groups past maxNewGroups, told in one alert
 	for _, key := range fresh {
-		if g, ok := byKey[key]; ok && !g.Triage.Status.Silent() {
-			due = append(due, groupAlert(EventNewGroup, g, now, "New failure group: "+g.DisplayName(),
-				fmt.Sprintf("%s dead-lettered in %s.", plural(g.Total, "message"), entities(g))))
+		g, ok := byKey[key]
+		if !ok || g.Triage.Status.Silent() {
+			continue
 		}
+		if len(due) == maxNewGroups {
+			more = append(more, g.DisplayName())
+			continue
+		}
+		due = append(due, groupAlert(EventNewGroup, g, now, "New failure group: "+g.DisplayName(),
+			fmt.Sprintf("%s dead-lettered in %s.", plural(g.Total, "message"), entities(g))))
+	}
+	if len(more) > 0 {
+		// A first start on a large backlog, or a broad outage: one alert
+		// for the rest, not a flood.
+		shown := more[:min(len(more), 3)]
+		text := strings.Join(shown, "; ")
+		if len(more) > len(shown) {
+			text += fmt.Sprintf("; and %d more", len(more)-len(shown))
+		}
+		due = append(due, Alert{Event: EventNewGroup, Subject: "more:" + fresh[len(fresh)-1], Path: "/groups", At: now,
+			Title: strings.Replace(plural(int64(len(more)), "new failure group"), " ", " more ", 1), Text: text + "."})
 	}
 	for _, r := range reopened {
 		if g, ok := byKey[r.GroupKey]; ok && !g.Triage.Status.Silent() {

@@ -48,6 +48,19 @@ const (
 	// ActionDenied: a request refused for its role. Params: {"route",
 	// "method", "path", "role", "required_role"}; outcome denied.
 	ActionDenied = "denied"
+	// ActionGroupUpdated: a failure group's triage changed (PATCH
+	// /api/v1/groups/{key}, the group page). Params: {"group", "name"} and,
+	// for each field that changed (name, status, owner, notes),
+	// {"from", "to"} under its name.
+	ActionGroupUpdated = "group_updated"
+	// ActionGroupReopened: a resolved group received new dead letters and
+	// went back to new. Actor system; Params {"group", "name", "from":
+	// "resolved", "to": "new", "added", "at"}.
+	ActionGroupReopened = "group_reopened"
+	// Alert webhooks added and removed on the Alerts page. Params {"id",
+	// "name", "host", "format", "events"}: never the URL (a secret).
+	ActionAlertWebhookAdded   = "alert_webhook_added"
+	ActionAlertWebhookRemoved = "alert_webhook_removed"
 	// ActionAuditKeyed: from this entry on, every link is an HMAC-SHA256
 	// under a key kept outside the database. Params: {"key_id"} (KeyID).
 	ActionAuditKeyed = "audit_keyed"
@@ -67,7 +80,8 @@ var actions = map[string]bool{
 	ActionReplay:        true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
 	ActionEditReplay: true, ActionDeferredResolved: true,
 	ActionLogin: true, ActionLogout: true, ActionTokenCreated: true, ActionTokenRevoked: true, ActionDenied: true,
-	ActionAuditKeyed: true,
+	ActionAuditKeyed:   true,
+	ActionGroupUpdated: true, ActionGroupReopened: true, ActionAlertWebhookAdded: true, ActionAlertWebhookRemoved: true,
 }
 
 // KnownAction reports whether a is in the vocabulary.

@@ -124,6 +124,7 @@ const (
 	ChangeCounts    ChangeKind = "counts"    // an entity's broker counts changed
 	ChangeFreshness ChangeKind = "freshness" // the ingester's status changed
 	ChangeEntities  ChangeKind = "entities"  // entities were added or deleted
+	ChangeGroups    ChangeKind = "groups"    // a failure group's triage changed (a person, not the ingester)
 )
 
 // Change is an event for the live dashboard. Subscribers must not block.

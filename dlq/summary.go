@@ -36,6 +36,8 @@ type GroupSummary struct {
 	Present, Total int64
 	FirstSeenAt    time.Time
 	LastSeenAt     time.Time
+	// Triage is what people said about the group (triage.go).
+	Triage GroupTriage
 }
 
 // DepthSeries is the namespace's dead-letter depth over a time window, for

@@ -356,7 +356,7 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 	}
 
 	rows, err = tx.QueryContext(ctx, `SELECT id, key, reason, description_pattern, present, total, first_seen_at,
-		last_seen_at FROM groups ORDER BY present DESC, last_seen_at DESC, key`)
+		last_seen_at, `+triageColumns+` FROM groups ORDER BY present DESC, last_seen_at DESC, key`)
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
@@ -365,10 +365,13 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 	for rows.Next() {
 		var g dlq.GroupSummary
 		var id, first, last int64
-		if err := rows.Scan(&id, &g.ID, &g.Reason, &g.DescriptionPattern, &g.Present, &g.Total, &first, &last); err != nil {
+		var t triageRow
+		if err := rows.Scan(append([]any{&id, &g.ID, &g.Reason, &g.DescriptionPattern, &g.Present, &g.Total, &first, &last},
+			t.dest()...)...); err != nil {
 			return nil, fmt.Errorf("list groups: %w", err)
 		}
 		g.FirstSeenAt, g.LastSeenAt = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
+		g.Triage = t.triage()
 		g.Entities = paths[id]
 		g.Namespaces = perNamespace[id]
 		if g.Namespaces == nil {

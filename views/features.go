@@ -9,8 +9,9 @@ import (
 // Features are the parts of the dashboard this server runs: the layout's
 // navigation links only to pages that exist.
 type Features struct {
-	Jobs  bool // a replay engine: the jobs pages
-	Audit bool // an audit trail: the audit page
+	Jobs   bool // a replay engine: the jobs pages
+	Audit  bool // an audit trail: the audit page
+	Alerts bool // an alert loop: the alerts pages
 }
 
 type featuresKey struct{}

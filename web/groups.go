@@ -39,6 +39,9 @@ func failureGroups(gs []dlq.GroupSummary, showNamespaces bool) []views.FailureGr
 			ents[i] = text(e)
 		}
 		out = append(out, views.FailureGroup{ID: g.ID, Reason: text(g.Reason), DescriptionPattern: text(g.DescriptionPattern),
+			Name: text(g.DisplayName()), GeneratedName: text(dlq.GroupName(g.Reason, g.DescriptionPattern)),
+			Status: string(g.Triage.State()), Owner: text(g.Triage.Owner), Notes: g.Triage.Notes,
+			StatusChangedAt: g.Triage.StatusChangedAt, ReopenedAt: g.Triage.ReopenedAt,
 			Entities: ents, Present: g.Present, Total: g.Total, FirstSeenAt: g.FirstSeenAt, LastSeenAt: g.LastSeenAt,
 			Namespaces: namespaceCounts(g.Namespaces), ShowNamespaces: showNamespaces})
 	}

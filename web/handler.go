@@ -14,7 +14,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // error page.
 func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := views.WithFeatures(r.Context(), views.Features{Jobs: s.jobs != nil, Audit: s.audit != nil})
+		ctx := views.WithFeatures(r.Context(), views.Features{Jobs: s.jobs != nil, Audit: s.audit != nil, Alerts: s.alerts != nil})
 		ctx = views.WithViewer(ctx, viewerOf(ctx))
 		if s.hub != nil {
 			// Before the handler reads anything: see Hub.Seq.

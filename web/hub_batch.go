@@ -32,6 +32,8 @@ func (b *batch) add(c dlq.Change) {
 		b.counts[c.Entity] = true
 	case dlq.ChangeEntities:
 		b.entities = true
+	case dlq.ChangeGroups:
+		b.groups = true
 	case dlq.ChangeNew:
 		b.newIDs = append(b.newIDs, c.IDs...)
 		b.groups = true

@@ -608,3 +608,32 @@ func TestLiveFirstConnectionCatchesUp(t *testing.T) {
 		t.Errorf("a page that missed a change got %+v first, want resync", op)
 	}
 }
+
+// TestLiveGroupsTriage: a group's triage changed through the API updates
+// the groups page's rows.
+func TestLiveGroupsTriage(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{GroupsEvery: 10 * time.Millisecond})
+	conn := fx.dial(t, "page=groups")
+	id := fx.deadLetter(t, "orders", "PoisonMessage", false)
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: []int64{id}})
+	if op := next(t, conn); op.Op != "replace" || !strings.Contains(op.HTML, `data-status="new"`) {
+		t.Fatalf("groups page got %+v", op)
+	}
+	gs, err := fx.st.ListGroups(t.Context())
+	if err != nil || len(gs) == 0 {
+		t.Fatal(gs, err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "PATCH", fx.srv.URL+"/api/v1/groups/"+gs[0].ID,
+		strings.NewReader(`{"status":"known","owner":"ops team"}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("patch: %v %v", res, err)
+	}
+	res.Body.Close()
+	op := next(t, conn)
+	if op.Op != "replace" || op.ID != views.FragmentID("groups", "") || !strings.Contains(op.HTML, `data-status="known"`) ||
+		!strings.Contains(op.HTML, "ops team") {
+		t.Errorf("after the patch the groups page got %+v", op)
+	}
+}

@@ -119,6 +119,7 @@ func concrete(t *testing.T, pattern string, id int64) (string, string) {
 	path = strings.ReplaceAll(path, "{$}", "")
 	path = strings.ReplaceAll(path, "{id}", strconv.FormatInt(id, 10))
 	path = strings.ReplaceAll(path, "{file}", "app.css")
+	path = strings.ReplaceAll(path, "{key}", "nosuchgroup")
 	if strings.Contains(path, "{") {
 		t.Fatalf("route %s: the test cannot fill in its path", pattern)
 	}

@@ -101,6 +101,18 @@ type Config struct {
 	// message page says the body is hidden.
 	HideBodiesFromViewers bool
 
+	// Triage changes failure groups' triage (PATCH /api/v1/groups/{key},
+	// the group page's form); nil uses Catalog when it implements
+	// GroupTriage, else those answer 404.
+	Triage GroupTriage
+	// Alerts manages the alert webhooks (the Alerts pages); nil answers
+	// them with 404 and leaves them out of the navigation.
+	Alerts Alerts
+	// PublicURL is the dashboard's external base URL (--public-url): alert
+	// links use it; without it a webhook added on the Alerts page links to
+	// the origin of the page it was added on.
+	PublicURL string
+
 	// AllowedHosts are the host names (Host header, port ignored) the
 	// dashboard answers; others get 421 (hosts.go). Empty, or AnyHost
 	// among them, answers every name.
@@ -138,6 +150,9 @@ type Server struct {
 	guard *authGuard
 	// allowedHosts is Config.AllowedHosts normalized; nil allows any.
 	allowedHosts map[string]bool
+	triage       GroupTriage
+	alerts       Alerts
+	publicURL    string
 }
 
 // Limits of the underlying http.Server (the metrics listener's too), against
@@ -196,6 +211,15 @@ func New(cfg Config) *Server {
 		s.proxyHeaders = DefaultProxyHeaders
 	}
 	s.allowedHosts = hostSet(cfg.AllowedHosts)
+	if !isNil(cfg.Triage) {
+		s.triage = cfg.Triage
+	} else if t, ok := cfg.Catalog.(GroupTriage); ok && !isNil(t) {
+		s.triage = t
+	}
+	if !isNil(cfg.Alerts) {
+		s.alerts = cfg.Alerts
+	}
+	s.publicURL = cfg.PublicURL
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,

@@ -81,6 +81,8 @@ type Config struct {
 	Auth AuthConfig
 	// demo and serve: the HTTP edge (httpconfig.go)
 	HTTP HTTPConfig
+	// demo and serve: alerts (config_alerts.go)
+	Alerts AlertsConfig
 
 	// serve
 	ConnectionString connstr.ConnectionString

@@ -27,7 +27,8 @@ func dashboardFlags(f *flagSet) {
 	}
 	authFlags(f)
 	auditKeyFlag(f)
-	httpFlags(f) // httpconfig.go
+	httpFlags(f)  // httpconfig.go
+	alertFlags(f) // config_alerts.go
 	logFlags(f)
 }
 
@@ -70,6 +71,9 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 		return err
 	}
 	if cfg.HTTP, err = parseHTTPConfig(f, cfg.Addr, cfg.Auth, bad); err != nil {
+		return err
+	}
+	if cfg.Alerts, err = parseAlertFlags(f, bad); err != nil {
 		return err
 	}
 	if cfg.Command != "serve" {

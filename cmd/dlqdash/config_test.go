@@ -32,8 +32,9 @@ func TestParseConfig(t *testing.T) {
 		{"demo defaults", []string{"demo"}, env(), func(t *testing.T, c Config) {
 			want := Config{Command: "demo", Addr: "127.0.0.1:8080", DB: "./dlqdash.db", LogLevel: slog.LevelInfo, LogFormat: "text",
 				Poll: time.Second, ServiceBusTimeout: 10 * time.Second, Retention: 30 * 24 * time.Hour, OrphanAfter: 24 * time.Hour, PoisonCap: 3,
-				Auth: AuthConfig{Mode: auth.ModeNone, ProxyHeaders: web.DefaultProxyHeaders, SessionIdleTimeout: 2 * time.Hour, SessionMaxAge: 12 * time.Hour},
-				HTTP: HTTPConfig{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}, MaxLiveConnections: 500, MaxLivePerActor: 50}}
+				Auth:   AuthConfig{Mode: auth.ModeNone, ProxyHeaders: web.DefaultProxyHeaders, SessionIdleTimeout: 2 * time.Hour, SessionMaxAge: 12 * time.Hour},
+				HTTP:   HTTPConfig{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}, MaxLiveConnections: 500, MaxLivePerActor: 50},
+				Alerts: AlertsConfig{RepeatEvery: 15 * time.Minute}}
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("got %+v, want %+v", c, want)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/dlqdash/dlqdash/alert"
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/servicebus"
 	"github.com/dlqdash/dlqdash/servicebus/connstr"
@@ -47,6 +48,8 @@ const (
 type FileConfig struct {
 	Namespaces []NamespaceConfig
 	Access     []AccessRule
+	// Alerts are the alert webhooks (config_alerts.go).
+	Alerts []alert.Webhook
 }
 
 // AccessRule is an access rule and the line it is on, for messages.
@@ -97,7 +100,7 @@ var (
 const maxNamespaceName = 63
 
 var (
-	topKeys       = []string{"namespaces", "access"}
+	topKeys       = []string{"namespaces", "access", "alerts"}
 	namespaceKeys = []string{"name", "connection_string_env", "connection_string_file", "fully_qualified_namespace", "credential",
 		"tenant_id", "client_id", "client_secret_env", "client_secret_file", "signing_key_env", "signing_key_file",
 		"transport", "custom_endpoint", "tls_ca_file", "admin_endpoint"}
@@ -109,6 +112,7 @@ var (
 		"shared_access_signature": "connection_string",
 		"client_secret":           "client_secret",
 		"signing_key":             "signing_key",
+		"url":                     "url", // an alert webhook's URL
 	}
 	// The keys only a credential (fully_qualified_namespace) takes.
 	credentialKeys = []string{"credential", "tenant_id", "client_id", "client_secret_env", "client_secret_file", "signing_key_env", "signing_key_file"}
@@ -190,6 +194,11 @@ func parseConfigFile(data []byte, getenv func(string) string, readFile func(stri
 	}
 	if a, ok := top.vals["access"]; ok {
 		if fc.Access, err = parseAccess(a, first); err != nil {
+			return fc, err
+		}
+	}
+	if a, ok := top.vals["alerts"]; ok {
+		if fc.Alerts, err = parseAlerts(a, getenv, readFile); err != nil {
 			return fc, err
 		}
 	}
@@ -654,6 +663,7 @@ func loadConfigFile(cfg *Config, getenv func(string) string, readFile func(strin
 		return bad("%v", err)
 	}
 	cfg.Namespaces = fc.Namespaces
+	cfg.Alerts.Webhooks = fc.Alerts
 	cfg.Access = auth.Policy{Mapping: cfg.Auth.Mapping}
 	for i, r := range fc.Access {
 		if r.Group != "" && cfg.Auth.Mode == auth.ModeNone {

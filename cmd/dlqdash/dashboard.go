@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlqdash/dlqdash/alert"
+	"github.com/dlqdash/dlqdash/alert/webhook"
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/metrics"
@@ -73,12 +75,19 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	// onStore builds the ingester and the engine that emit them; depth and
 	// jobs are read from the store at scrape time.
 	m := metrics.New(metrics.Config{Catalog: st, Jobs: st, Logger: logger.With("component", "metrics")})
-	d.publish = fanOut(hub.Publish, m.Publish)
-	d.onJob = fanOut(hub.PublishJob, m.JobChanged)
-	d.loops = append(d.loops, hub.Run)
 	if d.audit, err = openAuditLog(ctx, cfg, st, logAuditKeyCreated(logger)); err != nil {
 		return err
 	}
+	// The alert loop is woken by the same events; it never slows them
+	// (config_alerts.go, package alert). Links without --public-url point
+	// at the listen address, known once listening.
+	var listenURL string
+	alerter := alert.New(alert.Config{Store: st, Poster: webhook.New(nil), Audit: d.audit, Logger: logger.With("component", "alerts"),
+		Webhooks: cfg.Alerts.Webhooks, PublicURL: cfg.Alerts.PublicURL, RepeatEvery: cfg.Alerts.RepeatEvery,
+		FallbackURL: func() string { return listenURL }})
+	d.publish = fanOut(hub.Publish, m.Publish, alerter.CatalogChanged)
+	d.onJob = fanOut(hub.PublishJob, m.JobChanged, alerter.JobChanged)
+	d.loops = append(d.loops, hub.Run, alerter.Run)
 	d.loops = append(d.loops, logAuditHeads(st, logger, auditHeadEvery))
 	if d.onStore != nil {
 		if err := d.onStore(ctx, st, &d); err != nil {
@@ -99,6 +108,8 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		return err
 	}
 	cfgWeb.AuditLog = d.audit
+	cfgWeb.Alerts = &alert.Admin{Store: st, Config: cfg.Alerts.Webhooks, PublicURL: cfg.Alerts.PublicURL}
+	cfgWeb.PublicURL = cfg.Alerts.PublicURL
 	var metricsSrv *http.Server
 	if cfg.MetricsAddr == "" {
 		cfgWeb.MetricsHandler = m.Handler()
@@ -121,6 +132,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		}
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String(), "url", "http://"+metricsLn.Addr().String()+"/metrics")
 	}
+	listenURL = "http://" + ln.Addr().String()
 	logger.Info("dashboard listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/", "db", st.Path(), "mode", d.mode)
 
 	// failed receives the first error of the servers or a loop.

@@ -31,6 +31,7 @@ func TestDependencyDirection(t *testing.T) {
 		"demo":     {mod + "dlq", mod + "replay", mod + "audit", mod + "auth", mod + "store", mod + "web", mod + "views", mod + "servicebus", mod + "metrics", "modernc.org/sqlite"},
 		// metrics reads the catalog and jobs through its own small interfaces
 		// (database/sql comes in with client_golang's collectors package).
+		"alert":   {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus", "github.com/a-h/templ"},
 		"metrics": {"modernc.org/sqlite", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus"},
 	}
 	args := []string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}

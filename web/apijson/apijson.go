@@ -214,6 +214,15 @@ type Group struct {
 	// Namespaces are the group's counts per namespace (the same failure in
 	// two namespaces is one group).
 	Namespaces []NamespaceCount `json:"namespaces"`
+	// Triage: the group's name (the one given, else generated from its
+	// reason and description pattern), status (new, investigating, known,
+	// resolved), owner and notes, and when the status last changed (null:
+	// never).
+	Name            string `json:"name"`
+	Status          string `json:"status"`
+	Owner           string `json:"owner"`
+	Notes           string `json:"notes"`
+	StatusChangedAt *Time  `json:"status_changed_at"`
 }
 
 // NamespaceCount is a group's count in one namespace.
@@ -235,7 +244,8 @@ func NewGroup(g dlq.GroupSummary) Group {
 	}
 	return Group{ID: g.ID, Reason: g.Reason, DescriptionPattern: g.DescriptionPattern, Entities: es,
 		Count: g.Present, Total: g.Total, FirstSeenAt: Time(g.FirstSeenAt), LastSeenAt: Time(g.LastSeenAt),
-		Namespaces: ns}
+		Namespaces: ns, Name: g.DisplayName(), Status: string(g.Triage.State()), Owner: g.Triage.Owner, Notes: g.Triage.Notes,
+		StatusChangedAt: TimeOrNull(g.Triage.StatusChangedAt)}
 }
 
 // Status is GET /api/v1/status: the catalog's freshness.

@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -47,6 +48,7 @@ var (
 	scaleBlock       = flag.String("scale.blockprofile", "", "write a block profile of the same window")
 	scaleProfileFrom = flag.Int("scale.profile-from", 700_000, "messages ingested when profiling starts")
 	scaleProfileTo   = flag.Int("scale.profile-to", 900_000, "messages ingested when profiling stops")
+	scaleWriterSQL   = flag.String("scale.writer-sql", "", "statements (separated by ;) run on the store's writer connection before the ingest, to try settings")
 	scaleStats       = flag.Bool("scale.stats", false, "log SQLite's page counts of every table and index, and the search index's segments, after the ingest")
 )
 
@@ -119,6 +121,14 @@ func TestScaleIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	for _, q := range strings.Split(*scaleWriterSQL, ";") {
+		if q = strings.TrimSpace(q); q != "" {
+			if err := store.WriterExecForTest(ctx, st, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			t.Logf("writer: %s", q)
+		}
+	}
 
 	tenth := max(n/10, 1)
 	var (

@@ -18,6 +18,8 @@ var OrderTypes = []string{"standard", "express", "subscription", "wholesale", "r
 
 // ScaleOptions tune a Seeder. The zero value is what the ingester does when
 // peeks keep up: pages of up to 1,000 messages of one (entity, subqueue).
+// The seeder holds at most 5,000 messages not yet written: past that it
+// writes its fullest page, shorter than Page.
 type ScaleOptions struct {
 	// Page is how many messages of one (entity, subqueue) go into one
 	// ApplyPage (one transaction); zero means 1,000, the most the ingester
@@ -53,9 +55,11 @@ type Seeder struct {
 	g       *generator
 	next    int // index of the next record
 	written int // messages committed
-	pending map[[2]string]*scalePage
-	order   [][2]string
-	seenAt  time.Time
+	// pendingN is how many messages wait in pending pages.
+	pendingN int
+	pending  map[[2]string]*scalePage
+	order    [][2]string
+	seenAt   time.Time
 }
 
 type scalePage struct {
@@ -128,13 +132,36 @@ func (s *Seeder) Seed(ctx context.Context, n int) error {
 		m := r.Message
 		m.ApplicationProperties = withOrderType(m.ApplicationProperties, s.next-1)
 		p.msgs = append(p.msgs, m)
-		if len(p.msgs) == s.opts.Page {
+		s.pendingN++
+		switch {
+		case len(p.msgs) == s.opts.Page:
 			if err := s.apply(ctx, p); err != nil {
+				return err
+			}
+		case s.pendingN >= maxPending:
+			// Like an ingester that reads one entity at a time, hold
+			// at most a few pages: write the fullest.
+			if err := s.apply(ctx, s.fullest()); err != nil {
 				return err
 			}
 		}
 	}
 	return s.flush(ctx)
+}
+
+// maxPending bounds the messages a Seeder holds in pages not yet written,
+// so that the harness's own memory stays small beside the store's.
+const maxPending = 5000
+
+// fullest is the pending page with the most messages.
+func (s *Seeder) fullest() *scalePage {
+	var best *scalePage
+	for _, key := range s.order {
+		if p := s.pending[key]; best == nil || len(p.msgs) > len(best.msgs) {
+			best = p
+		}
+	}
+	return best
 }
 
 // flush writes every partly filled page.
@@ -157,6 +184,7 @@ func (s *Seeder) apply(ctx context.Context, p *scalePage) error {
 	}
 	before := s.written
 	s.written += len(p.msgs)
+	s.pendingN -= len(p.msgs)
 	p.msgs = make([]dlq.Message, 0, s.opts.Page)
 	if e := s.opts.Every; e > 0 && s.opts.Progress != nil && s.written/e > before/e {
 		s.opts.Progress(s.written)

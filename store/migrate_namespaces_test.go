@@ -62,8 +62,8 @@ func TestMigration0011KeepsTheCatalog(t *testing.T) {
 		t.Fatalf("migrate: %v", err)
 	}
 	defer s.Close()
-	if v, err := s.Version(ctx); err != nil || v != 11 {
-		t.Fatalf("version %d, %v", v, err)
+	if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
+		t.Fatalf("version %d, %v; want %d", v, err, SchemaVersion())
 	}
 	rows, err := s.writer.QueryContext(ctx, `PRAGMA foreign_key_check`)
 	if err != nil {

@@ -18,8 +18,8 @@
 //
 // Read-side measurements (lists, filters, search, concurrent clients while
 // ingesting) go in their own file with the same build tag and use
-// scaleCatalog for a seeded catalog, and scaleSeeder (or
-// storetest.NewSeeder) to keep ingesting while they measure.
+// scaleCatalog for a seeded catalog (reused from -scale.db), and
+// ingestAtRate with its seeder to keep ingesting while they measure.
 package store_test
 
 import (
@@ -299,4 +299,79 @@ func scaleCatalog(t *testing.T, n int) (*store.Store, *storetest.Seeder) {
 	}
 	seeder.Skip(n)
 	return st, seeder
+}
+
+// ingestAtRate keeps seeder writing perSecond messages a second (in steps
+// every 100 ms, as the ingester writes what each poll finds) from another
+// goroutine, for measuring reads while the catalog is being written (issue
+// 18: 32 clients while ingesting 1,000 msg/s). stop ends it and returns how
+// many messages it wrote and the first error; the seeder must not be used
+// elsewhere until then.
+func ingestAtRate(seeder *storetest.Seeder, perSecond int) (stop func() (int, error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		const step = 100 * time.Millisecond
+		per := max(perSecond/10, 1)
+		t := time.NewTicker(step)
+		defer t.Stop()
+		n := 0
+		for {
+			select {
+			case <-ctx.Done():
+				done <- result{n, nil}
+				return
+			case <-t.C:
+			}
+			if err := seeder.Seed(ctx, per); err != nil {
+				if ctx.Err() != nil {
+					err = nil
+				}
+				done <- result{n, err}
+				return
+			}
+			n += per
+		}
+	}()
+	return func() (int, error) {
+		cancel()
+		r := <-done
+		return r.n, r.err
+	}
+}
+
+// TestScaleIngestAtRate checks the hook the read-side measurements use:
+// over a small catalog, a second of ingestAtRate at 1,000 msg/s writes
+// about that many messages and the catalog counts them.
+func TestScaleIngestAtRate(t *testing.T) {
+	st, seeder := scaleCatalog(t, 2000)
+	db, err := storetest.OpenSQL(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	present := func() int64 {
+		var n int64
+		if err := db.QueryRow(`SELECT sum(present) FROM catalog_counts`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := present()
+	stop := ingestAtRate(seeder, 1000)
+	time.Sleep(time.Second)
+	n, err := stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 300 || n > 1100 {
+		t.Errorf("wrote %d messages in a second at 1,000 msg/s", n)
+	}
+	if got := present() - before; got != int64(n) {
+		t.Errorf("the catalog gained %d present messages, the seeder wrote %d", got, n)
+	}
 }

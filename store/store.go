@@ -147,7 +147,8 @@ func (s *Store) Path() string { return s.path }
 // default (1,000 pages, 4 MB) checkpointed every other page of the pass and
 // wrote the index pages every page touches again each time; 4,000 pages
 // (16 MB) writes each of those once per eight pages. Readers never wait for
-// a checkpoint (WAL), and the log file stays at most about this size.
+// a checkpoint (WAL); the log file stays about this size, unless a long read
+// holds a checkpoint back (it grows, and is reused from its start after).
 const walCheckpointPages = 4000
 
 func dsn(path string, busy time.Duration, readOnly bool) string {

@@ -63,7 +63,7 @@ func TestMigration0011KeepsTheCatalog(t *testing.T) {
 	}
 	defer s.Close()
 	if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
-		t.Fatalf("version %d, %v", v, err)
+		t.Fatalf("version %d, %v; want %d", v, err, SchemaVersion())
 	}
 	rows, err := s.writer.QueryContext(ctx, `PRAGMA foreign_key_check`)
 	if err != nil {

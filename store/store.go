@@ -141,6 +141,16 @@ func (s *Store) Close() error {
 // Path is the database file's path.
 func (s *Store) Path() string { return s.path }
 
+// walCheckpointPages is how many pages the write-ahead log grows to before
+// the writer's commit copies them into the database (wal_autocheckpoint).
+// A bulk read of a DLQ commits about 2 MB per 1,000 messages, so SQLite's
+// default (1,000 pages, 4 MB) checkpointed every other page of the pass and
+// wrote the index pages every page touches again each time; 4,000 pages
+// (16 MB) writes each of those once per eight pages. Readers never wait for
+// a checkpoint (WAL); the log file stays about this size, unless a long read
+// holds a checkpoint back (it grows, and is reused from its start after).
+const walCheckpointPages = 4000
+
 func dsn(path string, busy time.Duration, readOnly bool) string {
 	q := url.Values{}
 	// busy_timeout goes first so that the pragmas after it wait for locks
@@ -153,6 +163,9 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Set("_txlock", "immediate")
+		// The writer checkpoints the WAL into the database every
+		// walCheckpointPages pages instead of SQLite's 1,000.
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
 	}
 	// SQLite reads the name as a URI: escape what would end the path or be
 	// decoded in it.

@@ -172,6 +172,37 @@ func (s *Server) sendAllowed(r *http.Request, role auth.Role, doing string) func
 	}
 }
 
+// sendableNamespaces are the configured namespaces where the request's
+// identity is an operator: the replay form's destination choices.
+func (s *Server) sendableNamespaces(r *http.Request) []string {
+	if !s.limited() {
+		return s.namespaces
+	}
+	var out []string
+	for _, ns := range s.namespaces {
+		if s.roleIn(r.Context(), ns).Includes(auth.Operator) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// everyNamespace serves h only to identities that may view every
+// namespace (access rules): what it answers covers them all (the metrics).
+func (s *Server) everyNamespace(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sc := scopeFrom(r.Context()); !sc.all {
+			for _, ns := range s.namespaces {
+				if !sc.has(ns) {
+					s.serveAPIError(w, r, s.need(r, ns, auth.Viewer, "reading the metrics (they cover every namespace)"))
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // forbiddenIn is the words of a refusal in one namespace.
 func forbiddenIn(have, need auth.Role, namespace, doing string) string {
 	ns := namespace

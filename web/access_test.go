@@ -102,7 +102,8 @@ func newAccessFixture(t *testing.T, rules []auth.Rule) *accessFixture {
 	t.Cleanup(func() { cancel(); <-done })
 	fx.srv = New(Config{Logger: slog.New(slog.NewTextHandler(fx.logs, nil)), Catalog: st, Audit: st, AuditLog: fx.log, Jobs: fx.eng,
 		Hub: fx.hub, Namespaces: []string{"prod-eu", "prod-us"}, Access: fx.policy,
-		Auth: auth.New(auth.Config{Mode: auth.ModeProxy, Mapping: accessMapping, Store: st, TrustedProxies: prefixes})})
+		MetricsHandler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("dlqdash_up 1\n")) }),
+		Auth:           auth.New(auth.Config{Mode: auth.ModeProxy, Mapping: accessMapping, Store: st, TrustedProxies: prefixes})})
 	fx.h = fx.srv.Handler()
 	return fx
 }
@@ -347,6 +348,17 @@ func TestAccessListsHideANamespace(t *testing.T) {
 	code, body = bo("/api/v1/audit")
 	if code != 200 || strings.Contains(body, "prod-us") || !strings.Contains(body, `"namespace":"prod-eu"`) {
 		t.Errorf("audit: %d %s", code, body)
+	}
+	// The metrics cover every namespace: refused to bo, given to ana.
+	if code, body := bo("/metrics"); code != 403 || !strings.Contains(body, "you have no role in prod-us") {
+		t.Errorf("metrics for the viewer of prod-eu: %d %s", code, body)
+	}
+	if code, _ := fx.as(t, "ana", "sre-eu", "GET", "/metrics", "", ""); code != 200 {
+		t.Errorf("metrics for the viewer of both: %d", code)
+	}
+	// The message list of prod-us says why it offers no replay.
+	if _, body := fx.as(t, "ana", "sre-eu", "GET", "/messages?namespace=prod-us", "", ""); !strings.Contains(body, "you are a viewer in prod-us.") {
+		t.Errorf("prod-us message list note missing")
 	}
 	// Who may view both sees both (the admin, no rule).
 	if code, body := fx.as(t, "pat", "platform", "GET", "/api/v1/messages", "", ""); code != 200 || strings.Count(body, `"namespace":"prod-us"`) != 3 {

@@ -49,6 +49,9 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil, Namespaces: scopeNames(sc, s.namespaces)}
 	if role := s.listReplayRole(r); l.Replay && !role.Includes(auth.Operator) {
 		l.Replay, l.ReplayRole = false, role.String()
+		if ns := r.URL.Query().Get("namespace"); s.limited() && ns != "" {
+			l.ReplayRole += " in " + ns // "you are a viewer in prod-us"
+		}
 	}
 	for _, e := range ents {
 		// A path in two namespaces is one choice (the namespace select
@@ -257,7 +260,11 @@ func (s *Server) replayHistory(ctx context.Context, id int64) ([]views.ReplayHis
 		return nil, err
 	}
 	byMessageID := map[string][]views.MessageItem{}
+	sc := scopeFrom(ctx)
 	for _, c := range copies {
+		if !sc.has(c.Namespace) {
+			continue // a copy in a namespace the identity may not view
+		}
 		byMessageID[c.MessageID] = append(byMessageID[c.MessageID], messageItem(c))
 	}
 	actions := map[int64]string{}

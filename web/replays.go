@@ -201,7 +201,7 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		return errNoJobs
 	}
 	form, req, err := readReplayForm(w, r)
-	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.namespaces}
+	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.sendableNamespaces(r)}
 	if err != nil {
 		// The options could not be read: the selection alone can be shown.
 		req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))

@@ -131,6 +131,7 @@ func (s *Server) filterScope(r *http.Request, f *dlq.Filter) (empty bool, err er
 	}
 	switch len(sc.names) {
 	case 0:
+		f.Namespaces = []string{} // matches nothing (a live list's new rows)
 		return true, nil
 	case 1:
 		f.Namespace = sc.names[0]

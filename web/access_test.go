@@ -33,6 +33,7 @@ import (
 //
 //	sre-eu:    operators of prod-eu, viewers of prod-us
 //	eu-readers: viewers of prod-eu only (no role in prod-us)
+//	outsiders: viewers by their group, with no role in any namespace
 //	platform:  admins everywhere (no rule)
 type accessFixture struct {
 	st     *store.Store
@@ -46,12 +47,13 @@ type accessFixture struct {
 	policy auth.Policy
 }
 
-var accessMapping = auth.Mapping{Admin: []string{"platform"}, Operator: []string{"sre-eu"}, Viewer: []string{"eu-readers"}}
+var accessMapping = auth.Mapping{Admin: []string{"platform"}, Operator: []string{"sre-eu"}, Viewer: []string{"eu-readers", "outsiders"}}
 
 var accessRules = []auth.Rule{
 	{Group: "sre-eu", Role: auth.Operator, Namespaces: []string{"prod-eu"}},
 	{Group: "sre-eu", Role: auth.Viewer, Namespaces: []string{"prod-us"}},
 	{Group: "eu-readers", Role: auth.Viewer, Namespaces: []string{"prod-eu"}},
+	{Group: "outsiders", Role: auth.NoRole, Namespaces: []string{auth.AllNamespaces}},
 }
 
 func newAccessFixture(t *testing.T, rules []auth.Rule) *accessFixture {
@@ -399,6 +401,7 @@ func TestAccessLiveHidesANamespace(t *testing.T) {
 		return conn
 	}
 	euOnly := dial("eu-readers", "page=messages&first=1")
+	none := dial("outsiders", "page=messages&first=1")
 	both := dial("sre-eu", "page=messages&first=1")
 	euJobs := dial("eu-readers", "page=jobs&first=1")
 	bothJobs := dial("sre-eu", "page=jobs&first=1")
@@ -449,16 +452,28 @@ func TestAccessLiveHidesANamespace(t *testing.T) {
 			break
 		}
 	}
-	// And the eu-only message list got nothing of prod-us: what is left
-	// to read (within a short wait) has no prod-us row.
-	euOnly.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	for {
-		_, b, err := euOnly.ReadMessage()
-		if err != nil {
-			break
+	// And the eu-only message list got nothing of prod-us, the list of
+	// someone with no namespace nothing at all: what is left to read
+	// (within a short wait) has no such row.
+	for _, c := range []struct {
+		conn *websocket.Conn
+		not  []string
+	}{{euOnly, []string{"us-new", "prod-us"}}, {none, []string{"us-new", "eu-new", "prod-"}}} {
+		c.conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		for {
+			_, b, err := c.conn.ReadMessage()
+			if err != nil {
+				break
+			}
+			for _, s := range c.not {
+				if bytes.Contains(b, []byte(s)) {
+					t.Fatalf("a list got %s", b)
+				}
+			}
 		}
-		if bytes.Contains(b, []byte("us-new")) || bytes.Contains(b, []byte("prod-us")) {
-			t.Fatalf("the eu-only list got %s", b)
-		}
+	}
+	// The list of someone with no namespace shows no message at all.
+	if code, body := fx.as(t, "oz", "outsiders", "GET", "/api/v1/messages", "", ""); code != 200 || strings.Contains(body, "prod-") {
+		t.Errorf("messages of one with no namespace: %d %s", code, body)
 	}
 }

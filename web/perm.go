@@ -285,11 +285,13 @@ func (s *Server) auditDenied(r *http.Request, rt route, id auth.Identity, have, 
 	if !record {
 		level = slog.LevelDebug
 	}
-	s.logger.LogAttrs(r.Context(), level, "permission denied",
-		slog.String("actor", id.Actor()), slog.String("role", have.String()), slog.String("need", need.String()),
-		slog.String("namespace", namespace),
+	attrs := []slog.Attr{slog.String("actor", id.Actor()), slog.String("role", have.String()), slog.String("need", need.String()),
 		slog.String("route", rt.pattern), slog.String("path", r.URL.Path), slog.String("request_id", requestID(r.Context())),
-		slog.Bool("audited", record))
+		slog.Bool("audited", record)}
+	if namespace != "" {
+		attrs = append(attrs, slog.String("namespace", namespace))
+	}
+	s.logger.LogAttrs(r.Context(), level, "permission denied", attrs...)
 	if s.auditLog == nil || !record {
 		return
 	}

@@ -107,6 +107,13 @@ type Filter struct {
 	Action string     // exactly this action
 	Since  *time.Time // At at or after
 	Until  *time.Time // At before
+	// Namespace keeps the entries whose params name it as their
+	// namespace or destination_namespace.
+	Namespace string
+	// Visible, when not nil, keeps the entries of these namespaces (by
+	// their params' namespace) and the entries that name none: what a
+	// reader limited to some namespaces may see.
+	Visible []string
 }
 
 // Log is the audit trail. It is safe for concurrent use.

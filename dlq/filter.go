@@ -26,6 +26,12 @@ type Filter struct {
 	// mistake. It adds no condition.
 	All bool
 
+	// Namespaces, when not nil, keeps the selection to the messages of
+	// these namespaces (none when empty): the reader's scope, the
+	// namespaces its access rules let it view. Like QueryNotBodies it is
+	// the reader's, never part of an outside form.
+	Namespaces []string
+
 	// QueryNotBodies keeps Query out of body text: for someone who may not
 	// read bodies, whom a search would otherwise tell what they contain.
 	// Never part of an outside form: it is the reader's, not the filter's.

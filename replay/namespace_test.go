@@ -185,3 +185,61 @@ func TestReplayStaysInItsNamespace(t *testing.T) {
 		t.Errorf("us's jobs: %v, %v", jobs, err)
 	}
 }
+
+// TestSubmitAsksAllow: Request.Allow is asked with the selection's
+// namespaces (every one, before a selection spanning two is refused) and
+// the destination namespace when it is another; its refusal is returned as
+// it is, with an empty plan, dry run or not, and creates nothing.
+func TestSubmitAsksAllow(t *testing.T) {
+	e := newTwoNamespaceEnv(t, 2, 2)
+	e.count(dlq.Filter{Entity: "orders"}, 4)
+	ctx := audit.WithActor(t.Context(), "tester")
+	refused := errors.New("refused by the test")
+	type call struct {
+		sources     string
+		destination string
+	}
+	var calls []call
+	allow := func(err error) func([]string, string) error {
+		return func(sources []string, destination string) error {
+			calls = append(calls, call{strings.Join(sources, ","), destination})
+			return err
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		req  replay.Request
+		want call
+	}{
+		{"spanning two", replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{Filter: &dlq.Filter{Entity: "orders"}}},
+			call{"eu,us", ""}},
+		{"into another", replay.Request{Action: replay.ActionReplay, DestinationNamespace: "us",
+			Selection: replay.Selection{Filter: &dlq.Filter{Namespace: "eu"}}}, call{"eu", "us"}},
+		{"into its own, named", replay.Request{Action: replay.ActionReplay, DestinationNamespace: "eu",
+			Selection: replay.Selection{Filter: &dlq.Filter{Namespace: "eu"}}}, call{"eu", ""}},
+		{"a dry run", replay.Request{Action: replay.ActionDiscard, DryRun: true,
+			Selection: replay.Selection{Filter: &dlq.Filter{Namespace: "us"}}}, call{"us", ""}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			calls = nil
+			tt.req.Allow = allow(refused)
+			plan, job, err := e.engine.Submit(ctx, tt.req)
+			if !errors.Is(err, refused) || plan.Summary.Total != 0 || len(plan.Summary.Sample) != 0 || job.ID != 0 {
+				t.Fatalf("Submit = %+v, job %d, %v; want the refusal with an empty plan", plan, job.ID, err)
+			}
+			if len(calls) != 1 || calls[0] != tt.want {
+				t.Errorf("Allow calls %+v, want %+v", calls, tt.want)
+			}
+		})
+	}
+	if jobs, _, err := e.engine.ListJobs(ctx, 10, ""); err != nil || len(jobs) != 0 {
+		t.Fatalf("refusals created jobs: %d %v", len(jobs), err)
+	}
+	// Allowed: the job is created.
+	calls = nil
+	_, job, err := e.engine.Submit(ctx, replay.Request{Action: replay.ActionReplay, Allow: allow(nil),
+		Selection: replay.Selection{Filter: &dlq.Filter{Namespace: "eu"}}})
+	if err != nil || job.ID == 0 || len(calls) != 1 {
+		t.Fatalf("allowed: job %d, %v, calls %+v", job.ID, err, calls)
+	}
+}

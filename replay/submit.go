@@ -40,6 +40,14 @@ type Request struct {
 	// Canary: canary_count, canary_watch, pause_on_redeadletter and ramp
 	// (Verdict and the bases are the engine's).
 	Canary Canary
+	// Allow, when set, is asked as soon as the selection's namespaces
+	// are known (the namespaces its messages are in, and the destination
+	// namespace when the copies go to another, else ""), before anything
+	// else is checked or created, dry runs included: an error refuses the
+	// request as it is, with an empty plan. The dashboard's access rules
+	// (a role in each namespace) are checked here, where the namespaces
+	// are known.
+	Allow func(sources []string, destination string) error
 }
 
 // Plan is what a job would do: a dry run's answer, and the checks a real
@@ -228,6 +236,10 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 		return p, &PreconditionError{Msg: "the selection matches no messages"}
 	}
 	if err := e.planNamespaces(&p, req); err != nil {
+		var refused *allowError
+		if errors.As(err, &refused) {
+			return Plan{}, refused.err
+		}
 		return p, err
 	}
 	warn := func(format string, args ...any) { p.Warnings = append(p.Warnings, fmt.Sprintf(format, args...)) }
@@ -304,6 +316,15 @@ func (e *Engine) planNamespaces(p *Plan, req Request) error {
 			names = append(names, src.Namespace)
 		}
 	}
+	if req.Allow != nil {
+		dest := req.DestinationNamespace
+		if len(names) == 1 && dest == names[0] {
+			dest = ""
+		}
+		if err := req.Allow(names, dest); err != nil {
+			return &allowError{err}
+		}
+	}
 	if len(names) > 1 {
 		param := "ids"
 		switch {
@@ -327,6 +348,12 @@ func (e *Engine) planNamespaces(p *Plan, req Request) error {
 	}
 	return nil
 }
+
+// allowError is Request.Allow's refusal, passed through as it is.
+type allowError struct{ err error }
+
+func (e *allowError) Error() string { return e.err.Error() }
+func (e *allowError) Unwrap() error { return e.err }
 
 // sendsTo is the namespace the plan's copies go to.
 func (p Plan) sendsTo() string {

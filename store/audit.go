@@ -82,6 +82,19 @@ func auditWhere(f audit.Filter) ([]string, []any) {
 		where = append(where, "at < ?")
 		args = append(args, f.Until.UnixMilli())
 	}
+	// The namespace is in the params (a job's and its messages' entries,
+	// a denied request's): read where they are JSON (a tampered entry's
+	// may not be, and names none).
+	const ns = "(CASE WHEN json_valid(params) THEN json_extract(params, '$.namespace') END)"
+	if f.Namespace != "" {
+		where = append(where, "("+ns+" = ? OR (CASE WHEN json_valid(params) THEN json_extract(params, '$.destination_namespace') END) = ?)")
+		args = append(args, f.Namespace, f.Namespace)
+	}
+	if f.Visible != nil {
+		names, _ := json.Marshal(f.Visible) // strings always marshal
+		where = append(where, "("+ns+" IS NULL OR "+ns+" IN (SELECT value FROM json_each(?)))")
+		args = append(args, string(names))
+	}
 	return where, args
 }
 

@@ -176,6 +176,15 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 			c.drivers = append(c.drivers, driver{index: "messages_by_entity", rows: n})
 		}
 	}
+	if f.Namespaces != nil {
+		// The reader's scope (access rules): a short list, checked
+		// against each candidate's entity.
+		names, err := json.Marshal(f.Namespaces)
+		if err != nil {
+			return nil, err
+		}
+		c.and("m.entity_id IN (SELECT id FROM entities WHERE namespace IN (SELECT value FROM json_each(?)))", string(names))
+	}
 	if f.SubQueue != "" {
 		code := sq
 		c.and("m.subqueue = ?", code)

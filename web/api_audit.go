@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -45,6 +46,10 @@ func parseAuditFilter(q *query) (audit.Filter, error) {
 	if f.Until, err = q.time("until"); err != nil {
 		return f, err
 	}
+	if f.Namespace, err = q.one("namespace"); err != nil {
+		return f, err
+	}
+	f.Namespace = strings.TrimSpace(f.Namespace)
 	if f.Since != nil && f.Until != nil && !f.Until.After(*f.Since) {
 		return f, invalidArgument("until", "until must be after since")
 	}
@@ -67,15 +72,34 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := struct {
-		Entries    []apijson.AuditEntry `json:"entries"`
-		NextCursor *string              `json:"next_cursor"`
-	}{Entries: make([]apijson.AuditEntry, 0, len(es))}
+		Entries    []auditEntry `json:"entries"`
+		NextCursor *string      `json:"next_cursor"`
+	}{Entries: make([]auditEntry, 0, len(es))}
 	for _, e := range es {
-		out.Entries = append(out.Entries, apijson.NewAuditEntry(e))
+		out.Entries = append(out.Entries, auditEntry{AuditEntry: apijson.NewAuditEntry(e), Namespace: auditNamespace(e)})
 	}
 	out.NextCursor = nextCursor(next)
 	writeJSON(w, r, http.StatusOK, out)
 	return nil
+}
+
+// auditEntry is the API's audit entry with its namespace: the params'
+// namespace (a job's, its messages', a denied request's), null for an
+// entry that names none. Export keeps apijson.AuditEntry as it is.
+type auditEntry struct {
+	apijson.AuditEntry
+	Namespace *string `json:"namespace"`
+}
+
+// auditNamespace is the namespace e's params name, if any.
+func auditNamespace(e audit.Entry) *string {
+	var p struct {
+		Namespace *string `json:"namespace"`
+	}
+	if json.Unmarshal(e.Params, &p) != nil || p.Namespace == nil || *p.Namespace == "" {
+		return nil
+	}
+	return p.Namespace
 }
 
 // errNoAudit answers the audit trail's endpoint and page of a dashboard
@@ -98,6 +122,14 @@ func (s *Server) readAudit(r *http.Request, q *query, limit int) (es []audit.Ent
 	}
 	if err := q.done(); err != nil {
 		return nil, "", "", err
+	}
+	if err := s.namespaceParam(r, f.Namespace); err != nil {
+		return nil, "", "", err
+	}
+	if sc := scopeFrom(r.Context()); !sc.all {
+		// Access rules: the entries of the namespaces the identity may
+		// view, and those of none.
+		f.Visible = sc.names
 	}
 	es, next, err = s.audit.ListAudit(r.Context(), f, limit, cursor)
 	if err != nil {

@@ -83,7 +83,7 @@ func TestListAudit(t *testing.T) {
 	json.Unmarshal([]byte(body), &keys)
 	var entry []map[string]json.RawMessage
 	json.Unmarshal(keys["entries"], &entry)
-	want := []string{"action", "actor", "at", "hash", "message_ids", "outcome", "params", "prev_hash", "seq"}
+	want := []string{"action", "actor", "at", "hash", "message_ids", "namespace", "outcome", "params", "prev_hash", "seq"}
 	var got []string
 	for k := range entry[0] {
 		got = append(got, k)

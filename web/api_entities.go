@@ -26,10 +26,14 @@ func (s *Server) listEntities(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
+	if err := s.namespaceParam(r, namespace); err != nil {
+		return err
+	}
 	es, err := s.catalog.ListEntities(r.Context())
 	if err != nil {
 		return fmt.Errorf("list entities: %w", err)
 	}
+	es = scopeEntities(scopeFrom(r.Context()), es)
 	out := struct {
 		Entities []apijson.Entity `json:"entities"`
 	}{Entities: []apijson.Entity{}}

@@ -34,6 +34,9 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) error {
 	if err := q.done(); err != nil {
 		return err
 	}
+	if err := s.namespaceParam(r, namespace); err != nil {
+		return err
+	}
 	gs, err := s.readGroups(r.Context(), withGone, namespace, entity)
 	if err != nil {
 		return err
@@ -56,7 +59,8 @@ func (s *Server) readGroups(ctx context.Context, withGone bool, namespace, entit
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
-	return selectGroups(gs, withGone, namespace, entity), nil
+	// Access rules: only the namespaces the identity may view count.
+	return selectGroups(scopeGroups(scopeFrom(ctx), gs), withGone, namespace, entity), nil
 }
 
 // selectGroups keeps the groups with a message left in a dead-letter queue

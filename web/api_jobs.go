@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/web/apijson"
@@ -170,7 +171,16 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))
 	return s.submit(w, r, req)
+}
+
+// doingOf words a job's action for a refusal in a namespace.
+func doingOf(a replay.Action) string {
+	if a == replay.ActionDiscard {
+		return "discarding there"
+	}
+	return "replaying there"
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Request) error {
@@ -220,6 +230,7 @@ func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Allow = s.sendAllowed(r, auth.Admin, "editing and replaying there")
 	return s.submit(w, r, req)
 }
 
@@ -322,9 +333,43 @@ func (s *Server) controlJobAt(r *http.Request, do jobAction) (replay.Job, error)
 	if err != nil {
 		return replay.Job{}, err
 	}
+	if s.limited() {
+		// Operator in the job's namespace; a resume sends, so in the
+		// namespace its copies go to as well.
+		j, err := s.jobs.Job(r.Context(), id)
+		if err != nil {
+			return j, err
+		}
+		if err := s.need(r, j.Namespace, auth.Operator, "controlling its jobs"); err != nil {
+			return replay.Job{}, err
+		}
+		if resuming(r) && j.DestinationNamespace != "" && j.DestinationNamespace != j.Namespace {
+			if err := s.need(r, j.DestinationNamespace, auth.Operator, "resuming a job that replays into it"); err != nil {
+				return replay.Job{}, err
+			}
+		}
+	}
 	j, err := do(s.jobs, r.Context(), id)
 	if err != nil {
 		return j, fmt.Errorf("control job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// resuming reports whether r is a job's resume (its path ends so).
+func resuming(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/resume") }
+
+// viewJob reads a job for r's identity: a 403 when access rules leave it
+// no role in the job's namespace.
+func (s *Server) viewJob(r *http.Request, id int64) (replay.Job, error) {
+	j, err := s.jobs.Job(r.Context(), id)
+	if err != nil {
+		return j, err
+	}
+	if s.limited() {
+		if err := s.need(r, j.Namespace, auth.Viewer, "viewing its jobs"); err != nil {
+			return replay.Job{}, err
+		}
 	}
 	return j, nil
 }
@@ -361,7 +406,7 @@ func (s *Server) showJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.jobs.Job(r.Context(), id)
+	j, err := s.viewJob(r, id)
 	if err != nil {
 		return err
 	}
@@ -426,10 +471,47 @@ func (s *Server) readJobs(r *http.Request, q *query, limit int) (jobs []replay.J
 	if err := q.done(); err != nil {
 		return nil, "", "", err
 	}
+	if err := s.namespaceParam(r, namespace); err != nil {
+		return nil, "", "", err
+	}
+	if sc := scopeFrom(r.Context()); !sc.all && namespace == "" {
+		jobs, next, err = s.jobsInScope(r.Context(), sc, limit, cursor)
+		return jobs, cursor, next, err
+	}
 	if jobs, next, err = s.jobs.ListJobsIn(r.Context(), namespace, limit, cursor); err != nil {
 		return nil, "", "", fmt.Errorf("list jobs: %w", err)
 	}
 	return jobs, cursor, next, nil
+}
+
+// maxScopeReads bounds the reads of one page of jobsInScope.
+const maxScopeReads = 20
+
+// jobsInScope is a page of the jobs of the scope's namespaces, newest
+// first. The engine lists one namespace's jobs or every one, so it reads
+// every job's page and keeps the scope's: each read asks for no more than
+// the page still lacks, so every job read is either kept or passed, and
+// the engine's cursor after the read is the page's. After maxScopeReads
+// reads the page may be short (its cursor goes on).
+func (s *Server) jobsInScope(ctx context.Context, sc scope, limit int, cursor string) ([]replay.Job, string, error) {
+	var out []replay.Job
+	next := cursor
+	for range maxScopeReads {
+		jobs, n, err := s.jobs.ListJobsIn(ctx, "", limit-len(out), next)
+		if err != nil {
+			return nil, "", fmt.Errorf("list jobs: %w", err)
+		}
+		for _, j := range jobs {
+			if sc.has(j.Namespace) {
+				out = append(out, j)
+			}
+		}
+		next = n
+		if next == "" || len(out) >= limit {
+			break
+		}
+	}
+	return out, next, nil
 }
 
 // jobItemsRead is a page of a job's messages (readJobItems).
@@ -457,6 +539,11 @@ func (s *Server) readJobItems(r *http.Request, q *query, limit int) (jobItemsRea
 	}
 	if err := q.done(); err != nil {
 		return m, err
+	}
+	if s.limited() {
+		if _, err := s.viewJob(r, m.id); err != nil {
+			return m, err
+		}
 	}
 	if m.items, m.next, err = s.jobs.ListItems(r.Context(), m.id, m.state, limit, m.cursor); err != nil {
 		return m, fmt.Errorf("job %d's messages: %w", m.id, err)

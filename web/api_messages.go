@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
@@ -82,6 +83,9 @@ func (s *Server) readMessages(r *http.Request, f dlq.Filter, limit int, cursor s
 	}
 	m := messagesRead{hide: !s.canSeeBodies(r.Context())}
 	f.QueryNotBodies = m.hide
+	if empty, err := s.filterScope(r, &f); err != nil || empty {
+		return m, err // no namespace to view: no messages
+	}
 	ch := make(chan counted, 1)
 	if countCap > 0 {
 		go func() {
@@ -143,7 +147,19 @@ func (s *Server) readMessage(r *http.Request, id int64) (rec dlq.Record, hide bo
 	if err != nil {
 		return rec, false, fmt.Errorf("show message %d: %w", id, err)
 	}
-	return rec, !s.canSeeBodies(r.Context()), nil
+	if err := s.viewMessageIn(r, rec.Namespace); err != nil {
+		return dlq.Record{}, false, err
+	}
+	return rec, !s.canSeeBodiesIn(r.Context(), rec.Namespace), nil
+}
+
+// viewMessageIn checks that the request's identity may view a message of
+// namespace (access rules): a 403 naming it otherwise.
+func (s *Server) viewMessageIn(r *http.Request, namespace string) error {
+	if !s.limited() {
+		return nil
+	}
+	return s.need(r, namespace, auth.Viewer, "viewing its messages")
 }
 
 // showMessage answers GET /api/v1/messages/{id}: one message with its body.
@@ -184,6 +200,20 @@ func (s *Server) downloadMessageBody(w http.ResponseWriter, r *http.Request) err
 	id, err := messageRequest(r)
 	if err != nil {
 		return err
+	}
+	if s.limited() {
+		// The body's namespace, without the body: bodies need their role
+		// there.
+		recs, err := s.catalog.MessagesByID(r.Context(), []int64{id}, dlq.Filter{IncludeGone: true})
+		if err != nil {
+			return fmt.Errorf("message %d: %w", id, err)
+		}
+		if len(recs) == 0 {
+			return messageNotFound(id)
+		}
+		if err := s.need(r, recs[0].Namespace, s.role(bodies), "reading its message bodies"); err != nil {
+			return err
+		}
 	}
 	body, ct, err := s.catalog.MessageBody(r.Context(), id)
 	if catalogNotFound(err) {

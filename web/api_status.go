@@ -23,7 +23,14 @@ func (s *Server) showStatus(w http.ResponseWriter, r *http.Request) error {
 	if st.Namespace == "" {
 		st.Namespace = s.ns
 	}
-	writeJSON(w, r, http.StatusOK, apijson.NewStatus(st, s.namespaceStatuses()))
+	sts := s.namespaceStatuses()
+	if sc := scopeFrom(r.Context()); !sc.all {
+		// Access rules: the namespaces the identity may view, and their
+		// summary.
+		sts = scopeStatuses(sc, sts)
+		st = dlq.Summarize(sts)
+	}
+	writeJSON(w, r, http.StatusOK, apijson.NewStatus(st, sts))
 	return nil
 }
 

@@ -17,7 +17,7 @@ const (
 )
 
 // auditFilterParams are the audit page's filter parameters, in order.
-var auditFilterParams = []string{"actor", "action", "since", "until"}
+var auditFilterParams = []string{"actor", "action", "namespace", "since", "until"}
 
 // listAuditPage renders GET /audit: the audit trail newest first, filtered
 // as GET /api/v1/audit filters it (the same parser), a page at a time. A
@@ -28,7 +28,8 @@ func (s *Server) listAuditPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	raw := r.URL.Query()
 	l := views.AuditList{Actions: audit.Actions(), Filter: views.AuditFilter{Actor: raw.Get("actor"), Action: raw.Get("action"),
-		Since: datetimeLocal(raw.Get("since")), Until: datetimeLocal(raw.Get("until"))}}
+		Namespace: raw.Get("namespace"), Since: datetimeLocal(raw.Get("since")), Until: datetimeLocal(raw.Get("until"))},
+		Namespaces: scopeNames(scopeFrom(r.Context()), s.namespaces)}
 	if err := s.fillAuditList(r, &l); err != nil {
 		status, fe, ok := formProblem(err)
 		if !ok {
@@ -78,6 +79,9 @@ func (s *Server) fillAuditList(r *http.Request, l *views.AuditList) error {
 func auditEntryView(e audit.Entry) views.AuditEntry {
 	v := views.AuditEntry{Seq: e.Seq, At: e.At, Actor: text(actorLabel(e.Actor)), Action: text(e.Action), Outcome: text(e.Outcome),
 		Params: text(string(e.Params)), Hash: e.Hash}
+	if ns := auditNamespace(e); ns != nil {
+		v.Namespace = text(*ns)
+	}
 	for i, id := range e.MessageIDs {
 		if i == auditMessageLinks {
 			v.MoreMessages = len(e.MessageIDs) - i

@@ -25,13 +25,18 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("show home: %w", err)
 	}
 	h := views.Home{Mode: s.mode, Namespace: s.ns, Now: time.Now()}
+	sc := scopeFrom(r.Context())
+	ents = scopeEntities(sc, ents)
 	if s.status != nil {
 		st := s.status.Status()
+		if !sc.all {
+			st = dlq.Summarize(scopeStatuses(sc, s.namespaceStatuses()))
+		}
 		h.Freshness = &views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
 	}
 	h.Entities = overviewEntities(ents, len(s.namespaces) > 1)
 	if len(s.namespaces) > 1 {
-		h.Namespaces = namespaceHealth(s.namespaces, s.namespaceStatuses(), ents)
+		h.Namespaces = namespaceHealth(scopeNames(sc, s.namespaces), s.namespaceStatuses(), ents)
 	}
 	if s.hub != nil {
 		h.Live = views.LiveOverview.Param()
@@ -39,6 +44,11 @@ func (s *Server) showHome(w http.ResponseWriter, r *http.Request) error {
 	// ListGroups gives the largest first; the overview shows the head.
 	h.Groups = failureGroups(groups, len(s.namespaces) > 1)
 	h.Groups = h.Groups[:min(len(h.Groups), homeGroups)]
+	if !sc.all {
+		// The depth series is the whole catalog's: not shown to an
+		// identity that may not view every namespace.
+		return s.render(w, r, views.HomePage(h))
+	}
 	chart, err := depthChart(r.Context(), s.catalog, h.Now)
 	if err != nil {
 		return fmt.Errorf("show home: %w", err)

@@ -301,11 +301,21 @@ func (h *Hub) flush(ctx context.Context, b *batch, chart, groups, newRows *throt
 		return
 	}
 	if b.status != nil {
-		st := b.status
-		f := &views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
-		home := views.Home{Mode: h.cfg.Mode, Namespace: h.cfg.Namespace, Freshness: f}
-		if frame, ok := h.replace(ctx, views.FragmentID("freshness", ""), views.FreshnessPanel(home)); ok {
-			h.sendTo(everyPage, frame)
+		for _, sc := range h.scopes(everyPage) {
+			st := *b.status
+			if !sc.all {
+				// Access rules: the summary of the namespaces the
+				// connection may view (none known: nothing is sent).
+				if h.cfg.Statuses == nil {
+					continue
+				}
+				st = dlq.Summarize(scopeStatuses(sc, h.cfg.Statuses()))
+			}
+			f := &views.Freshness{Healthy: st.Healthy, LastSuccessAt: st.LastSuccessAt, ErrorSince: st.ErrorSince, Error: st.Error}
+			home := views.Home{Mode: h.cfg.Mode, Namespace: h.cfg.Namespace, Freshness: f}
+			if frame, ok := h.replace(ctx, views.FragmentID("freshness", ""), views.FreshnessPanel(home)); ok {
+				h.sendTo(inScope(everyPage, sc), frame)
+			}
 		}
 		h.sendNamespaces(ctx, nil)
 	}

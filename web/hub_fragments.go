@@ -32,20 +32,24 @@ func (h *Hub) sendOverview(ctx context.Context, changed map[string]bool) {
 		h.failed(ctx, "overview", err, onPage(views.LiveOverview))
 		return
 	}
-	home := views.Home{Entities: overviewEntities(ents, len(h.cfg.Namespaces) > 1)}
-	var frames [][]byte
-	for _, e := range home.Entities {
-		if !changed[e.Path] {
-			continue
+	// Per scope (access rules): the rows and totals of the entities of
+	// the namespaces each connection may view.
+	for _, sc := range h.scopes(onPage(views.LiveOverview)) {
+		home := views.Home{Entities: overviewEntities(scopeEntities(sc, ents), len(h.cfg.Namespaces) > 1)}
+		var frames [][]byte
+		for _, e := range home.Entities {
+			if !changed[e.Path] {
+				continue
+			}
+			if f, ok := h.replace(ctx, views.EntityRowID(e), views.EntityCounts(e)); ok {
+				frames = append(frames, f)
+			}
 		}
-		if f, ok := h.replace(ctx, views.EntityRowID(e), views.EntityCounts(e)); ok {
+		if f, ok := h.replace(ctx, views.FragmentID("totals", ""), views.Totals(home)); ok {
 			frames = append(frames, f)
 		}
+		h.sendTo(inScope(onPage(views.LiveOverview), sc), frames...)
 	}
-	if f, ok := h.replace(ctx, views.FragmentID("totals", ""), views.Totals(home)); ok {
-		frames = append(frames, f)
-	}
-	h.sendTo(onPage(views.LiveOverview), frames...)
 	h.sendNamespaces(ctx, ents)
 }
 
@@ -63,9 +67,12 @@ func (h *Hub) sendNamespaces(ctx context.Context, ents []dlq.EntitySummary) {
 			return
 		}
 	}
-	panel := views.NamespacesPanel(namespaceHealth(h.cfg.Namespaces, h.cfg.Statuses(), ents))
-	if f, ok := h.replace(ctx, views.FragmentID("namespaces", ""), panel); ok {
-		h.sendTo(onPage(views.LiveOverview), f)
+	statuses := h.cfg.Statuses()
+	for _, sc := range h.scopes(onPage(views.LiveOverview)) {
+		panel := views.NamespacesPanel(namespaceHealth(scopeNames(sc, h.cfg.Namespaces), statuses, scopeEntities(sc, ents)))
+		if f, ok := h.replace(ctx, views.FragmentID("namespaces", ""), panel); ok {
+			h.sendTo(inScope(onPage(views.LiveOverview), sc), f)
+		}
 	}
 }
 
@@ -86,7 +93,10 @@ func overviewEntities(ents []dlq.EntitySummary, showNamespace bool) []views.Enti
 
 // sendChart re-renders the overview's depth chart.
 func (h *Hub) sendChart(ctx context.Context) {
-	if len(h.subscriptions(onPage(views.LiveOverview))) == 0 {
+	// The chart is the whole catalog's: only for connections that may
+	// view every namespace (the page shows it to no one else).
+	pages := inScope(onPage(views.LiveOverview), everything)
+	if len(h.subscriptions(pages)) == 0 {
 		return
 	}
 	c, err := depthChart(ctx, h.catalog, time.Now())
@@ -95,7 +105,7 @@ func (h *Hub) sendChart(ctx context.Context) {
 		return
 	}
 	if f, ok := h.replace(ctx, views.FragmentID("depth-chart", ""), views.DepthChartFragment(c)); ok {
-		h.sendTo(onPage(views.LiveOverview), f)
+		h.sendTo(pages, f)
 	}
 }
 
@@ -104,7 +114,8 @@ func (h *Hub) sendChart(ctx context.Context) {
 // body previews. Lists that differ in nothing else (a viewer's read-only
 // page and an operator's, say) share one query and one rendering.
 func listQuery(s subscription) string {
-	return s.filter.Encode().Encode() + "|not_bodies=" + strconv.FormatBool(s.filter.QueryNotBodies) + "|hide=" + strconv.FormatBool(s.hideBodies)
+	return s.filter.Encode().Encode() + "|not_bodies=" + strconv.FormatBool(s.filter.QueryNotBodies) + "|hide=" + strconv.FormatBool(s.hideBodies) +
+		"|scope=" + s.scopeKey // the filter's Namespaces, which Encode leaves out
 }
 
 // sendNew prepends, on the first page of every message list, the new
@@ -177,20 +188,33 @@ func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
 		return
 	}
 	// Rows are rendered once for all lists, and once more without the
-	// body preview if a list is a viewer's who may not read bodies.
+	// body preview if a list is a viewer's who may not read bodies; a
+	// row goes only to the lists whose scope has its namespace.
 	for _, hide := range []bool{false, true} {
 		to := func(s subscription) bool { return lists(s) && s.hideBodies == hide }
 		if hide && len(h.subscriptions(to)) == 0 {
 			break
 		}
-		var frames [][]byte
+		type row struct {
+			namespace string
+			frame     []byte
+		}
+		var rows []row
 		for _, r := range recs {
 			id := views.FragmentID("message", strconv.FormatInt(r.ID, 10))
 			if f, ok := h.replace(ctx, id, views.MessageRow(withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), hide))); ok {
-				frames = append(frames, f)
+				rows = append(rows, row{r.Namespace, f})
 			}
 		}
-		h.sendTo(to, frames...)
+		for _, sc := range h.scopes(to) {
+			var frames [][]byte
+			for _, rw := range rows {
+				if sc.has(rw.namespace) {
+					frames = append(frames, rw.frame)
+				}
+			}
+			h.sendTo(inScope(to, sc), frames...)
+		}
 	}
 }
 
@@ -211,8 +235,13 @@ func (h *Hub) sendGroups(ctx context.Context) {
 		if !slices.ContainsFunc(subs, same) {
 			continue
 		}
-		if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(selectGroups(all, include, "", ""), len(h.cfg.Namespaces) > 1))); ok {
-			h.sendTo(same, f)
+		// Per scope (access rules): the counts of the namespaces each
+		// connection may view, as the page shows them.
+		for _, sc := range h.scopes(same) {
+			gs := selectGroups(scopeGroups(sc, all), include, "", "")
+			if f, ok := h.replace(ctx, views.FragmentID("groups", ""), views.GroupRows(failureGroups(gs, len(h.cfg.Namespaces) > 1))); ok {
+				h.sendTo(inScope(same, sc), f)
+			}
 		}
 	}
 }

@@ -83,7 +83,9 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 		}
 		v := jobView(j, len(h.cfg.Namespaces) > 1)
 		id := strconv.FormatInt(j.ID, 10)
-		page := func(s subscription) bool { return s.page == views.LiveJob && s.id == j.ID }
+		// Only to connections that may view the job's namespace (access
+		// rules).
+		page := sees(func(s subscription) bool { return s.page == views.LiveJob && s.id == j.ID }, j.Namespace)
 		switch {
 		case justFinished:
 			h.sendTo(page, resyncFrame)
@@ -102,11 +104,12 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 					h.sendTo(to, f)
 				}
 			}
-			h.sendJobItems(ctx, j.ID)
+			h.sendJobItems(ctx, j)
 		}
 		if !haveLists {
 			continue
 		}
+		lists := sees(onPage(views.LiveJobs), j.Namespace)
 		row, err := h.render(ctx, views.JobRow(v))
 		if err != nil {
 			h.log.Warn("live: cannot render a job row", "job_id", j.ID, "error", err.Error())
@@ -114,15 +117,16 @@ func (h *Hub) sendJobs(ctx context.Context, jobs []replay.Job) {
 			continue
 		}
 		h.sendTo(lists, encodeOp(liveOp{Op: "replace", ID: views.FragmentID("job", id), HTML: row}))
-		h.sendTo(func(s subscription) bool { return s.page == views.LiveJobs && s.first && j.ID > s.after },
+		h.sendTo(func(s subscription) bool { return lists(s) && s.first && j.ID > s.after },
 			encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("job-rows", ""), HTML: row}))
 	}
 }
 
 // sendJobItems replaces the message table of the job's first, unfiltered
 // pages, at most once every itemsEvery.
-func (h *Hub) sendJobItems(ctx context.Context, jobID int64) {
-	first := func(s subscription) bool { return s.page == views.LiveJob && s.id == jobID && s.first }
+func (h *Hub) sendJobItems(ctx context.Context, j replay.Job) {
+	jobID := j.ID
+	first := sees(func(s subscription) bool { return s.page == views.LiveJob && s.id == jobID && s.first }, j.Namespace)
 	if h.cfg.JobItems == nil || len(h.subscriptions(first)) == 0 {
 		return
 	}

@@ -127,6 +127,15 @@ func (h *Hub) sendTo(want func(subscription) bool, frames ...[]byte) {
 	}
 }
 
+// scopes returns the distinct scopes of the clients that want selects.
+func (h *Hub) scopes(want func(subscription) bool) []scope {
+	seen := map[string]scope{}
+	for _, s := range h.subscriptions(want) {
+		seen[s.scopeKey] = s.scope
+	}
+	return slices.Collect(maps.Values(seen))
+}
+
 // subscriptions returns the distinct subscriptions of the clients that want
 // selects.
 func (h *Hub) subscriptions(want func(subscription) bool) []subscription {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -46,6 +47,12 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 	scheduled, snext, err := s.catalog.ListWaiting(r.Context(), dlq.StateScheduled, inventoryPage, sc)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
+	}
+	// Access rules: the rows of the namespaces the identity may view (a
+	// page may then hold fewer rows; its next link still goes on).
+	if sc := scopeFrom(r.Context()); !sc.all {
+		in := func(rec dlq.Record) bool { return !sc.has(rec.Namespace) }
+		deferred, scheduled = slices.DeleteFunc(deferred, in), slices.DeleteFunc(scheduled, in)
 	}
 	for _, rec := range deferred {
 		it := views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Since: rec.EnqueuedAt}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -54,6 +55,13 @@ func outcomeView(j replay.Job) views.Outcome {
 	return o
 }
 
+// mayControl reports whether ctx's identity may pause and cancel j: an
+// operator in its namespace (resume asks the destination's role too, and
+// says so if it is missing).
+func (s *Server) mayControl(ctx context.Context, j replay.Job) bool {
+	return s.roleIn(ctx, j.Namespace).Includes(auth.Operator)
+}
+
 // readOnly is a job without its controls: for someone whose role may not
 // pause, resume or cancel it.
 func readOnly(v views.Job) views.Job {
@@ -77,7 +85,7 @@ func (s *Server) listJobsPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l := views.JobList{Live: s.hub != nil, Namespaces: s.namespaces, Namespace: r.URL.Query().Get("namespace")}
+	l := views.JobList{Live: s.hub != nil, Namespaces: scopeNames(scopeFrom(r.Context()), s.namespaces), Namespace: r.URL.Query().Get("namespace")}
 	for _, j := range jobs {
 		l.Jobs = append(l.Jobs, jobView(j, len(s.namespaces) > 1))
 	}
@@ -124,7 +132,7 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, status int, ale
 		return fmt.Errorf("show job page: %w", err)
 	}
 	d := views.JobDetail{Job: jobView(j, len(s.namespaces) > 1), State: string(state), Alert: alert, Live: s.hub != nil}
-	if !auth.FromContext(r.Context()).Role.Includes(auth.Operator) {
+	if !s.mayControl(r.Context(), j) {
 		d.Job = readOnly(d.Job)
 	}
 	for _, it := range items {

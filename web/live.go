@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/dlqdash/dlqdash/auth"
+	"github.com/dlqdash/dlqdash/views"
 )
 
 // One websocket connection: one reader, one writer. The timing constants
@@ -65,6 +66,24 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 		sub.readOnly = true
 		sub.key += "#read_only"
 	}
+	// Access rules: what the connection is sent is limited to the
+	// namespaces the identity may view, as the pages are.
+	sub.scope = scopeFrom(r.Context())
+	if sub.scopeKey = sub.scope.key(); sub.scopeKey != "" {
+		sub.key += "#" + sub.scopeKey
+		if sub.page == views.LiveMessages {
+			if _, err := s.filterScope(r, &sub.filter); err != nil {
+				return err
+			}
+		}
+		if sub.page == views.LiveJob && !sub.readOnly && s.jobs != nil {
+			// A job's controls by the role in its namespace.
+			if j, err := s.jobs.Job(r.Context(), sub.id); err == nil && !s.mayControl(r.Context(), j) {
+				sub.readOnly = true
+				sub.key += "#read_only"
+			}
+		}
+	}
 	up := websocket.Upgrader{
 		ReadBufferSize:  liveBuffer,
 		WriteBufferSize: liveBuffer,
@@ -98,8 +117,17 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) error {
 		defer cancel()
 		id, err := s.identity(r.WithContext(ctx))
 		// A changed role changes what the page may show: it reconnects.
-		return err == nil && !id.Anonymous() && id.Role.Includes(auth.Viewer) &&
-			s.canSeeBodies(auth.WithIdentity(ctx, id)) == !sub.hideBodies && id.Role.Includes(auth.Operator) == !sub.readOnly
+		if err != nil || id.Anonymous() || !id.Role.Includes(auth.Viewer) || s.scopeOf(id).key() != sub.scopeKey {
+			return false
+		}
+		ctx = context.WithValue(auth.WithIdentity(ctx, id), scopeKey{}, sub.scope)
+		readOnly := !id.Role.Includes(auth.Operator)
+		if sub.page == views.LiveJob && sub.scopeKey != "" && !readOnly && s.jobs != nil {
+			if j, err := s.jobs.Job(ctx, sub.id); err == nil {
+				readOnly = !s.mayControl(ctx, j)
+			}
+		}
+		return s.canSeeBodies(ctx) == !sub.hideBodies && readOnly == sub.readOnly
 	}
 	go writeLive(conn, c, s.livePing, allowed)
 	readLive(conn)

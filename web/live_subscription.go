@@ -25,7 +25,12 @@ type subscription struct {
 	seq         int64 // the hub's Seq when the page was requested; -1 if not given
 	hideBodies  bool  // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
 	readOnly    bool  // a job's progress without its controls (a role below operator)
-	key         string
+	// scope is the namespaces the identity may view (access rules);
+	// scopeKey is scope.key(), part of key. Nothing of another namespace
+	// is sent to the connection.
+	scope    scope
+	scopeKey string
+	key      string
 }
 
 // parseSubscription reads the /live query: page=overview|messages|groups|
@@ -135,3 +140,14 @@ func onPage(page views.LivePage) func(subscription) bool {
 
 // everyPage selects every subscription.
 func everyPage(subscription) bool { return true }
+
+// inScope selects the subscriptions of want whose scope is sc.
+func inScope(want func(subscription) bool, sc scope) func(subscription) bool {
+	k := sc.key()
+	return func(s subscription) bool { return want(s) && s.scopeKey == k }
+}
+
+// sees selects the subscriptions of want whose scope includes namespace.
+func sees(want func(subscription) bool, namespace string) func(subscription) bool {
+	return func(s subscription) bool { return want(s) && s.scope.has(namespace) }
+}

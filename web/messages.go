@@ -44,9 +44,14 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return fmt.Errorf("list messages page: %w", err)
 	}
-	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil, Namespaces: s.namespaces}
-	if role := auth.FromContext(r.Context()).Role; l.Replay && !role.Includes(auth.Operator) {
+	sc := scopeFrom(r.Context())
+	ents = scopeEntities(sc, ents)
+	l := views.MessageList{Filter: formValues(r.URL.Query()), Replay: s.jobs != nil, Namespaces: scopeNames(sc, s.namespaces)}
+	if role := s.listReplayRole(r); l.Replay && !role.Includes(auth.Operator) {
 		l.Replay, l.ReplayRole = false, role.String()
+		if ns := r.URL.Query().Get("namespace"); s.limited() && ns != "" {
+			l.ReplayRole += " in " + ns // "you are a viewer in prod-us"
+		}
 	}
 	for _, e := range ents {
 		// A path in two namespaces is one choice (the namespace select
@@ -84,6 +89,25 @@ func parseListForm(r *http.Request) (dlq.Filter, string, error) {
 		return f, "", err
 	}
 	return f, cursor, q.done()
+}
+
+// listReplayRole is the role the message list's replay buttons are
+// offered by: the identity's, or with access rules its role in the
+// filter's namespace, or its highest in the namespaces it may view (the
+// engine refuses a selection in a namespace where it is less).
+func (s *Server) listReplayRole(r *http.Request) auth.Role {
+	id := auth.FromContext(r.Context())
+	if !s.limited() {
+		return id.Role
+	}
+	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		return s.roleIn(r.Context(), ns)
+	}
+	best := auth.NoRole
+	for _, ns := range s.namespaces {
+		best = max(best, s.roleIn(r.Context(), ns))
+	}
+	return best
 }
 
 // fillMessageList reads the page and the count of matches (readMessages,
@@ -206,7 +230,9 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		d.Item.Preview = ""
 	}
 	if s.jobs != nil {
-		role := auth.FromContext(r.Context()).Role
+		// The role in the message's namespace (access rules): an
+		// operator of another namespace sees the buttons disabled.
+		role := s.roleIn(r.Context(), rec.Namespace)
 		d.Replay, d.CanReplay = true, role.Includes(auth.Operator)
 		if role.Includes(auth.Admin) {
 			// Only admins may edit (and so see the body in the form).
@@ -234,7 +260,11 @@ func (s *Server) replayHistory(ctx context.Context, id int64) ([]views.ReplayHis
 		return nil, err
 	}
 	byMessageID := map[string][]views.MessageItem{}
+	sc := scopeFrom(ctx)
 	for _, c := range copies {
+		if !sc.has(c.Namespace) {
+			continue // a copy in a namespace the identity may not view
+		}
 		byMessageID[c.MessageID] = append(byMessageID[c.MessageID], messageItem(c))
 	}
 	actions := map[int64]string{}
@@ -381,6 +411,7 @@ func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
 	if req.Selection.Edit == nil {
 		req.Selection.Edit = &replay.Edit{} // replayed as it is, but recorded as an edit
 	}
+	req.Allow = s.sendAllowed(r, auth.Admin, "editing and replaying there")
 	_, job, err := s.jobs.Submit(r.Context(), req)
 	if err != nil {
 		return s.refused(w, r, err)

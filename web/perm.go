@@ -174,9 +174,15 @@ var (
 // forbiddenError says which role a refused request had and needed.
 type forbiddenError struct {
 	have, need auth.Role
+	// namespace, when set, is where the role was too low (access rules),
+	// and doing words what was refused there.
+	namespace, doing string
 }
 
 func (e *forbiddenError) Error() string {
+	if e.doing != "" {
+		return forbiddenIn(e.have, e.need, e.namespace, e.doing)
+	}
 	if e.have == auth.NoRole {
 		return "you are signed in but have no role in dlqdash: ask an administrator to add one of your groups to a role"
 	}
@@ -239,11 +245,11 @@ func (s *Server) require(rt route) http.Handler {
 		}
 		need := s.role(rt.perm)
 		if !id.Role.Includes(need) {
-			s.auditDenied(r, rt, id, need)
+			s.auditDenied(r, rt, id, id.Role, need, "")
 			fail(w, r, &forbiddenError{have: id.Role, need: need})
 			return
 		}
-		rt.handler.ServeHTTP(w, r)
+		rt.handler.ServeHTTP(w, r.WithContext(s.withScope(ctx, rt)))
 	})
 }
 
@@ -263,24 +269,36 @@ func (s *Server) signInOr401(w http.ResponseWriter, r *http.Request) {
 }
 
 // auditDenied records a refused request: who, what they tried (the route
-// and path), the role they had and the one it needed. One per actor and
-// route per DeniedAuditWindow is recorded (with "left_out": how many were
-// not since the last one recorded); the others are counted and logged at
-// debug level, so a viewer cannot flood the trail.
-func (s *Server) auditDenied(r *http.Request, rt route, id auth.Identity, need auth.Role) {
-	record, leftOut := s.guard.auditDenied(id.Actor(), rt.pattern)
+// and path), the role they had and the one it needed, and the namespace
+// when the refusal is of a role in one (access rules; have is the role
+// there). One per actor and route (and namespace) per DeniedAuditWindow is
+// recorded (with "left_out": how many were not since the last one
+// recorded); the others are counted and logged at debug level, so a viewer
+// cannot flood the trail.
+func (s *Server) auditDenied(r *http.Request, rt route, id auth.Identity, have, need auth.Role, namespace string) {
+	key := rt.pattern
+	if namespace != "" {
+		key += "\x00" + namespace
+	}
+	record, leftOut := s.guard.auditDenied(id.Actor(), key)
 	level := slog.LevelInfo
 	if !record {
 		level = slog.LevelDebug
 	}
-	s.logger.LogAttrs(r.Context(), level, "permission denied",
-		slog.String("actor", id.Actor()), slog.String("role", id.Role.String()), slog.String("need", need.String()),
+	attrs := []slog.Attr{slog.String("actor", id.Actor()), slog.String("role", have.String()), slog.String("need", need.String()),
 		slog.String("route", rt.pattern), slog.String("path", r.URL.Path), slog.String("request_id", requestID(r.Context())),
-		slog.Bool("audited", record))
+		slog.Bool("audited", record)}
+	if namespace != "" {
+		attrs = append(attrs, slog.String("namespace", namespace))
+	}
+	s.logger.LogAttrs(r.Context(), level, "permission denied", attrs...)
 	if s.auditLog == nil || !record {
 		return
 	}
-	params := map[string]any{"route": rt.pattern, "method": r.Method, "path": r.URL.Path, "role": id.Role.String(), "required_role": need.String()}
+	params := map[string]any{"route": rt.pattern, "method": r.Method, "path": r.URL.Path, "role": have.String(), "required_role": need.String()}
+	if namespace != "" {
+		params["namespace"] = namespace
+	}
 	if leftOut > 0 {
 		params["left_out"] = leftOut
 	}
@@ -311,8 +329,29 @@ func actorLabel(actor string) string {
 
 // canSeeBodies reports whether the request's identity may read message
 // bodies (and their previews).
+//
+// With access rules it is the least of the roles in the namespaces the
+// identity may view: a search or a list spanning them hides bodies if any
+// of them would (a single message asks canSeeBodiesIn its namespace).
 func (s *Server) canSeeBodies(ctx context.Context) bool {
-	return auth.FromContext(ctx).Role.Includes(s.role(bodies))
+	id := auth.FromContext(ctx)
+	if !id.Role.Includes(s.role(bodies)) {
+		return false
+	}
+	if !s.limited() {
+		return true
+	}
+	sc := scopeFrom(ctx)
+	names := sc.names
+	if sc.all {
+		names = s.namespaces
+	}
+	for _, ns := range names {
+		if !s.access.RoleIn(id, ns).Includes(s.role(bodies)) {
+			return false
+		}
+	}
+	return true
 }
 
 // viewerOf is the layout header's view of the request's identity.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
@@ -200,14 +201,16 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		return errNoJobs
 	}
 	form, req, err := readReplayForm(w, r)
-	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.namespaces}
+	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.sendableNamespaces(r)}
 	if err != nil {
 		// The options could not be read: the selection alone can be shown.
+		req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))
 		return s.refuseReplay(w, r, c, err, replay.Plan{}, dryRun(selectionOf(req)), true)
 	}
 	if preview {
 		req = dryRun(req)
 	}
+	req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))
 	plan, job, err := s.jobs.Submit(r.Context(), req)
 	switch {
 	case err != nil && preview:
@@ -245,8 +248,10 @@ func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.Re
 	switch {
 	case plan.Summary.Total > 0:
 		c.Plan = planView(plan, false)
-	case !hasSelection || status == http.StatusServiceUnavailable:
-		// Nothing to summarise, or the broker would refuse the dry run too.
+	case !hasSelection || status == http.StatusServiceUnavailable || status == http.StatusForbidden:
+		// Nothing to summarise, or the broker would refuse the dry run
+		// too, or the selection is not the caller's to act on (access
+		// rules): no plan of it is shown.
 	default:
 		// The one dry run of a refusal.
 		p, _, err := s.jobs.Submit(r.Context(), preview)
@@ -265,7 +270,7 @@ func pageWords(s string) string {
 
 // selectionOf is req without its options: the action and the selection.
 func selectionOf(req replay.Request) replay.Request {
-	return replay.Request{Action: req.Action, Selection: req.Selection}
+	return replay.Request{Action: req.Action, Selection: req.Selection, Allow: req.Allow}
 }
 
 // planView is a plan as the confirm page shows it; selectionOnly drops

@@ -74,7 +74,7 @@ func (s *Server) routeTable() []route {
 	if s.metricsHandler != nil {
 		// Prometheus scrapes with a token of the viewer role (or, with
 		// --metrics-addr, from a listener of its own, outside this table).
-		rs = append(rs, route{"GET /metrics", viewer, s.metricsHandler})
+		rs = append(rs, route{"GET /metrics", viewer, s.everyNamespace(s.metricsHandler)})
 	}
 	return rs
 }

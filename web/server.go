@@ -96,6 +96,9 @@ type Config struct {
 	// AuditLog records sign-ins, sign-outs and refused requests; nil
 	// records nothing.
 	AuditLog AuditLog
+	// Access limits roles to namespaces (the config file's access rules);
+	// without rules every identity has its role in every namespace.
+	Access auth.Policy
 	// HideBodiesFromViewers keeps message bodies (and their previews)
 	// from the viewer role: the body download answers 403 and the
 	// message page says the body is hidden.
@@ -142,6 +145,8 @@ type Server struct {
 	signIn         SignIn
 	auditLog       AuditLog
 	hideBodies     bool
+	// access is Config.Access (access.go).
+	access auth.Policy
 	// livePing is how often a websocket is pinged (and its credentials
 	// checked again): pingPeriod; tests shorten it.
 	livePing time.Duration
@@ -200,6 +205,7 @@ func New(cfg Config) *Server {
 	s.metricsHandler = cfg.MetricsHandler
 	s.guard = newAuthGuard(s.observer)
 	s.auth, s.hideBodies, s.livePing = cfg.Auth, cfg.HideBodiesFromViewers, pingPeriod
+	s.access = cfg.Access
 	if !isNil(cfg.SignIn) {
 		s.signIn = cfg.SignIn
 	}

@@ -104,6 +104,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		cfgWeb.Jobs = d.jobs
 	}
 	cfgWeb.AllowedHosts = cfg.HTTP.AllowedHosts
+	cfgWeb.Access = cfg.Access // roles limited to namespaces (--config's access rules)
 	if err := withSignIn(ctx, cfg, st, logger, &cfgWeb); err != nil {
 		return err
 	}

@@ -466,6 +466,14 @@ func bucket(s replay.ItemState) int {
 }
 
 // UpdateItems implements replay.Store.
+//
+// It writes each item once, with as few statements as the updates have
+// distinct outcomes: a batch of the engine's (all locked with their copies'
+// ids, all sent, or all completed) is one read of the items' states, one
+// UPDATE, the job's counters and the job read back. It used to be an UPDATE
+// per item (BENCHMARKS.md, Replay). An item that stays unfinished keeps its
+// place in the active set untouched (the unique partial index on active is
+// then not rewritten).
 func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Update) (replay.Job, error) {
 	const op = "update job messages"
 	tx, err := s.writer.BeginTx(ctx, nil)
@@ -477,44 +485,37 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 	for i, u := range ups {
 		ids[i] = u.MessageID
 	}
-	type old struct {
-		state   replay.ItemState
-		flagged bool
-	}
-	olds := make(map[int64]old, len(ups))
-	rows, err := tx.QueryContext(ctx, `SELECT message_id, item_state, flagged FROM job_messages
-		WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`, jobID, idList(ids))
+	olds, err := itemStates(ctx, tx, jobID, ids)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	for rows.Next() {
-		var id int64
-		var o old
-		if err := rows.Scan(&id, &o.state, &o.flagged); err != nil {
-			rows.Close()
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
-		}
-		olds[id] = o
+	// What each item becomes: the updates applied in order (an id given
+	// twice: the later update over the earlier one, a finished item never
+	// moved again), then grouped by outcome.
+	type final struct {
+		st      replay.ItemState
+		copyID  string // "" keeps the stored one
+		errText string
+		flag    bool // ORed into the stored flag
 	}
-	rows.Close()
-	stmt, err := tx.PrepareContext(ctx, `UPDATE job_messages SET item_state = ?,
-		copy_message_id = CASE WHEN ? = '' THEN copy_message_id ELSE ? END, error = ?, flagged = flagged OR ?,
-		active = ?, updated_at = ? WHERE job_id = ? AND message_id = ?`)
-	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	defer stmt.Close()
+	finals := make(map[int64]*final, len(ups))
+	var order []int64
 	var delta [6]int
 	flagged := 0
-	now := s.nowMillis()
 	for _, u := range ups {
 		o, ok := olds[u.MessageID]
 		if !ok || o.state.Finished() {
-			continue // never move a finished message again
+			continue // not the job's, or finished: never moved again
 		}
-		if _, err := stmt.ExecContext(ctx, string(u.State), u.CopyMessageID, u.CopyMessageID, displayText(u.Error), u.Flag,
-			!u.State.Finished(), now, jobID, u.MessageID); err != nil {
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		f := finals[u.MessageID]
+		if f == nil {
+			f = &final{}
+			finals[u.MessageID] = f
+			order = append(order, u.MessageID)
+		}
+		f.st, f.errText, f.flag = u.State, displayText(u.Error), f.flag || u.Flag
+		if u.CopyMessageID != "" {
+			f.copyID = u.CopyMessageID
 		}
 		delta[bucket(o.state)]--
 		delta[bucket(u.State)]++
@@ -522,7 +523,60 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 			flagged++
 			o.flagged = true
 		}
-		olds[u.MessageID] = old{u.State, o.flagged}
+		olds[u.MessageID] = itemState{u.State, o.flagged}
+	}
+	type outcome struct {
+		st       replay.ItemState
+		errText  string
+		flag     bool
+		withCopy bool
+	}
+	groups := map[outcome][]byte{}
+	var outcomes []outcome
+	for _, id := range order {
+		f := finals[id]
+		k := outcome{f.st, f.errText, f.flag, f.copyID != ""}
+		doc, ok := groups[k]
+		if !ok {
+			outcomes = append(outcomes, k)
+			doc = append(make([]byte, 0, 64*len(order)), '[')
+		} else {
+			doc = append(doc, ',')
+		}
+		if k.withCopy {
+			doc = append(doc, '[')
+			doc = strconv.AppendInt(doc, id, 10)
+			doc = append(doc, ',')
+			c, err := json.Marshal(f.copyID)
+			if err != nil {
+				return replay.Job{}, fmt.Errorf("%s: %w", op, err)
+			}
+			doc = append(append(doc, c...), ']')
+		} else {
+			doc = strconv.AppendInt(doc, id, 10)
+		}
+		groups[k] = doc
+	}
+	now := s.nowMillis()
+	for _, k := range outcomes {
+		set := `item_state = ?, error = ?, flagged = flagged OR ?, updated_at = ?`
+		if k.st.Finished() {
+			set += `, active = 0`
+		}
+		vals := []any{string(k.st), k.errText, k.flag, now}
+		doc := string(append(groups[k], ']'))
+		q := `UPDATE job_messages SET ` + set + ` WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`
+		args := append(vals, jobID, doc)
+		if k.withCopy {
+			// The unary + keeps SQLite from scanning the job's items for
+			// each id: it looks each one up by (message_id, job_id).
+			q = `UPDATE job_messages SET copy_message_id = u.value ->> 1, ` + set + `
+				FROM json_each(?) AS u WHERE +job_messages.job_id = ? AND job_messages.message_id = u.value ->> 0`
+			args = append(vals, doc, jobID)
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending = pending + ?, sent = sent + ?, completed = completed + ?,
 		failed = failed + ?, skipped = skipped + ?, cancelled = cancelled + ?, flagged = flagged + ? WHERE id = ?`,
@@ -530,6 +584,33 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	return s.commitJob(ctx, tx, op, jobID)
+}
+
+// itemState is what UpdateItems needs to know of an item before it moves it.
+type itemState struct {
+	state   replay.ItemState
+	flagged bool
+}
+
+// itemStates reads the states of a job's items (those of ids that are the
+// job's).
+func itemStates(ctx context.Context, tx *sql.Tx, jobID int64, ids []int64) (map[int64]itemState, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT message_id, item_state, flagged FROM job_messages
+		WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`, jobID, idList(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]itemState, len(ids))
+	for rows.Next() {
+		var id int64
+		var o itemState
+		if err := rows.Scan(&id, &o.state, &o.flagged); err != nil {
+			return nil, err
+		}
+		out[id] = o
+	}
+	return out, rows.Err()
 }
 
 // SetStatus implements replay.Store.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -214,5 +215,92 @@ func TestCancelUnsent(t *testing.T) {
 	}
 	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{items[2].MessageID}}, 1); err != nil {
 		t.Fatalf("a cancelled message could not be selected again: %v", err)
+	}
+}
+
+// UpdateItems writes a call's updates with one statement per outcome:
+// each item ends as its updates applied in order would leave it (the later
+// of two updates of one id wins, a finished item never moves, flags
+// accumulate, an empty copy id keeps the stored one), copy ids are stored
+// exactly (quotes, backslashes, control characters, non-ASCII), ids that
+// are not the job's are ignored, and only finished items leave the active
+// set.
+func TestUpdateItemsBatchedOutcomes(t *testing.T) {
+	fx := newFixture(t, 200)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil || len(items) < 8 {
+		t.Fatalf("%d items: %v", len(items), err)
+	}
+	id := func(i int) int64 { return items[i].MessageID }
+	odd := "c-\"quoted\"\\back\x01\tslash/ünï/日本"
+	var ups []replay.Update
+	for i := range 6 {
+		ups = append(ups, replay.Update{MessageID: id(i), State: replay.ItemLocked, CopyMessageID: fmt.Sprintf("copy-%d", i)})
+	}
+	ups[1].CopyMessageID = odd
+	ups = append(ups,
+		replay.Update{MessageID: 1 << 40, State: replay.ItemCompleted},                      // not the job's
+		replay.Update{MessageID: id(2), State: replay.ItemSent, Flag: true},                 // locked → sent, flagged
+		replay.Update{MessageID: id(3), State: replay.ItemFailed, Error: "refused"},         // finished…
+		replay.Update{MessageID: id(3), State: replay.ItemSent},                             // …never moves again
+		replay.Update{MessageID: id(4), State: replay.ItemSkipped, Error: "poison"},         // another outcome
+		replay.Update{MessageID: id(6), State: replay.ItemLocked},                           // no copy id
+		replay.Update{MessageID: id(7), State: replay.ItemCompleted, Error: "already left"}) // pending → completed
+	if j, err = fx.s.UpdateItems(ctx, j.ID, ups); err != nil {
+		t.Fatal(err)
+	}
+	if j.Counts.Sent != 1 || j.Counts.Failed != 1 || j.Counts.Skipped != 1 || j.Counts.Completed != 1 || j.Flagged != 1 ||
+		j.Counts.Pending != len(items)-4 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	// Later updates: an empty copy id keeps the stored one; a flag stays.
+	if j, err = fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: id(1), State: replay.ItemSent},
+		{MessageID: id(2), State: replay.ItemCompleted}, {MessageID: id(0), State: replay.ItemSent, Flag: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if j.Flagged != 2 || j.Counts.Sent != 2 || j.Counts.Completed != 2 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	want := []struct {
+		st      replay.ItemState
+		copyID  string
+		errText string
+		flagged bool
+	}{
+		{replay.ItemSent, "copy-0", "", true},
+		{replay.ItemSent, odd, "", false},
+		{replay.ItemCompleted, "copy-2", "", true},
+		{replay.ItemFailed, "copy-3", "refused", false},
+		{replay.ItemSkipped, "copy-4", "poison", false},
+		{replay.ItemLocked, "copy-5", "", false},
+		{replay.ItemLocked, "", "", false},
+		{replay.ItemCompleted, "", "already left", false},
+	}
+	for i, w := range want {
+		hist, err := fx.s.MessageHistory(ctx, id(i))
+		if err != nil || len(hist) != 1 {
+			t.Fatalf("item %d: %v %v", i, hist, err)
+		}
+		h := hist[0]
+		if h.State != w.st || h.CopyMessageID != w.copyID || h.Error != w.errText || h.Flagged != w.flagged {
+			t.Errorf("item %d = %s %q %q flagged %v, want %+v", i, h.State, h.CopyMessageID, h.Error, h.Flagged, w)
+		}
+	}
+	// Finished items left the active set (another job may take them);
+	// unfinished ones did not.
+	for i, free := range map[int]bool{2: true, 3: true, 4: true, 7: true, 0: false, 5: false, 6: false} {
+		_, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{id(i)}}, 9)
+		if free && err != nil {
+			t.Errorf("finished item %d could not join another job: %v", i, err)
+		}
+		if !free && !errors.As(err, new(*replay.ConflictError)) {
+			t.Errorf("unfinished item %d joined another job: %v", i, err)
+		}
 	}
 }

@@ -476,6 +476,10 @@ func bucket(s replay.ItemState) int {
 // then not rewritten).
 func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Update) (replay.Job, error) {
 	const op = "update job messages"
+	js, err := s.prepareJobStatements(ctx)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
@@ -485,7 +489,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 	for i, u := range ups {
 		ids[i] = u.MessageID
 	}
-	olds, err := itemStates(ctx, tx, jobID, ids)
+	olds, err := itemStates(ctx, tx.StmtContext(ctx, js.states), jobID, ids)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -559,31 +563,34 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 	}
 	now := s.nowMillis()
 	for _, k := range outcomes {
-		set := `item_state = ?, error = ?, flagged = flagged OR ?, updated_at = ?`
-		if k.st.Finished() {
-			set += `, active = 0`
-		}
-		vals := []any{string(k.st), k.errText, k.flag, now}
-		doc := string(append(groups[k], ']'))
-		q := `UPDATE job_messages SET ` + set + ` WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`
-		args := append(vals, jobID, doc)
-		if k.withCopy {
-			// The unary + keeps SQLite from scanning the job's items for
-			// each id: it looks each one up by (message_id, job_id).
-			q = `UPDATE job_messages SET copy_message_id = u.value ->> 1, ` + set + `
-				FROM json_each(?) AS u WHERE +job_messages.job_id = ? AND job_messages.message_id = u.value ->> 0`
-			args = append(vals, doc, jobID)
-		}
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		st := js.set[b2i(k.st.Finished())][b2i(k.withCopy)]
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, string(k.st), k.errText, k.flag, now,
+			string(append(groups[k], ']')), jobID); err != nil {
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending = pending + ?, sent = sent + ?, completed = completed + ?,
-		failed = failed + ?, skipped = skipped + ?, cancelled = cancelled + ?, flagged = flagged + ? WHERE id = ?`,
-		delta[0], delta[1], delta[2], delta[3], delta[4], delta[5], flagged, jobID); err != nil {
+	if _, err := tx.StmtContext(ctx, js.counters).ExecContext(ctx, delta[0], delta[1], delta[2], delta[3], delta[4], delta[5],
+		flagged, jobID); err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	return s.commitJob(ctx, tx, op, jobID)
+	j, err := scanJob(tx.StmtContext(ctx, js.job).QueryRowContext(ctx, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // itemState is what UpdateItems needs to know of an item before it moves it.
@@ -594,9 +601,8 @@ type itemState struct {
 
 // itemStates reads the states of a job's items (those of ids that are the
 // job's).
-func itemStates(ctx context.Context, tx *sql.Tx, jobID int64, ids []int64) (map[int64]itemState, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT message_id, item_state, flagged FROM job_messages
-		WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`, jobID, idList(ids))
+func itemStates(ctx context.Context, stmt *sql.Stmt, jobID int64, ids []int64) (map[int64]itemState, error) {
+	rows, err := stmt.QueryContext(ctx, jobID, idList(ids))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
@@ -469,11 +470,12 @@ func bucket(s replay.ItemState) int {
 //
 // It writes each item once, with as few statements as the updates have
 // distinct outcomes: a batch of the engine's (all locked with their copies'
-// ids, all sent, or all completed) is one read of the items' states, one
-// UPDATE, the job's counters and the job read back. It used to be an UPDATE
-// per item (BENCHMARKS.md, Replay). An item that stays unfinished keeps its
-// place in the active set untouched (the unique partial index on active is
-// then not rewritten).
+// ids, all sent, or all completed) is one read of how many items are in
+// which state, one UPDATE, the job's counters and the job read back, each
+// prepared once (jobs_stmts.go). It used to be an UPDATE per item
+// (BENCHMARKS.md, Replay). An item that stays unfinished keeps its place in
+// the active set untouched (the unique partial index on active is then not
+// rewritten).
 func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Update) (replay.Job, error) {
 	const op = "update job messages"
 	js, err := s.prepareJobStatements(ctx)
@@ -485,87 +487,29 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	ids := make([]int64, len(ups))
-	for i, u := range ups {
-		ids[i] = u.MessageID
-	}
-	olds, err := itemStates(ctx, tx.StmtContext(ctx, js.states), jobID, ids)
-	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	// What each item becomes: the updates applied in order (an id given
-	// twice: the later update over the earlier one, a finished item never
-	// moved again), then grouped by outcome.
-	type final struct {
-		st      replay.ItemState
-		copyID  string // "" keeps the stored one
-		errText string
-		flag    bool // ORed into the stored flag
-	}
-	finals := make(map[int64]*final, len(ups))
-	var order []int64
 	var delta [6]int
 	flagged := 0
-	for _, u := range ups {
-		o, ok := olds[u.MessageID]
-		if !ok || o.state.Finished() {
-			continue // not the job's, or finished: never moved again
+	groups, repeated := outcomeGroups(ups)
+	if repeated {
+		// An id given twice: apply the updates in order, from each item's
+		// state, and group what each item becomes.
+		if groups, err = s.finalGroups(ctx, tx.StmtContext(ctx, js.states), jobID, ups, &delta, &flagged); err != nil {
+			return replay.Job{}, err
 		}
-		f := finals[u.MessageID]
-		if f == nil {
-			f = &final{}
-			finals[u.MessageID] = f
-			order = append(order, u.MessageID)
-		}
-		f.st, f.errText, f.flag = u.State, displayText(u.Error), f.flag || u.Flag
-		if u.CopyMessageID != "" {
-			f.copyID = u.CopyMessageID
-		}
-		delta[bucket(o.state)]--
-		delta[bucket(u.State)]++
-		if u.Flag && !o.flagged {
-			flagged++
-			o.flagged = true
-		}
-		olds[u.MessageID] = itemState{u.State, o.flagged}
-	}
-	type outcome struct {
-		st       replay.ItemState
-		errText  string
-		flag     bool
-		withCopy bool
-	}
-	groups := map[outcome][]byte{}
-	var outcomes []outcome
-	for _, id := range order {
-		f := finals[id]
-		k := outcome{f.st, f.errText, f.flag, f.copyID != ""}
-		doc, ok := groups[k]
-		if !ok {
-			outcomes = append(outcomes, k)
-			doc = append(make([]byte, 0, 64*len(order)), '[')
-		} else {
-			doc = append(doc, ',')
-		}
-		if k.withCopy {
-			doc = append(doc, '[')
-			doc = strconv.AppendInt(doc, id, 10)
-			doc = append(doc, ',')
-			c, err := json.Marshal(f.copyID)
-			if err != nil {
-				return replay.Job{}, fmt.Errorf("%s: %w", op, err)
+	} else {
+		// Each item has one update: count the group's items by state (the
+		// unfinished ones, which are those its UPDATE moves).
+		for _, g := range groups {
+			if err := countGroup(ctx, tx.StmtContext(ctx, js.count), jobID, g, &delta, &flagged); err != nil {
+				return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 			}
-			doc = append(append(doc, c...), ']')
-		} else {
-			doc = strconv.AppendInt(doc, id, 10)
 		}
-		groups[k] = doc
 	}
 	now := s.nowMillis()
-	for _, k := range outcomes {
-		st := js.set[b2i(k.st.Finished())][b2i(k.withCopy)]
-		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, string(k.st), k.errText, k.flag, now,
-			string(append(groups[k], ']')), jobID); err != nil {
+	for _, g := range groups {
+		st := js.set[b2i(g.k.st.Finished())][b2i(g.k.withCopy)]
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, string(g.k.st), g.k.errText, g.k.flag, now,
+			string(append(g.doc, ']')), jobID); err != nil {
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
 	}
@@ -584,6 +528,165 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	return j, nil
+}
+
+// outcome is what an UPDATE of UpdateItems sets.
+type outcome struct {
+	st       replay.ItemState
+	errText  string
+	flag     bool // ORed into the stored flag
+	withCopy bool // each item's copy id is in the document
+}
+
+// outcomeGroup is the items of one outcome: their ids, and the document
+// the UPDATE reads ([id, …], or [[id, copy id], …] withCopy; without the
+// closing bracket).
+type outcomeGroup struct {
+	k   outcome
+	ids []int64
+	doc []byte
+}
+
+func (g *outcomeGroup) add(id int64, copyID string) {
+	if len(g.doc) == 0 {
+		g.doc = append(g.doc, '[')
+	} else {
+		g.doc = append(g.doc, ',')
+	}
+	g.ids = append(g.ids, id)
+	if !g.k.withCopy {
+		g.doc = strconv.AppendInt(g.doc, id, 10)
+		return
+	}
+	g.doc = append(g.doc, '[')
+	g.doc = strconv.AppendInt(g.doc, id, 10)
+	g.doc = append(g.doc, ',')
+	g.doc = appendJSONString(g.doc, copyID)
+	g.doc = append(g.doc, ']')
+}
+
+// outcomeGroups groups updates by outcome, in order of first appearance;
+// repeated reports an id given twice (then the groups are not usable).
+func outcomeGroups(ups []replay.Update) (groups []*outcomeGroup, repeated bool) {
+	seen := make(map[int64]struct{}, len(ups))
+	index := map[outcome]*outcomeGroup{}
+	for _, u := range ups {
+		if _, ok := seen[u.MessageID]; ok {
+			return nil, true
+		}
+		seen[u.MessageID] = struct{}{}
+		k := outcome{u.State, displayText(u.Error), u.Flag, u.CopyMessageID != ""}
+		g := index[k]
+		if g == nil {
+			g = &outcomeGroup{k: k}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.add(u.MessageID, u.CopyMessageID)
+	}
+	return groups, false
+}
+
+// countGroup adds to the counters' deltas what moving g's unfinished items
+// to its state changes.
+func countGroup(ctx context.Context, stmt *sql.Stmt, jobID int64, g *outcomeGroup, delta *[6]int, flagged *int) error {
+	rows, err := stmt.QueryContext(ctx, jobID, idList(g.ids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st replay.ItemState
+		var n, unflagged int
+		if err := rows.Scan(&st, &n, &unflagged); err != nil {
+			return err
+		}
+		delta[bucket(st)] -= n
+		delta[bucket(g.k.st)] += n
+		if g.k.flag {
+			*flagged += unflagged
+		}
+	}
+	return rows.Err()
+}
+
+// finalGroups reads the items' states, applies the updates in order (the
+// later update of an id over the earlier one, a finished item never moved
+// again, flags accumulating, an empty copy id keeping the one before),
+// adds the changes to the counters' deltas, and groups what each item
+// becomes by outcome.
+func (s *Store) finalGroups(ctx context.Context, states *sql.Stmt, jobID int64, ups []replay.Update, delta *[6]int,
+	flagged *int) ([]*outcomeGroup, error) {
+	const op = "update job messages"
+	ids := make([]int64, len(ups))
+	for i, u := range ups {
+		ids[i] = u.MessageID
+	}
+	olds, err := itemStates(ctx, states, jobID, ids)
+	if err != nil {
+		return nil, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	type final struct {
+		st      replay.ItemState
+		copyID  string
+		errText string
+		flag    bool
+	}
+	finals := make(map[int64]*final, len(ups))
+	var order []int64
+	for _, u := range ups {
+		o, ok := olds[u.MessageID]
+		if !ok || o.state.Finished() {
+			continue // not the job's, or finished: never moved again
+		}
+		f := finals[u.MessageID]
+		if f == nil {
+			f = &final{}
+			finals[u.MessageID] = f
+			order = append(order, u.MessageID)
+		}
+		f.st, f.errText, f.flag = u.State, displayText(u.Error), f.flag || u.Flag
+		if u.CopyMessageID != "" {
+			f.copyID = u.CopyMessageID
+		}
+		delta[bucket(o.state)]--
+		delta[bucket(u.State)]++
+		if u.Flag && !o.flagged {
+			*flagged++
+			o.flagged = true
+		}
+		olds[u.MessageID] = itemState{u.State, o.flagged}
+	}
+	var groups []*outcomeGroup
+	index := map[outcome]*outcomeGroup{}
+	for _, id := range order {
+		f := finals[id]
+		k := outcome{f.st, f.errText, f.flag, f.copyID != ""}
+		g := index[k]
+		if g == nil {
+			g = &outcomeGroup{k: k}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.add(id, f.copyID)
+	}
+	return groups, nil
+}
+
+// appendJSONString appends s to b as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	simple := utf8.ValidString(s)
+	for i := 0; simple && i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			simple = false
+		}
+	}
+	if simple {
+		return append(append(append(b, '"'), s...), '"')
+	}
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
 }
 
 func b2i(b bool) int {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -302,5 +303,77 @@ func TestUpdateItemsBatchedOutcomes(t *testing.T) {
 		if !free && !errors.As(err, new(*replay.ConflictError)) {
 			t.Errorf("unfinished item %d joined another job: %v", i, err)
 		}
+	}
+}
+
+// The same outcomes when every id is given once (the engine's batches):
+// the counters follow from counting the items by state, and a finished
+// item is still never moved.
+func TestUpdateItemsOnePerItem(t *testing.T) {
+	fx := newFixture(t, 200)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil || len(items) < 6 {
+		t.Fatalf("%d items: %v", len(items), err)
+	}
+	id := func(i int) int64 { return items[i].MessageID }
+	odd := "c-\"q\"\\\x01ü\xff"
+	step := func(ups ...replay.Update) {
+		t.Helper()
+		if j, err = fx.s.UpdateItems(ctx, j.ID, ups); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(replay.Update{MessageID: id(0), State: replay.ItemLocked, CopyMessageID: odd},
+		replay.Update{MessageID: id(1), State: replay.ItemLocked, CopyMessageID: "c-1"},
+		replay.Update{MessageID: id(2), State: replay.ItemLocked, CopyMessageID: "c-2"},
+		replay.Update{MessageID: id(3), State: replay.ItemFailed, Error: "gone"},
+		replay.Update{MessageID: 1 << 40, State: replay.ItemLocked, CopyMessageID: "nobody's"})
+	step(replay.Update{MessageID: id(0), State: replay.ItemSent, Flag: true},
+		replay.Update{MessageID: id(1), State: replay.ItemSent, Flag: true},
+		replay.Update{MessageID: id(2), State: replay.ItemSent},
+		replay.Update{MessageID: id(3), State: replay.ItemSent, Flag: true}) // finished: not moved, not flagged
+	if j.Counts.Sent != 3 || j.Counts.Failed != 1 || j.Flagged != 2 || j.Counts.Pending != len(items)-4 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	step(replay.Update{MessageID: id(0), State: replay.ItemCompleted},
+		replay.Update{MessageID: id(1), State: replay.ItemCompleted, Flag: true}, // already flagged: counted once
+		replay.Update{MessageID: id(4), State: replay.ItemCompleted, Error: "already left"},
+		replay.Update{MessageID: id(5), State: replay.ItemSkipped, Error: "poison"})
+	if j.Counts.Sent != 1 || j.Counts.Completed != 3 || j.Counts.Failed != 1 || j.Counts.Skipped != 1 || j.Flagged != 2 ||
+		j.Counts.Pending != len(items)-6 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	for i, w := range []struct {
+		st      replay.ItemState
+		copyID  string
+		flagged bool
+	}{{replay.ItemCompleted, strings.ToValidUTF8(odd, "\uFFFD"), true}, {replay.ItemCompleted, "c-1", true},
+		{replay.ItemSent, "c-2", false}, {replay.ItemFailed, "", false}, {replay.ItemCompleted, "", false}, {replay.ItemSkipped, "", false}} {
+		hist, err := fx.s.MessageHistory(ctx, id(i))
+		if err != nil || len(hist) != 1 {
+			t.Fatalf("item %d: %v %v", i, hist, err)
+		}
+		if h := hist[0]; h.State != w.st || h.CopyMessageID != w.copyID || h.Flagged != w.flagged {
+			t.Errorf("item %d = %s %q flagged %v, want %+v", i, h.State, h.CopyMessageID, h.Flagged, w)
+		}
+	}
+	// The counters agree with the items.
+	var byState = map[replay.ItemState]int{}
+	all, _, err := fx.s.ListItems(ctx, j.ID, "", 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range all {
+		byState[it.State]++
+	}
+	if byState[replay.ItemPending]+byState[replay.ItemLocked] != j.Counts.Pending || byState[replay.ItemSent] != j.Counts.Sent ||
+		byState[replay.ItemCompleted] != j.Counts.Completed {
+		t.Errorf("items by state %v, counters %+v", byState, j.Counts)
 	}
 }

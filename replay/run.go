@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -53,6 +54,12 @@ type run struct {
 	adopted bool
 	// acting is held while a chunk is being acted on (see act).
 	acting sync.Mutex
+	// done are completions whose state is written with the run's next
+	// write (deferDone), doneAudit their audit entries, doneBatch the
+	// source's batch they came from (the first of them).
+	done      []Update
+	doneAudit []audit.Record
+	doneBatch int
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -223,7 +230,18 @@ func lockMargin(lock time.Duration) time.Duration {
 }
 
 // work does the job's part on one entity's subqueue.
-func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
+func (r *run) work(ctx context.Context, k sourceKey, items []*Item) (err error) {
+	// Whatever ends the work, the completions held back are written
+	// before anything reads the job's items again.
+	defer func() {
+		if ferr := r.flush(ctx); ferr != nil {
+			if err == nil || errors.Is(err, errCanaryWatch) {
+				err = ferr
+			} else {
+				r.e.log.Error("replay: cannot record completed messages", "job_id", r.job.ID, "error", ferr)
+			}
+		}
+	}()
 	e := r.e
 	src, err := r.entity(ctx, k.entity)
 	if errors.Is(err, dlq.ErrEntityNotFound) {
@@ -281,6 +299,10 @@ type source struct {
 	// held are messages the scan received and did not act on (not
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
+	// batches counts the batches received; nextUnderWay is set while a
+	// batch is acted on and the next one is being received meanwhile.
+	batches      int
+	nextUnderWay bool
 	// lockedSince: messages locked before it (by an earlier process, or
 	// delivered to a receive of this run that failed) may still be
 	// locked out of the scan's sight; their locks lapse one lock

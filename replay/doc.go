@@ -41,7 +41,8 @@
 //   - It receives batches (Config.Batch, 250) and acts at once on the
 //     selected messages among them: one send of their copies, then their
 //     completes (32 in flight), writing their states before each step (three
-//     transactions and one audit entry a batch).
+//     transactions and one audit entry a batch; two transactions for an
+//     unpaced job, below).
 //     An unpaced job receives the next batch meanwhile, so a batch costs
 //     the longer of a receive and the acting, not their sum; a paced job
 //     does not (the next batch's locks would run down while it waits for

@@ -9,7 +9,10 @@ package replay_test
 import (
 	"fmt"
 	"maps"
+	"os"
+	"runtime/pprof"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +28,12 @@ const benchQueue = "orders"
 // lock and a DLQ of n messages of 1 KiB (emulatortest.FillDLQ: ids msg-<i>, in
 // that sequence order), with application property tenant = t<i mod 10>,
 // and waits until the ingester has cataloged all of them.
-func benchEnv(b *testing.B, n int, lock time.Duration) *env {
+func benchEnv(b *testing.B, n int, lock time.Duration, counter ...*storeCounter) *env {
 	b.Helper()
+	var c *storeCounter
+	if len(counter) > 0 {
+		c = counter[0]
+	}
 	e := newEnv(b, func(ns *broker.Namespace) {
 		if _, err := ns.CreateQueue(benchQueue, broker.QueueProperties{LockDuration: lock}); err != nil {
 			b.Fatal(err)
@@ -34,7 +41,7 @@ func benchEnv(b *testing.B, n int, lock time.Duration) *env {
 		emulatortest.FillDLQ(b, ns, benchQueue, n, 1024, func(i int) map[string]any {
 			return map[string]any{"tenant": fmt.Sprintf("t%d", i%10)}
 		})
-	}, envOptions{ingest: &dlq.Config{Namespace: "emulator", Poll: time.Second}})
+	}, envOptions{ingest: &dlq.Config{Namespace: "emulator", Poll: time.Second}, counter: c})
 	waitFor(b, fmt.Sprintf("%d cataloged dead letters", n), 5*time.Minute, func() bool {
 		c, err := e.st.PresentCount(b.Context(), benchQueue, dlq.SubQueueDeadLetter)
 		if err != nil {
@@ -43,6 +50,39 @@ func benchEnv(b *testing.B, n int, lock time.Duration) *env {
 		return c == int64(n)
 	})
 	return e
+}
+
+// jobProfile writes a CPU profile of the job alone (not of filling and
+// cataloging the DLQ) to $DLQDASH_JOB_CPUPROFILE when it is set; the
+// function it returns stops it.
+func jobProfile(b *testing.B) func() {
+	path := os.Getenv("DLQDASH_JOB_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// cpuTime is the CPU time the process has used (user and system, every
+// thread).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // progress is one sample of a running job.
@@ -186,11 +226,24 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 	const n = 20_000
 	for range b.N {
 		b.StopTimer()
-		e := benchEnv(b, n, time.Minute)
+		c := &storeCounter{}
+		e := benchEnv(b, n, time.Minute, c)
+		c.reset() // the engine's calls from submit on
+		stopProfile := jobProfile(b)
+		cpu0 := cpuTime()
 		b.StartTimer()
 		j, took, samples := e.runJob(replay.Request{Action: replay.ActionReplay,
 			Selection: replay.Selection{Filter: &dlq.Filter{Entity: benchQueue, SubQueue: dlq.SubQueueDeadLetter}}}, 10*time.Minute)
 		b.StopTimer()
+		cpu := cpuTime() - cpu0
+		stopProfile()
+		calls, rows, which := c.total()
+		b.Logf("engine store and audit calls: %d (%s); %d item updates", calls, which, rows)
+		batches := float64(n) / float64(replay.DefaultBatch)
+		b.ReportMetric(float64(calls)/batches, "store-calls/batch")
+		// The process's CPU time (emulator, SDK, ingester and engine
+		// together) varies less with the machine's load than the rate.
+		b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/msg")
 		logProgress(b, samples, time.Second)
 		if j.Status != replay.StatusCompleted || j.Counts.Completed != n || j.Flagged != 0 {
 			b.Fatalf("job = %+v", j)

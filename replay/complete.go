@@ -99,14 +99,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		ids = append(ids, strconv.FormatInt(mt.it.MessageID, 10))
 		delete(s.held, mt.m.SequenceNumber)
 	}
-	if err := r.update(ctx, s, ups); err != nil {
-		return 0, err
-	}
-	if len(ups) > 0 && r.e.cfg.OnRemovedFrom != nil {
-		r.e.cfg.OnRemovedFrom(r.job.Namespace, s.key.entity, s.key.q, len(ups))
-	} else if len(ups) > 0 && r.e.cfg.OnRemoved != nil {
-		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
-	}
+	var rec *audit.Record
 	if len(ids) > 0 {
 		action, params := audit.ActionReplay, withNamespace(map[string]any{"job_id": strconv.FormatInt(r.job.ID, 10), "source": s.key.q.Path(s.key.entity)}, r.job)
 		if r.job.Action == ActionDiscard {
@@ -121,7 +114,24 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 			params["action"] = string(r.job.Action)
 			action = audit.ActionDeferredResolved
 		}
-		r.e.audit(ctx, audit.Record{Actor: r.job.CreatedBy, Action: action, MessageIDs: ids, Params: params})
+		rec = &audit.Record{Actor: r.job.CreatedBy, Action: action, MessageIDs: ids, Params: params}
+	}
+	if s.nextUnderWay {
+		// The next batch is being received: its first write (the copies'
+		// locks) records these too, one transaction fewer a batch.
+		r.deferDone(s, ups, rec)
+	} else {
+		if err := r.update(ctx, s, ups); err != nil {
+			return 0, err
+		}
+		if rec != nil {
+			r.e.audit(ctx, *rec)
+		}
+	}
+	if len(ups) > 0 && r.e.cfg.OnRemovedFrom != nil {
+		r.e.cfg.OnRemovedFrom(r.job.Namespace, s.key.entity, s.key.q, len(ups))
+	} else if len(ups) > 0 && r.e.cfg.OnRemoved != nil {
+		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
 	}
 	if fatal != nil && len(ups) == 0 {
 		return 0, r.brokerHalt("remove originals from "+s.key.q.Path(s.key.entity), fatal)

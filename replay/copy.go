@@ -27,11 +27,19 @@ const maxMessageIDLen = 128
 // MessageId is named by its sequence number; one too long for the suffix is
 // replaced by a digest of it.
 func DerivedMessageID(original string, seq, jobID int64) string {
+	return derivedMessageID(original, seq, derivedSuffix(jobID))
+}
+
+// derivedSuffix is what DerivedMessageID appends for a job.
+func derivedSuffix(jobID int64) string { return "/dlqdash-" + strconv.FormatInt(jobID, 10) }
+
+// derivedMessageID is DerivedMessageID with the job's suffix worded once
+// for all of a batch's copies.
+func derivedMessageID(original string, seq int64, suffix string) string {
 	base := original
 	if base == "" {
 		base = "seq-" + strconv.FormatInt(seq, 10)
 	}
-	suffix := "/dlqdash-" + strconv.FormatInt(jobID, 10)
 	if len(base)+len(suffix) > maxMessageIDLen {
 		sum := sha256.Sum256([]byte(base))
 		base = hex.EncodeToString(sum[:16])
@@ -40,13 +48,13 @@ func DerivedMessageID(original string, seq, jobID int64) string {
 }
 
 // copyProperties are the dlqdash.* properties of the copy of m, replayed
-// from entity by job.
-func copyProperties(m *Received, it *Item, jobID int64) map[string]any {
+// from entity by job (jobID: the job's id in decimal).
+func copyProperties(m *Received, it *Item, jobID string) map[string]any {
 	p := map[string]any{
 		PropOriginalMessageID:      m.MessageID,
 		PropOriginalSequenceNumber: m.SequenceNumber,
 		PropOriginalEntity:         it.Entity,
-		PropJobID:                  strconv.FormatInt(jobID, 10),
+		PropJobID:                  jobID,
 		PropReplayCount:            int64(m.ReplayCount) + 1,
 	}
 	if m.DeadLetterReason != "" {

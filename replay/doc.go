@@ -41,11 +41,19 @@
 //   - It receives batches (Config.Batch, 250) and acts at once on the
 //     selected messages among them: one send of their copies, then their
 //     completes (32 in flight), writing their states before each step (three
-//     transactions and one audit entry a batch).
+//     transactions and one audit entry a batch; two transactions for an
+//     unpaced job, below).
 //     An unpaced job receives the next batch meanwhile, so a batch costs
 //     the longer of a receive and the acting, not their sum; a paced job
 //     does not (the next batch's locks would run down while it waits for
-//     its rate).
+//     its rate). An unpaced job also writes a batch's completions in the
+//     transaction that locks the next batch's messages when that batch is
+//     already at hand (otherwise before it waits for it, or for anything
+//     else, and after the next batch if that wrote nothing), so a batch
+//     costs two transactions: locked (with the previous completions), then
+//     sent. A crash in between leaves those completions sent in the store,
+//     which the next run finishes as completed when it does not find their
+//     originals (as it does after a crash between a complete and its write).
 //   - Unselected messages are neither abandoned nor completed while the
 //     scan runs: they stay locked, and so the next receive returns the
 //     messages after them. When the work on the queue ends (everything

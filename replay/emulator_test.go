@@ -59,6 +59,8 @@ type envOptions struct {
 	onChange func(replay.Job)
 	// noRun: the engine is not started (the test calls env.run).
 	noRun bool
+	// counter, when set, counts the engine's store and audit calls.
+	counter *storeCounter
 }
 
 func newEnv(t testing.TB, setup func(ns *broker.Namespace), o envOptions) *env {
@@ -130,7 +132,12 @@ func (e *env) newEngine(o envOptions) *replay.Engine {
 	if o.wrap != nil {
 		b = o.wrap(b)
 	}
-	eng, err := replay.New(replay.Config{Store: e.st, Broker: b, Audit: e.log, GiveUpAfter: o.giveUp,
+	var st replay.Store = e.st
+	var au replay.Auditor = e.log
+	if o.counter != nil {
+		st, au = o.counter.wrap(e.st, e.log)
+	}
+	eng, err := replay.New(replay.Config{Store: st, Broker: b, Audit: au, GiveUpAfter: o.giveUp,
 		PoisonCap: o.poison, Batch: o.batch, Logger: logger, OnRemoved: e.ingester.Removed, OnChange: o.onChange})
 	if err != nil {
 		e.t.Fatal(err)

@@ -50,7 +50,16 @@ func (r *run) resolve(ctx context.Context, s *source, items []*Item, st ItemStat
 // update writes item states, drops finished items from the source's
 // pending set, records failures and skips in the audit trail, and tells
 // the dashboard.
+//
+// Completions deferred by deferDone are written first, in the same
+// transaction, and audited after it.
 func (r *run) update(ctx context.Context, s *source, ups []Update) error {
+	var done []audit.Record
+	if len(r.done) > 0 {
+		ups = append(r.done, ups...)
+		done = r.doneAudit
+		r.done, r.doneAudit = nil, nil
+	}
 	if len(ups) == 0 {
 		return nil
 	}
@@ -60,6 +69,9 @@ func (r *run) update(ctx context.Context, s *source, ups []Update) error {
 		return fmt.Errorf("record message states: %w", err)
 	}
 	r.job = j
+	for _, rec := range done {
+		e.audit(ctx, rec)
+	}
 	byState := map[ItemState][]string{}
 	flagged := []string{}
 	for _, u := range ups {
@@ -97,4 +109,34 @@ func firstError(ups []Update, st ItemState) string {
 		}
 	}
 	return ""
+}
+
+// deferDone records completions (their originals removed) to be written
+// with the run's next write rather than in a transaction of their own: an
+// unpaced scan's next batch is being received meanwhile, and its first
+// write (the copies' locks) comes at once if it has arrived; readPass and
+// scan flush them before the run waits for anything. Their items leave the pending
+// set now. Until written they are sent in the store: a crash in between
+// leaves them so, and the next run, not finding their originals, finishes
+// them as completed (resolveMissing). rec is their audit entry (nil for
+// none), appended once they are written.
+func (r *run) deferDone(s *source, ups []Update, rec *audit.Record) {
+	if len(r.done) == 0 {
+		r.doneBatch = s.batches
+	}
+	for _, u := range ups {
+		s.finished(u.MessageID)
+	}
+	r.done = append(r.done, ups...)
+	if rec != nil {
+		r.doneAudit = append(r.doneAudit, *rec)
+	}
+}
+
+// flush writes the completions deferDone holds back, if any.
+func (r *run) flush(ctx context.Context) error {
+	if len(r.done) == 0 {
+		return nil
+	}
+	return r.update(ctx, nil, nil)
 }

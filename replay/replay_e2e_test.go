@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -464,5 +465,69 @@ func TestReplayScanInSmallBatches(t *testing.T) {
 	slices.Sort(all)
 	if len(slices.Compact(all)) != 60 {
 		t.Errorf("copies and the DLQ together hold %d distinct originals, want 60", len(slices.Compact(all)))
+	}
+}
+
+// An unpaced job writes a batch's completions with the next batch's locks:
+// two UpdateItems a batch (plus the last flush), and still every item ends
+// completed, the counters agree, and the audit trail names every replayed
+// message exactly once, also when batches in between select nothing (the
+// held-back completions are then written after the next batch).
+func TestReplayBatchWritesCompletionsWithNextLocks(t *testing.T) {
+	c := &storeCounter{}
+	e := newEnv(t, queues("orders"), envOptions{batch: 10, counter: c})
+	e.sendAndDeadLetter("orders", "ord", 80, "SqlTimeout")
+	ids := e.cataloged(dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}, 80)
+	// The first 30 (three batches in a row), then nothing for three
+	// batches, then the last 20.
+	chosen := append(slices.Clone(ids[:30]), ids[60:]...)
+	c.reset()
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: chosen}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 50 || j.Counts.Sent+j.Counts.Pending+j.Counts.Failed != 0 || j.Flagged != 0 {
+		t.Fatalf("job = %+v", j)
+	}
+	calls, rows, which := c.total()
+	t.Logf("store calls: %d (%s), %d item updates", calls, which, rows)
+	c.mu.Lock()
+	updates := c.calls["UpdateItems"]
+	c.mu.Unlock()
+	// 5 batches with work: locked (with the batch before's completions)
+	// and sent each; the completions of the last, and of the batch before
+	// the gap, written on their own.
+	if updates > 2*5+2 {
+		t.Errorf("%d UpdateItems for 5 batches of work, want at most 12", updates)
+	}
+	if rows != 3*50 {
+		t.Errorf("%d item updates, want 150 (locked, sent, completed)", rows)
+	}
+	items, _, err := e.st.ListItems(t.Context(), j.ID, "", 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if it.State != replay.ItemCompleted || it.Error != "" {
+			t.Errorf("item %d ended %s %q", it.MessageID, it.State, it.Error)
+		}
+	}
+	replayed := map[string]int{}
+	if err := e.log.Scan(t.Context(), audit.Filter{Action: audit.ActionReplay}, func(en audit.Entry) error {
+		for _, id := range en.MessageIDs {
+			replayed[id]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range chosen {
+		if n := replayed[strconv.FormatInt(id, 10)]; n != 1 {
+			t.Errorf("message %d is in %d replay audit entries, want 1", id, n)
+		}
+	}
+	if len(replayed) != len(chosen) {
+		t.Errorf("%d messages in replay audit entries, want %d", len(replayed), len(chosen))
+	}
+	if copies := e.receiveAll("orders", "", 0); len(copies) != 50 {
+		t.Errorf("%d copies, want 50", len(copies))
 	}
 }

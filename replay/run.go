@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -56,6 +57,12 @@ type run struct {
 	// removalsFailing: completes failed and the job says it is retrying
 	// (complete.go) until the next broker call that succeeds.
 	removalsFailing bool
+	// done are completions whose state is written with the run's next
+	// write (deferDone), doneAudit their audit entries, doneBatch the
+	// source's batch they came from (the first of them).
+	done      []Update
+	doneAudit []audit.Record
+	doneBatch int
 }
 
 func (r *run) requestStop(why stopReason) {
@@ -226,7 +233,18 @@ func lockMargin(lock time.Duration) time.Duration {
 }
 
 // work does the job's part on one entity's subqueue.
-func (r *run) work(ctx context.Context, k sourceKey, items []*Item) error {
+func (r *run) work(ctx context.Context, k sourceKey, items []*Item) (err error) {
+	// Whatever ends the work, the completions held back are written
+	// before anything reads the job's items again.
+	defer func() {
+		if ferr := r.flush(ctx); ferr != nil {
+			if err == nil || errors.Is(err, errCanaryWatch) {
+				err = ferr
+			} else {
+				r.e.log.Error("replay: cannot record completed messages", "job_id", r.job.ID, "error", ferr)
+			}
+		}
+	}()
 	src, err := r.entity(ctx, k.entity)
 	if errors.Is(err, dlq.ErrEntityNotFound) {
 		return r.resolveAll(ctx, items, ItemSkipped, "the entity "+k.entity+" no longer exists")
@@ -287,6 +305,10 @@ type source struct {
 	// held are messages the scan received and did not act on (not
 	// selected, or left for a later pass), by sequence number.
 	held map[int64]*Received
+	// batches counts the batches received; nextUnderWay is set while a
+	// batch is acted on and the next one is being received meanwhile.
+	batches      int
+	nextUnderWay bool
 	// lockedSince: messages locked before it (by an earlier process, or
 	// delivered to a receive of this run that failed, or whose complete
 	// failed) may still be locked out of the scan's sight; their locks

@@ -85,6 +85,11 @@ func (r *run) scan(ctx context.Context, s *source) error {
 	for len(s.pending) > 0 && !r.stopped() {
 		p := &pass{seen: map[int64]bool{}}
 		stopped, err := r.readPass(ctx, s, p, ahead)
+		// Nothing is written for a while now (the pass may wait for
+		// locks): the completions held back are written first.
+		if ferr := r.flush(ctx); ferr != nil && err == nil {
+			err = ferr
+		}
 		if err != nil || stopped {
 			return err
 		}
@@ -141,6 +146,14 @@ func (r *run) readPass(ctx context.Context, s *source, p *pass, ahead *prefetch)
 		if r.stopped() {
 			return true, nil
 		}
+		// The completions held back (deferDone) wait for the next write
+		// only while the next batch is at hand, never while the run
+		// waits for a receive.
+		if ahead.ch == nil || !ahead.ready() {
+			if err := r.flush(ctx); err != nil {
+				return false, err
+			}
+		}
 		msgs, err := r.receive(ctx, s, ahead)
 		if err != nil {
 			return false, r.brokerHalt("receive from "+s.key.q.Path(s.key.entity), err)
@@ -161,14 +174,24 @@ func (r *run) readPass(ctx context.Context, s *source, p *pass, ahead *prefetch)
 		// duration. A paced job does not: it may wait for its rate
 		// as long as the locks allow, while the next batch's locks
 		// would run down.
+		s.batches++
 		if r.limiter == nil && !p.wrapped && len(s.pending) > len(matched) {
 			ahead.start(ctx, s, r.e.cfg.Batch)
+			s.nextUnderWay = true
 		}
 		n, err := r.process(ctx, s, matched)
+		s.nextUnderWay = false
 		if err != nil {
 			return false, err
 		}
 		p.processed += n
+		if len(r.done) > 0 && r.doneBatch < s.batches {
+			// Held back since an earlier batch (this one wrote nothing):
+			// the counts must not lag by more than a batch.
+			if err := r.flush(ctx); err != nil {
+				return false, err
+			}
+		}
 	}
 	return false, nil
 }
@@ -232,7 +255,10 @@ type batch struct {
 
 // prefetch is the next batch, being received while this one is acted on
 // (one attempt: a failure is retried by the loop, not in the background).
-type prefetch struct{ ch chan batch }
+type prefetch struct {
+	ch  chan batch
+	got *batch // arrived, seen by ready
+}
 
 func (a *prefetch) start(ctx context.Context, s *source, n int) {
 	ch := make(chan batch, 1)
@@ -245,14 +271,33 @@ func (a *prefetch) start(ctx context.Context, s *source, n int) {
 	}()
 }
 
+// ready reports whether the batch being received has arrived (or none is
+// being received).
+func (a *prefetch) ready() bool {
+	if a.ch == nil || a.got != nil {
+		return true
+	}
+	select {
+	case b := <-a.ch:
+		a.got = &b
+		return true
+	default:
+		return false
+	}
+}
+
 // take waits for the batch being received, if one is.
 func (a *prefetch) take() (batch, bool) {
 	if a.ch == nil {
 		return batch{}, false
 	}
-	b := <-a.ch
-	a.ch = nil
-	return b, true
+	b := a.got
+	if b == nil {
+		got := <-a.ch
+		b = &got
+	}
+	a.ch, a.got = nil, nil
+	return *b, true
 }
 
 // drain is for when the work on the source ends: the receiver is closed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -167,13 +168,14 @@ func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent b
 	j := r.job
 	locked = make([]Update, len(toSend))
 	copies = make([]Copy, len(toSend))
+	suffix, jobID := derivedSuffix(j.ID), strconv.FormatInt(j.ID, 10)
 	for i, mt := range toSend {
 		// Derived from the received message itself: a resend of the same
 		// message after a crash derives the same id.
-		id := DerivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, j.ID)
+		id := derivedMessageID(mt.m.MessageID, mt.it.SequenceNumber, suffix)
 		mt.it.CopyMessageID = id
 		locked[i] = Update{MessageID: mt.it.MessageID, State: ItemLocked, CopyMessageID: id}
-		copies[i] = Copy{Of: mt.m, MessageID: id, Properties: copyProperties(mt.m, mt.it, j.ID),
+		copies[i] = Copy{Of: mt.m, MessageID: id, Properties: copyProperties(mt.m, mt.it, jobID),
 			ScheduledEnqueueAt: j.ScheduledEnqueueAt, Edit: mt.it.Edit}
 		if mt.it.State == ItemLocked {
 			resent = true

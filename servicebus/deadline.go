@@ -144,13 +144,20 @@ func (c *Client) timeoutError(op, what string, d time.Duration, admin bool, err 
 // through mapError.
 func (c *Client) bounded(ctx context.Context, op, what string, d time.Duration, f func(context.Context) error) (error, outcome) {
 	o := within(ctx, d, f)
+	return c.boundedError(op, what, d, o), o
+}
+
+// boundedError is bounded's error for the outcome of a call within d: nil,
+// the deadline in words, or the call's error mapped. Callers on a hot path
+// run within themselves and word op and what only when it failed.
+func (c *Client) boundedError(op, what string, d time.Duration, o outcome) error {
 	switch {
 	case o.err == nil:
-		return nil, o
+		return nil
 	case o.timedOut:
-		return c.timeoutError(op, what, d, false, o.err), o
+		return c.timeoutError(op, what, d, false, o.err)
 	}
-	return c.mapError(op, o.err), o
+	return c.mapError(op, o.err)
 }
 
 // boundedAdmin is bounded for a request of the admin API.

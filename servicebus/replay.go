@@ -532,21 +532,24 @@ func (r *receiver) Complete(ctx context.Context, m *replay.Received) error {
 	if m == nil {
 		return fmt.Errorf("complete on %s: no message", r.name)
 	}
-	op := fmt.Sprintf("complete message %d of %s", m.SequenceNumber, r.name)
+	// Worded only when needed: a complete per message is the hot path of
+	// a replay.
+	op := func() string { return fmt.Sprintf("complete message %d of %s", m.SequenceNumber, r.name) }
 	rm, ok := m.Raw.(*azservicebus.ReceivedMessage)
 	if !ok || rm == nil {
-		return fmt.Errorf("%s: the message was not received by this adapter (Raw is %T)", op, m.Raw)
+		return fmt.Errorf("%s: the message was not received by this adapter (Raw is %T)", op(), m.Raw)
 	}
 	settle := rm
 	if r.byToken.Load() {
 		settle = &azservicebus.ReceivedMessage{LockToken: rm.LockToken}
 	}
 	h := r.l.get()
-	err, o := r.c.bounded(ctx, op, fmt.Sprintf("a complete of message %d of %s", m.SequenceNumber, r.name), r.c.timeouts.Settle+h.attach,
-		func(ctx context.Context) error { return h.sdk.CompleteMessage(ctx, settle, nil) })
+	d := r.c.timeouts.Settle + h.attach
+	o := within(ctx, d, func(ctx context.Context) error { return h.sdk.CompleteMessage(ctx, settle, nil) })
 	r.l.after(h, o)
-	if err != nil {
-		err = r.callError(ctx, op, h, err)
+	if o.err != nil {
+		err := r.c.boundedError(op(), fmt.Sprintf("a complete of message %d of %s", m.SequenceNumber, r.name), d, o)
+		err = r.callError(ctx, op(), h, err)
 		r.suspect(err)
 		return err
 	}
@@ -747,18 +750,14 @@ func (s *sender) Send(ctx context.Context, copies []replay.Copy) error {
 // batchKey groups copies that may share a batch: same session id (or
 // partition key) and same scheduled time.
 func batchKey(m *azservicebus.AMQPAnnotatedMessage, at *time.Time) string {
-	var b strings.Builder
-	switch pk, _ := m.MessageAnnotations[annPartitionKey].(string); {
-	case m.Properties != nil && m.Properties.GroupID != nil && *m.Properties.GroupID != "":
-		b.WriteString(*m.Properties.GroupID) // Service Bus partitions by session id first
-	case pk != "":
-		b.WriteString(pk)
+	key, _ := m.MessageAnnotations[annPartitionKey].(string)
+	if m.Properties != nil && m.Properties.GroupID != nil && *m.Properties.GroupID != "" {
+		key = *m.Properties.GroupID // Service Bus partitions by session id first
 	}
-	b.WriteByte(0)
-	if at != nil {
-		b.WriteString(strconv.FormatInt(at.UnixNano(), 10))
+	if at == nil {
+		return key + "\x00" // no allocation for the usual copy (key "")
 	}
-	return b.String()
+	return key + "\x00" + strconv.FormatInt(at.UnixNano(), 10)
 }
 
 // sendAll sends msgs in as few batches as fit.

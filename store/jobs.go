@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
@@ -487,70 +488,259 @@ func bucket(s replay.ItemState) int {
 }
 
 // UpdateItems implements replay.Store.
+//
+// It writes each item once, with as few statements as the updates have
+// distinct outcomes: a batch of the engine's (all locked with their copies'
+// ids, all sent, or all completed) is one read of how many items are in
+// which state, one UPDATE, the job's counters and the job read back, each
+// prepared once (jobs_stmts.go). It used to be an UPDATE per item
+// (BENCHMARKS.md, Replay). An item that stays unfinished keeps its place in
+// the active set untouched (the unique partial index on active is then not
+// rewritten).
 func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Update) (replay.Job, error) {
 	const op = "update job messages"
+	js, err := s.prepareJobStatements(ctx)
+	if err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
+	var delta [6]int
+	flagged := 0
+	groups, repeated := outcomeGroups(ups)
+	if repeated {
+		// An id given twice: apply the updates in order, from each item's
+		// state, and group what each item becomes.
+		if groups, err = s.finalGroups(ctx, tx.StmtContext(ctx, js.states), jobID, ups, &delta, &flagged); err != nil {
+			return replay.Job{}, err
+		}
+	} else {
+		// Each item has one update: count the group's items by state (the
+		// unfinished ones, which are those its UPDATE moves).
+		for _, g := range groups {
+			if err := countGroup(ctx, tx.StmtContext(ctx, js.count), jobID, g, &delta, &flagged); err != nil {
+				return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+			}
+		}
+	}
+	now := s.nowMillis()
+	for _, g := range groups {
+		st := js.set[b2i(g.k.st.Finished())][b2i(g.k.withCopy)]
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, string(g.k.st), g.k.errText, g.k.flag, now,
+			string(append(g.doc, ']')), jobID); err != nil {
+			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		}
+	}
+	if _, err := tx.StmtContext(ctx, js.counters).ExecContext(ctx, delta[0], delta[1], delta[2], delta[3], delta[4], delta[5],
+		flagged, jobID); err != nil {
+		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	j, err := scanJob(tx.StmtContext(ctx, js.job).QueryRowContext(ctx, jobID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
+	}
+	if err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	return j, nil
+}
+
+// outcome is what an UPDATE of UpdateItems sets.
+type outcome struct {
+	st       replay.ItemState
+	errText  string
+	flag     bool // ORed into the stored flag
+	withCopy bool // each item's copy id is in the document
+}
+
+// outcomeGroup is the items of one outcome: their ids, and the document
+// the UPDATE reads ([id, …], or [[id, copy id], …] withCopy; without the
+// closing bracket).
+type outcomeGroup struct {
+	k   outcome
+	ids []int64
+	doc []byte
+}
+
+func (g *outcomeGroup) add(id int64, copyID string) {
+	if len(g.doc) == 0 {
+		g.doc = append(g.doc, '[')
+	} else {
+		g.doc = append(g.doc, ',')
+	}
+	g.ids = append(g.ids, id)
+	if !g.k.withCopy {
+		g.doc = strconv.AppendInt(g.doc, id, 10)
+		return
+	}
+	g.doc = append(g.doc, '[')
+	g.doc = strconv.AppendInt(g.doc, id, 10)
+	g.doc = append(g.doc, ',')
+	g.doc = appendJSONString(g.doc, copyID)
+	g.doc = append(g.doc, ']')
+}
+
+// outcomeGroups groups updates by outcome, in order of first appearance;
+// repeated reports an id given twice (then the groups are not usable).
+func outcomeGroups(ups []replay.Update) (groups []*outcomeGroup, repeated bool) {
+	seen := make(map[int64]struct{}, len(ups))
+	index := map[outcome]*outcomeGroup{}
+	for _, u := range ups {
+		if _, ok := seen[u.MessageID]; ok {
+			return nil, true
+		}
+		seen[u.MessageID] = struct{}{}
+		k := outcome{u.State, displayText(u.Error), u.Flag, u.CopyMessageID != ""}
+		g := index[k]
+		if g == nil {
+			g = &outcomeGroup{k: k}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.add(u.MessageID, u.CopyMessageID)
+	}
+	return groups, false
+}
+
+// countGroup adds to the counters' deltas what moving g's unfinished items
+// to its state changes.
+func countGroup(ctx context.Context, stmt *sql.Stmt, jobID int64, g *outcomeGroup, delta *[6]int, flagged *int) error {
+	rows, err := stmt.QueryContext(ctx, jobID, idList(g.ids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st replay.ItemState
+		var n, unflagged int
+		if err := rows.Scan(&st, &n, &unflagged); err != nil {
+			return err
+		}
+		delta[bucket(st)] -= n
+		delta[bucket(g.k.st)] += n
+		if g.k.flag {
+			*flagged += unflagged
+		}
+	}
+	return rows.Err()
+}
+
+// finalGroups reads the items' states, applies the updates in order (the
+// later update of an id over the earlier one, a finished item never moved
+// again, flags accumulating, an empty copy id keeping the one before),
+// adds the changes to the counters' deltas, and groups what each item
+// becomes by outcome.
+func (s *Store) finalGroups(ctx context.Context, states *sql.Stmt, jobID int64, ups []replay.Update, delta *[6]int,
+	flagged *int) ([]*outcomeGroup, error) {
+	const op = "update job messages"
 	ids := make([]int64, len(ups))
 	for i, u := range ups {
 		ids[i] = u.MessageID
 	}
-	type old struct {
-		state   replay.ItemState
-		flagged bool
-	}
-	olds := make(map[int64]old, len(ups))
-	rows, err := tx.QueryContext(ctx, `SELECT message_id, item_state, flagged FROM job_messages
-		WHERE job_id = ? AND message_id IN (SELECT value FROM json_each(?))`, jobID, idList(ids))
+	olds, err := itemStates(ctx, states, jobID, ids)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return nil, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	for rows.Next() {
-		var id int64
-		var o old
-		if err := rows.Scan(&id, &o.state, &o.flagged); err != nil {
-			rows.Close()
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
-		}
-		olds[id] = o
+	type final struct {
+		st      replay.ItemState
+		copyID  string
+		errText string
+		flag    bool
 	}
-	rows.Close()
-	stmt, err := tx.PrepareContext(ctx, `UPDATE job_messages SET item_state = ?,
-		copy_message_id = CASE WHEN ? = '' THEN copy_message_id ELSE ? END, error = ?, flagged = flagged OR ?,
-		active = ?, updated_at = ? WHERE job_id = ? AND message_id = ?`)
-	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	defer stmt.Close()
-	var delta [6]int
-	flagged := 0
-	now := s.nowMillis()
+	finals := make(map[int64]*final, len(ups))
+	var order []int64
 	for _, u := range ups {
 		o, ok := olds[u.MessageID]
 		if !ok || o.state.Finished() {
-			continue // never move a finished message again
+			continue // not the job's, or finished: never moved again
 		}
-		if _, err := stmt.ExecContext(ctx, string(u.State), u.CopyMessageID, u.CopyMessageID, displayText(u.Error), u.Flag,
-			!u.State.Finished(), now, jobID, u.MessageID); err != nil {
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		f := finals[u.MessageID]
+		if f == nil {
+			f = &final{}
+			finals[u.MessageID] = f
+			order = append(order, u.MessageID)
+		}
+		f.st, f.errText, f.flag = u.State, displayText(u.Error), f.flag || u.Flag
+		if u.CopyMessageID != "" {
+			f.copyID = u.CopyMessageID
 		}
 		delta[bucket(o.state)]--
 		delta[bucket(u.State)]++
 		if u.Flag && !o.flagged {
-			flagged++
+			*flagged++
 			o.flagged = true
 		}
-		olds[u.MessageID] = old{u.State, o.flagged}
+		olds[u.MessageID] = itemState{u.State, o.flagged}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending = pending + ?, sent = sent + ?, completed = completed + ?,
-		failed = failed + ?, skipped = skipped + ?, cancelled = cancelled + ?, flagged = flagged + ? WHERE id = ?`,
-		delta[0], delta[1], delta[2], delta[3], delta[4], delta[5], flagged, jobID); err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+	var groups []*outcomeGroup
+	index := map[outcome]*outcomeGroup{}
+	for _, id := range order {
+		f := finals[id]
+		k := outcome{f.st, f.errText, f.flag, f.copyID != ""}
+		g := index[k]
+		if g == nil {
+			g = &outcomeGroup{k: k}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.add(id, f.copyID)
 	}
-	return s.commitJob(ctx, tx, op, jobID)
+	return groups, nil
+}
+
+// appendJSONString appends s to b as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	simple := utf8.ValidString(s)
+	for i := 0; simple && i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			simple = false
+		}
+	}
+	if simple {
+		return append(append(append(b, '"'), s...), '"')
+	}
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// itemState is what UpdateItems needs to know of an item before it moves it.
+type itemState struct {
+	state   replay.ItemState
+	flagged bool
+}
+
+// itemStates reads the states of a job's items (those of ids that are the
+// job's).
+func itemStates(ctx context.Context, stmt *sql.Stmt, jobID int64, ids []int64) (map[int64]itemState, error) {
+	rows, err := stmt.QueryContext(ctx, jobID, idList(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]itemState, len(ids))
+	for rows.Next() {
+		var id int64
+		var o itemState
+		if err := rows.Scan(&id, &o.state, &o.flagged); err != nil {
+			return nil, err
+		}
+		out[id] = o
+	}
+	return out, rows.Err()
 }
 
 // SetStatus implements replay.Store.

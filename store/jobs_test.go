@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +216,164 @@ func TestCancelUnsent(t *testing.T) {
 	}
 	if _, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{items[2].MessageID}}, 1); err != nil {
 		t.Fatalf("a cancelled message could not be selected again: %v", err)
+	}
+}
+
+// UpdateItems writes a call's updates with one statement per outcome:
+// each item ends as its updates applied in order would leave it (the later
+// of two updates of one id wins, a finished item never moves, flags
+// accumulate, an empty copy id keeps the stored one), copy ids are stored
+// exactly (quotes, backslashes, control characters, non-ASCII), ids that
+// are not the job's are ignored, and only finished items leave the active
+// set.
+func TestUpdateItemsBatchedOutcomes(t *testing.T) {
+	fx := newFixture(t, 200)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil || len(items) < 8 {
+		t.Fatalf("%d items: %v", len(items), err)
+	}
+	id := func(i int) int64 { return items[i].MessageID }
+	odd := "c-\"quoted\"\\back\x01\tslash/ünï/日本"
+	var ups []replay.Update
+	for i := range 6 {
+		ups = append(ups, replay.Update{MessageID: id(i), State: replay.ItemLocked, CopyMessageID: fmt.Sprintf("copy-%d", i)})
+	}
+	ups[1].CopyMessageID = odd
+	ups = append(ups,
+		replay.Update{MessageID: 1 << 40, State: replay.ItemCompleted},                      // not the job's
+		replay.Update{MessageID: id(2), State: replay.ItemSent, Flag: true},                 // locked → sent, flagged
+		replay.Update{MessageID: id(3), State: replay.ItemFailed, Error: "refused"},         // finished…
+		replay.Update{MessageID: id(3), State: replay.ItemSent},                             // …never moves again
+		replay.Update{MessageID: id(4), State: replay.ItemSkipped, Error: "poison"},         // another outcome
+		replay.Update{MessageID: id(6), State: replay.ItemLocked},                           // no copy id
+		replay.Update{MessageID: id(7), State: replay.ItemCompleted, Error: "already left"}) // pending → completed
+	if j, err = fx.s.UpdateItems(ctx, j.ID, ups); err != nil {
+		t.Fatal(err)
+	}
+	if j.Counts.Sent != 1 || j.Counts.Failed != 1 || j.Counts.Skipped != 1 || j.Counts.Completed != 1 || j.Flagged != 1 ||
+		j.Counts.Pending != len(items)-4 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	// Later updates: an empty copy id keeps the stored one; a flag stays.
+	if j, err = fx.s.UpdateItems(ctx, j.ID, []replay.Update{{MessageID: id(1), State: replay.ItemSent},
+		{MessageID: id(2), State: replay.ItemCompleted}, {MessageID: id(0), State: replay.ItemSent, Flag: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if j.Flagged != 2 || j.Counts.Sent != 2 || j.Counts.Completed != 2 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	want := []struct {
+		st      replay.ItemState
+		copyID  string
+		errText string
+		flagged bool
+	}{
+		{replay.ItemSent, "copy-0", "", true},
+		{replay.ItemSent, odd, "", false},
+		{replay.ItemCompleted, "copy-2", "", true},
+		{replay.ItemFailed, "copy-3", "refused", false},
+		{replay.ItemSkipped, "copy-4", "poison", false},
+		{replay.ItemLocked, "copy-5", "", false},
+		{replay.ItemLocked, "", "", false},
+		{replay.ItemCompleted, "", "already left", false},
+	}
+	for i, w := range want {
+		hist, err := fx.s.MessageHistory(ctx, id(i))
+		if err != nil || len(hist) != 1 {
+			t.Fatalf("item %d: %v %v", i, hist, err)
+		}
+		h := hist[0]
+		if h.State != w.st || h.CopyMessageID != w.copyID || h.Error != w.errText || h.Flagged != w.flagged {
+			t.Errorf("item %d = %s %q %q flagged %v, want %+v", i, h.State, h.CopyMessageID, h.Error, h.Flagged, w)
+		}
+	}
+	// Finished items left the active set (another job may take them);
+	// unfinished ones did not.
+	for i, free := range map[int]bool{2: true, 3: true, 4: true, 7: true, 0: false, 5: false, 6: false} {
+		_, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionDiscard, Reason: "x"}, replay.Selection{IDs: []int64{id(i)}}, 9)
+		if free && err != nil {
+			t.Errorf("finished item %d could not join another job: %v", i, err)
+		}
+		if !free && !errors.As(err, new(*replay.ConflictError)) {
+			t.Errorf("unfinished item %d joined another job: %v", i, err)
+		}
+	}
+}
+
+// The same outcomes when every id is given once (the engine's batches):
+// the counters follow from counting the items by state, and a finished
+// item is still never moved.
+func TestUpdateItemsOnePerItem(t *testing.T) {
+	fx := newFixture(t, 200)
+	ctx := t.Context()
+	f := dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}
+	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := fx.s.UnfinishedItems(ctx, j.ID)
+	if err != nil || len(items) < 6 {
+		t.Fatalf("%d items: %v", len(items), err)
+	}
+	id := func(i int) int64 { return items[i].MessageID }
+	odd := "c-\"q\"\\\x01ü\xff"
+	step := func(ups ...replay.Update) {
+		t.Helper()
+		if j, err = fx.s.UpdateItems(ctx, j.ID, ups); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(replay.Update{MessageID: id(0), State: replay.ItemLocked, CopyMessageID: odd},
+		replay.Update{MessageID: id(1), State: replay.ItemLocked, CopyMessageID: "c-1"},
+		replay.Update{MessageID: id(2), State: replay.ItemLocked, CopyMessageID: "c-2"},
+		replay.Update{MessageID: id(3), State: replay.ItemFailed, Error: "gone"},
+		replay.Update{MessageID: 1 << 40, State: replay.ItemLocked, CopyMessageID: "nobody's"})
+	step(replay.Update{MessageID: id(0), State: replay.ItemSent, Flag: true},
+		replay.Update{MessageID: id(1), State: replay.ItemSent, Flag: true},
+		replay.Update{MessageID: id(2), State: replay.ItemSent},
+		replay.Update{MessageID: id(3), State: replay.ItemSent, Flag: true}) // finished: not moved, not flagged
+	if j.Counts.Sent != 3 || j.Counts.Failed != 1 || j.Flagged != 2 || j.Counts.Pending != len(items)-4 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	step(replay.Update{MessageID: id(0), State: replay.ItemCompleted},
+		replay.Update{MessageID: id(1), State: replay.ItemCompleted, Flag: true}, // already flagged: counted once
+		replay.Update{MessageID: id(4), State: replay.ItemCompleted, Error: "already left"},
+		replay.Update{MessageID: id(5), State: replay.ItemSkipped, Error: "poison"})
+	if j.Counts.Sent != 1 || j.Counts.Completed != 3 || j.Counts.Failed != 1 || j.Counts.Skipped != 1 || j.Flagged != 2 ||
+		j.Counts.Pending != len(items)-6 {
+		t.Fatalf("counts %+v flagged %d", j.Counts, j.Flagged)
+	}
+	for i, w := range []struct {
+		st      replay.ItemState
+		copyID  string
+		flagged bool
+	}{{replay.ItemCompleted, strings.ToValidUTF8(odd, "\uFFFD"), true}, {replay.ItemCompleted, "c-1", true},
+		{replay.ItemSent, "c-2", false}, {replay.ItemFailed, "", false}, {replay.ItemCompleted, "", false}, {replay.ItemSkipped, "", false}} {
+		hist, err := fx.s.MessageHistory(ctx, id(i))
+		if err != nil || len(hist) != 1 {
+			t.Fatalf("item %d: %v %v", i, hist, err)
+		}
+		if h := hist[0]; h.State != w.st || h.CopyMessageID != w.copyID || h.Flagged != w.flagged {
+			t.Errorf("item %d = %s %q flagged %v, want %+v", i, h.State, h.CopyMessageID, h.Flagged, w)
+		}
+	}
+	// The counters agree with the items.
+	var byState = map[replay.ItemState]int{}
+	all, _, err := fx.s.ListItems(ctx, j.ID, "", 500, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range all {
+		byState[it.State]++
+	}
+	if byState[replay.ItemPending]+byState[replay.ItemLocked] != j.Counts.Pending || byState[replay.ItemSent] != j.Counts.Sent ||
+		byState[replay.ItemCompleted] != j.Counts.Completed {
+		t.Errorf("items by state %v, counters %+v", byState, j.Counts)
 	}
 }

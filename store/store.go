@@ -68,6 +68,8 @@ type Store struct {
 
 	// The catalog's prepared multi-row inserts (ingest_insert.go).
 	chunk chunkStatements
+	// A replay batch's prepared writes (jobs_stmts.go).
+	jobStmts jobStatements
 }
 
 // Open opens (creating if needed) the database at path and migrates it to
@@ -129,7 +131,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 // Close closes both pools.
 func (s *Store) Close() error {
-	var errs []error
+	s.jobStmts.mu.Lock()
+	errs := []error{s.jobStmts.close()}
+	s.jobStmts.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.chunk.messages, s.chunk.bodies} {
 		if st != nil {
 			errs = append(errs, st.Close())

@@ -114,6 +114,13 @@ func benchListCases(b *testing.B, s *store.Store) []listCase {
 		{"combo:entity+q=common", dlq.Filter{Entity: "email", Query: storetest.CommonWord}},
 		{"combo:entity+1day+q=mid", dlq.Filter{Entity: storetest.BigEntity, Since: &day, Until: &dayEnd, Query: storetest.MidWord}},
 		{"combo:property+q", dlq.Filter{Properties: props("region", storetest.CommonRegion), Query: storetest.CommonWord}},
+		// Issue 18: two application properties (a tenant of about 1.2 %
+		// and a priority of 25 %), and one entity with each kind of filter.
+		{"props:tenant+priority", dlq.Filter{Properties: props("tenant", "tenant-0009", "priority", "high")}},
+		{"props:tenant(12%)+region", dlq.Filter{Properties: props("tenant", "tenant-0000", "region", storetest.CommonRegion)}},
+		{"combo:entity+property", dlq.Filter{Entity: storetest.BigEntity, Properties: props("tenant", "tenant-0009")}},
+		{"combo:entity+reason(rare)", dlq.Filter{Entity: storetest.BigEntity, Reason: "GdprErasure"}},
+		{"combo:entity+q=mid", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
 	}
 }
 

@@ -63,6 +63,12 @@ func BenchmarkPages(b *testing.B) {
 		{"messages/search-common", "/messages?q=" + storetest.CommonWord, false},
 		{"messages/search-mid", "/messages?q=" + storetest.MidWord, false},
 		{"messages/search-rare", "/messages?q=" + storetest.RareWord, false},
+		// Issue 18/19: one entity with a filter (a reason, a property, a word).
+		{"messages/entity+reason", "/messages?entity=" + storetest.BigEntity + "&reason=SqlTimeout", false},
+		{"messages/entity+reason-rare", "/messages?entity=" + storetest.BigEntity + "&reason=GdprErasure", false},
+		{"messages/entity+property", "/messages?entity=" + storetest.BigEntity + "&property=tenant%3Dtenant-0009", false},
+		{"messages/entity+2properties", "/messages?entity=" + storetest.BigEntity + "&property=tenant%3Dtenant-0009&property=priority%3Dhigh", false},
+		{"messages/entity+word", "/messages?entity=" + storetest.BigEntity + "&q=" + storetest.MidWord, false},
 		{"message", "", false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -62,7 +62,7 @@ func TestMigration0011KeepsTheCatalog(t *testing.T) {
 		t.Fatalf("migrate: %v", err)
 	}
 	defer s.Close()
-	if v, err := s.Version(ctx); err != nil || v != 11 {
+	if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
 		t.Fatalf("version %d, %v", v, err)
 	}
 	rows, err := s.writer.QueryContext(ctx, `PRAGMA foreign_key_check`)

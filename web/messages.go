@@ -35,6 +35,14 @@ const countCap = 10_001
 // is broad; the replay dry run counts exactly what a selection freezes.
 const searchCountCap = 201
 
+// countWait is the least time the message list page waits for its count
+// once its rows are read (it waits as long as the rows took, if longer). A count walks up to countCap matches (and, for a filter
+// that few rows match, every row of its index): at a million messages it
+// can take hundreds of milliseconds the rows do not need. Past countWait
+// the page goes out with its rows and says it is counting, and the browser
+// asks GET /messages/count for the number (count.js).
+const countWait = 5 * time.Millisecond
+
 // listMessagesPage renders GET /messages: a page of the messages matching
 // the filter in the URL (the API's parameters, read by the API's parser),
 // newest first. A filter the catalog cannot use re-renders the form with a
@@ -86,18 +94,46 @@ func parseListForm(r *http.Request) (dlq.Filter, string, error) {
 	return f, cursor, q.done()
 }
 
-// fillMessageList reads the page and the count of matches (readMessages,
-// as the API reads its pages).
+// fillMessageList reads the page (readMessages, as the API reads its pages)
+// and counts the matches at the same time, waiting for the count at most
+// countWait after the rows: a count not done by then is left to
+// GET /messages/count (l.CountURL).
 func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Filter, cursor string) error {
-	l.CountCap = countCap
-	if strings.TrimSpace(f.Query) != "" {
-		l.CountCap = searchCountCap
+	l.CountCap = pageCountCap(f)
+	type counted struct {
+		n   int64
+		err error
 	}
-	m, err := s.readMessages(r, f, messagePage, cursor, l.CountCap)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel() // a count still running is interrupted
+	ch := make(chan counted, 1)
+	go func() {
+		n, err := s.catalog.CountMessages(ctx, s.countFilter(r, f), l.CountCap)
+		ch <- counted{n, err}
+	}()
+	started := time.Now()
+	m, err := s.readMessages(r, f, messagePage, cursor, 0)
 	if err != nil {
 		return err
 	}
-	l.Matching = m.matching
+	// As long as the rows took, at least countWait: the count at most
+	// doubles the page's time, and on a machine where everything is slow
+	// (a test under the race detector) it is still waited for.
+	wait := time.NewTimer(max(countWait, time.Since(started)))
+	defer wait.Stop()
+	select {
+	case c := <-ch:
+		if c.err != nil {
+			return fmt.Errorf("count messages: %w", c.err)
+		}
+		l.Matching = c.n
+	case <-wait.C:
+		q := f.Encode()
+		l.CountURL = "/messages/count"
+		if len(q) > 0 {
+			l.CountURL += "?" + q.Encode()
+		}
+	}
 	for _, rec := range m.recs {
 		l.Messages = append(l.Messages, withoutPreview(s.messageItem(rec), m.hide))
 	}
@@ -122,6 +158,37 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 		}
 	}
 	return nil
+}
+
+// pageCountCap is where the message list page's count stops for f.
+func pageCountCap(f dlq.Filter) int64 {
+	if strings.TrimSpace(f.Query) != "" {
+		return searchCountCap
+	}
+	return countCap
+}
+
+// countFilter is f as r's caller may count it: a search leaves bodies out
+// for one who may not read them (as readMessages lists it).
+func (s *Server) countFilter(r *http.Request, f dlq.Filter) dlq.Filter {
+	f.QueryNotBodies = !s.canSeeBodies(r.Context())
+	return f
+}
+
+// messageCountFragment answers GET /messages/count: the message list's
+// count paragraph (views.MatchingCount) for the filter in the URL, which
+// the list page fetches when it went out before its count was done.
+func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) error {
+	f, _, err := parseListForm(r)
+	if err != nil {
+		return err
+	}
+	l := views.MessageList{CountCap: pageCountCap(f)}
+	if l.Matching, err = s.catalog.CountMessages(r.Context(), s.countFilter(r, f), l.CountCap); err != nil {
+		return fmt.Errorf("count messages: %w", err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return s.render(w, r, views.MatchingCount(l))
 }
 
 // formValues are the filter form's values as the URL has them. Times in

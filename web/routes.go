@@ -22,6 +22,7 @@ func (s *Server) routeTable() []route {
 		{"GET /live", viewer, s.handle(s.serveLive)},
 		{"GET /groups", viewer, s.handle(s.listGroupsPage)},
 		{"GET /messages", viewer, s.handle(s.listMessagesPage)},
+		{"GET /messages/count", viewer, s.handle(s.messageCountFragment)},
 		{"GET /messages/{id}", viewer, s.handle(s.showMessagePage)},
 		{"POST /messages/{id}/edit", admin, s.handle(s.editReplayPage)},
 		{"GET /inventory", viewer, s.handle(s.showInventory)},

@@ -69,6 +69,10 @@ func BenchmarkPages(b *testing.B) {
 		{"messages/entity+property", "/messages?entity=" + storetest.BigEntity + "&property=tenant%3Dtenant-0009", false},
 		{"messages/entity+2properties", "/messages?entity=" + storetest.BigEntity + "&property=tenant%3Dtenant-0009&property=priority%3Dhigh", false},
 		{"messages/entity+word", "/messages?entity=" + storetest.BigEntity + "&q=" + storetest.MidWord, false},
+		// The counts those pages leave to the browser (GET /messages/count).
+		{"count/entity+reason", "/messages/count?entity=" + storetest.BigEntity + "&reason=SqlTimeout", false},
+		{"count/entity+property", "/messages/count?entity=" + storetest.BigEntity + "&property=tenant%3Dtenant-0009", false},
+		{"count/entity+word", "/messages/count?entity=" + storetest.BigEntity + "&q=" + storetest.MidWord, false},
 		{"message", "", false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

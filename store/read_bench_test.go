@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -301,4 +302,43 @@ func BenchmarkExportMessages(b *testing.B) {
 	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
 	b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
+}
+
+// BenchmarkExplainListPlans logs EXPLAIN QUERY PLAN of the first page of
+// every property case and of the issue-18 combinations over the million-
+// message catalog (run with -v): which index or table drives each page,
+// and that none sorts.
+func BenchmarkExplainListPlans(b *testing.B) {
+	s := openBenchCatalog(b)
+	ctx := context.Background()
+	for _, c := range benchListCases(b, s) {
+		if len(c.f.Properties) == 0 && !strings.HasPrefix(c.name, "combo:entity") {
+			continue
+		}
+		q, args, err := store.ListQueryForTest(ctx, s, c.f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if q == "" {
+			b.Logf("%s: nothing can match", c.name)
+			continue
+		}
+		rows, err := s.ReaderForTest().QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				b.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		b.Logf("%s:\n\t%s", c.name, strings.Join(plan, "\n\t"))
+	}
+	for b.Loop() {
+	}
 }

@@ -121,6 +121,7 @@ func benchListCases(b *testing.B, s *store.Store) []listCase {
 		{"props:tenant+priority", dlq.Filter{Properties: props("tenant", "tenant-0009", "priority", "high")}},
 		{"props:tenant(12%)+region", dlq.Filter{Properties: props("tenant", "tenant-0000", "region", storetest.CommonRegion)}},
 		{"combo:entity+property", dlq.Filter{Entity: storetest.BigEntity, Properties: props("tenant", "tenant-0009")}},
+		{"combo:entity+2properties", dlq.Filter{Entity: storetest.BigEntity, Properties: props("tenant", "tenant-0009", "priority", "high")}},
 		{"combo:entity+reason(rare)", dlq.Filter{Entity: storetest.BigEntity, Reason: "GdprErasure"}},
 		{"combo:entity+q=mid", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
 	}

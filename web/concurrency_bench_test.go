@@ -72,7 +72,19 @@ func BenchmarkConcurrentReads(b *testing.B) {
 	// The ingester: a new queue, 100 messages every 100 ms (at -conc.ingest
 	// 1,000), through the store's write side as dlq.Ingester writes.
 	at := time.Now().UTC()
-	if _, err := st.SyncEntities(ctx, []dlq.Entity{{Path: "load", Kind: dlq.KindQueue}}, at); err != nil {
+	// The listing names every entity the catalog has (one it left out
+	// would be marked deleted, and its messages gone), and the new one.
+	ents, err := st.ListEntities(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	listed := []dlq.Entity{{Path: "load", Kind: dlq.KindQueue}}
+	for _, e := range ents {
+		if e.DeletedAt == nil {
+			listed = append(listed, dlq.Entity{Path: e.Path, Kind: e.Kind, Topic: e.Topic, Counts: e.Counts})
+		}
+	}
+	if _, err := st.SyncEntities(ctx, listed, at); err != nil {
 		b.Fatal(err)
 	}
 	stop := make(chan struct{})

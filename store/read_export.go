@@ -142,7 +142,6 @@ func readOnlyDSN(path string, busy time.Duration) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "query_only(1)")
-	q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", readMmapSize))
 	q.Set("mode", "rw")
 	return "file:" + uriPathEscaper.Replace(path) + "?" + q.Encode()
 }

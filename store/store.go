@@ -167,7 +167,6 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 	q.Add("_pragma", "foreign_keys(ON)")
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
-		q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", readMmapSize))
 	} else {
 		q.Set("_txlock", "immediate")
 	}
@@ -221,11 +220,3 @@ func (s *Store) wrap(op string, err error, busy time.Duration) error {
 
 func (s *Store) nowMillis() int64 { return s.Now().UTC().UnixMilli() }
 
-// readMmapSize is how much of the database file each read connection maps
-// into memory instead of reading it with a system call per page (the
-// largest SQLite allows by default). A list page driven by a property
-// looks its messages up all over the table: with pread, half the page's
-// CPU time was in system calls (issue 18). The mapped pages are the
-// operating system's file cache, shared by every connection, not each
-// connection's own copy.
-const readMmapSize = 0x7fff0000

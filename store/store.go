@@ -219,4 +219,3 @@ func (s *Store) wrap(op string, err error, busy time.Duration) error {
 }
 
 func (s *Store) nowMillis() int64 { return s.Now().UTC().UnixMilli() }
-

@@ -151,7 +151,7 @@ func (s *Server) countFilter(r *http.Request, f dlq.Filter) dlq.Filter {
 
 // messageCountFragment answers GET /messages/count: the message list's
 // count paragraph (views.MatchingCount) for the filter in the URL, which
-// the list page fetches when it went out before its count was done.
+// the list page fetches once it has loaded (count.js).
 func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) error {
 	f, _, err := parseListForm(r)
 	if err != nil {

@@ -26,8 +26,21 @@ func ForceSearchForTest(how string) (restore func()) {
 // use ("" and nil when it knows nothing can match).
 func ListPlanForTest(ctx context.Context, s *Store, f dlq.Filter) (string, []string, error) {
 	p, err := s.planList(ctx, f, DefaultListLimit)
-	where, _ := upperBound(p.where, p.args, p.until, nil)
+	where, _ := p.bounded(nil)
 	return p.index, where, err
+}
+
+// ListQueryForTest returns the first-page query of f and its arguments
+// ("" when it knows nothing can match), for EXPLAIN QUERY PLAN.
+func ListQueryForTest(ctx context.Context, s *Store, f dlq.Filter) (string, []any, error) {
+	p, err := s.planList(ctx, f, DefaultListLimit)
+	if err != nil || p.empty {
+		return "", nil, err
+	}
+	where, args := p.bounded(nil)
+	key, id := p.keys()
+	return "SELECT m.id FROM " + p.from() + " " + recordJoins + whereClause(where) +
+		" ORDER BY " + key + " DESC, " + id + " DESC LIMIT 51", args, nil
 }
 
 // EncodeCursorForTest makes the cursor that continues after (at, id).

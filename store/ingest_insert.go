@@ -144,6 +144,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	if err := flush(pending); err != nil {
 		return nil, err
 	}
+	if len(ids) > 0 {
+		if err := indexProperties(ctx, tx, ids[0], ids[len(ids)-1]); err != nil {
+			return nil, err
+		}
+	}
 	// One statement for the page, however many rows (a page is at most a
 	// few hundred messages: far below SQLite's 32,766 parameters).
 	for len(ftsArgs) > 0 {

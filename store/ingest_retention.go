@@ -21,6 +21,13 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch); err != nil {
 		return 0, fmt.Errorf("prune search index: %w", err)
 	}
+	// Property rows are found from the messages' own properties (their
+	// table has no index on message_id).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (`+
+		propertyRowsOf+`m.id IN (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`+propertyRowsEnd+`)`,
+		c, batch); err != nil {
+		return 0, fmt.Errorf("prune properties: %w", err)
+	}
 	r, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
 		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch)
 	if err != nil {

@@ -192,9 +192,10 @@ func (s *Store) ListMessages(ctx context.Context, f dlq.Filter, limit int, curso
 		return nil, "", nil
 	}
 
-	where, args := upperBound(p.where, p.args, p.until, after)
-	q := "SELECT " + recordColumns + " FROM messages m " + p.index + " " + recordJoins + whereClause(where) +
-		" ORDER BY " + sortKey + " DESC, m.id DESC LIMIT ?"
+	where, args := p.bounded(after)
+	key, id := p.keys()
+	q := "SELECT " + recordColumns + " FROM " + p.from() + " " + recordJoins + whereClause(where) +
+		" ORDER BY " + key + " DESC, " + id + " DESC LIMIT ?"
 	args = append(args, limit+1)
 
 	rows, err := s.reader.QueryContext(ctx, q, args...)

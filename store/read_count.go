@@ -24,8 +24,8 @@ func (s *Store) CountMessages(ctx context.Context, f dlq.Filter, max int64) (int
 	if p.empty {
 		return 0, nil
 	}
-	where, args := upperBound(p.where, p.args, p.until, nil)
-	inner := "SELECT 1 FROM messages m " + p.index + whereClause(where)
+	where, args := p.bounded(nil)
+	inner := "SELECT 1 FROM " + p.from() + whereClause(where)
 	if max > 0 {
 		inner += " LIMIT ?"
 		args = append(args, max)

@@ -98,8 +98,7 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	reader.SetMaxOpenConns(4)
-	reader.SetMaxIdleConns(4)
+	setReadPool(reader)
 	// The writer is a query_only handle too: sql.Open connects lazily, so it
 	// costs nothing unless someone tries to write, and then fails cleanly.
 	writer, err := sql.Open("sqlite", dsn)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -57,18 +58,37 @@ type compiled struct {
 	// not in where: a page after a cursor has a bound of its own, and
 	// SQLite ranges over one upper bound only, so the tighter one is used.
 	until *int64
+	// since is the inclusive lower bound on the sort key, if any (also in
+	// where, as a term on the message row).
+	since *int64
+	// props are the property filters message_properties answers, each
+	// with the index of its EXISTS term in last: any one of them can drive
+	// a page (its term is then implied).
+	props []propFilter
+}
+
+// propFilter is a property filter message_properties answers.
+type propFilter struct {
+	key, value string
+	last       int // its term's index in compiled.last
 }
 
 // upperBound adds the sort key's upper bound: until, or the cursor's key, or
-// whichever is tighter.
+// whichever is tighter, on the messages' own sort key.
 func upperBound(where []string, args []any, until *int64, after *pageKey) ([]string, []any) {
+	return upperBoundOn(sortKey, "m.id", where, args, until, after)
+}
+
+// upperBoundOn is upperBound on the sort key and id expressions of the
+// driving table (key, id).
+func upperBoundOn(key, id string, where []string, args []any, until *int64, after *pageKey) ([]string, []any) {
 	switch {
 	case after != nil && (until == nil || *until > after.at):
 		// Rows at or below the cursor's key are all below until.
-		where = append(where, sortKey+" <= ?", "("+sortKey+" < ? OR m.id < ?)")
+		where = append(where, key+" <= ?", "("+key+" < ? OR "+id+" < ?)")
 		args = append(args, after.at, after.at, after.id)
 	case until != nil:
-		where = append(where, sortKey+" < ?")
+		where = append(where, key+" < ?")
 		args = append(args, *until)
 	}
 	return where, args
@@ -249,6 +269,7 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 			since = max(f.Since.UTC().UnixMilli(), 0)
 		}
 		c.and(sortKey+" >= ?", since)
+		c.since = &since
 		if f.Until != nil {
 			u := f.Until.UTC().UnixMilli()
 			c.until = &u
@@ -256,6 +277,12 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 	}
 
 	for _, pm := range f.Properties {
+		if len(pm.Value) <= maxIndexedValue {
+			c.props = append(c.props, propFilter{key: pm.Key, value: pm.Value, last: len(c.last)})
+			c.last = append(c.last, term{propertyExists, []any{pm.Key, pm.Value}})
+			continue
+		}
+		// A value too long for message_properties: the message's JSON.
 		path := "$." + jsonString(pm.Key)
 		// The property's text: a string's characters, anything else its JSON
 		// text (every digit of a number, true, false, null).
@@ -278,8 +305,36 @@ type listPlan struct {
 	empty bool
 	until *int64 // see compiled.until
 	index string // INDEXED BY ..., or NOT INDEXED when full-text hits drive
+	// prop, when a property filter drives the page, is that property:
+	// the query walks message_properties p in its key's order instead of
+	// an index of messages (index is then "").
+	prop  *propFilter
 	where []string
 	args  []any
+}
+
+// from is the plan's FROM clause, up to the record joins.
+func (p *listPlan) from() string {
+	if p.prop != nil {
+		return "message_properties p CROSS JOIN messages m ON m.id = p.message_id"
+	}
+	return "messages m " + p.index
+}
+
+// keys are the sort key and id expressions of the driving table, which
+// ORDER BY and the cursor's bound must use for the walk to be a range.
+func (p *listPlan) keys() (key, id string) {
+	if p.prop != nil {
+		return "p.at", "p.message_id"
+	}
+	return sortKey, "m.id"
+}
+
+// bounded is the plan's terms with its upper bound (until or the cursor
+// after).
+func (p *listPlan) bounded(after *pageKey) ([]string, []any) {
+	key, id := p.keys()
+	return upperBoundOn(key, id, slices.Clone(p.where), slices.Clone(p.args), p.until, after)
 }
 
 func (p *listPlan) and(sql string, args ...any) {
@@ -321,11 +376,49 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 			best = d
 		}
 	}
+	// A property filter drives when it has fewer messages than the best
+	// index of messages (any has fewer than the whole catalog): the
+	// rarest of them, counted in message_properties up to what decides.
+	var prop *propFilter
+	var propRows int64
+	for i := range c.props {
+		pf := &c.props[i]
+		limit := int64(propertyCountCap)
+		if best.rows >= 0 {
+			limit = min(limit, best.rows+1)
+		}
+		if prop != nil {
+			limit = min(limit, propRows)
+		}
+		n, err := propertyRows(ctx, s.reader, pf.key, pf.value, limit)
+		if err != nil {
+			return listPlan{}, err
+		}
+		if n == 0 {
+			return listPlan{empty: true}, nil // no message has it
+		}
+		if prop == nil || n < propRows {
+			prop, propRows = pf, n
+		}
+	}
+	if prop != nil && (best.rows < 0 || propRows < best.rows) {
+		best = driver{index: "", rows: propRows}
+	} else {
+		prop = nil
+	}
 	p := listPlan{
 		until: c.until,
 		index: "INDEXED BY " + best.index,
 		where: append([]string(nil), c.where...),
 		args:  append([]any(nil), c.args...),
+	}
+	if prop != nil {
+		p.index, p.prop = "", prop
+		p.and("p.key = ?", prop.key)
+		p.and("p.value = ?", prop.value)
+		if c.since != nil {
+			p.and("p.at >= ?", *c.since)
+		}
 	}
 	indexTerms := func() {
 		if best.term != "" {
@@ -336,7 +429,10 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		}
 	}
 	lastTerms := func() {
-		for _, t := range c.last {
+		for i, t := range c.last {
+			if p.prop != nil && i == p.prop.last {
+				continue // the walk of message_properties implies it
+			}
 			p.and(t.sql, t.args...)
 		}
 	}
@@ -428,8 +524,9 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		if err != nil {
 			return listPlan{}, err
 		}
-		// NOT INDEXED still allows the rowid lookups.
-		p.index = "NOT INDEXED"
+		// NOT INDEXED still allows the rowid lookups. The hits drive, not
+		// a property: the terms are the filter's alone.
+		p = listPlan{until: c.until, index: "NOT INDEXED", where: slices.Clone(c.where), args: slices.Clone(c.args)}
 		p.and("m.id IN (SELECT value FROM json_each(?))", idList(ids))
 		if c.reasonGroups != nil {
 			p.and(c.reasonGroups.sql, c.reasonGroups.args...)

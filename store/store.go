@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -117,9 +116,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	n := max(4, runtime.GOMAXPROCS(0))
-	reader.SetMaxOpenConns(n)
-	reader.SetMaxIdleConns(n)
+	setReadPool(reader)
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
 		writer.Close()
@@ -127,6 +124,25 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.reader = reader
 	return s, nil
+}
+
+// ReadPoolSize is how many read connections a Store opens at most. Reads
+// are mostly short, but a search for a common word takes tens of
+// milliseconds: with a pool the size of the cores (it was max(4, cores)),
+// 32 clients queued behind a few such reads for a connection, and every
+// quick list waited as long as the slowest search (issue 18). SQLite
+// readers in WAL mode do not block each other; the CPU is shared by the
+// Go scheduler instead of by a queue.
+const ReadPoolSize = 32
+
+// readIdleTime closes read connections unused this long: each holds its
+// own page cache.
+const readIdleTime = time.Minute
+
+func setReadPool(reader *sql.DB) {
+	reader.SetMaxOpenConns(ReadPoolSize)
+	reader.SetMaxIdleConns(ReadPoolSize)
+	reader.SetConnMaxIdleTime(readIdleTime)
 }
 
 // Close closes both pools.

@@ -346,6 +346,14 @@ func TestAccessListsHideANamespace(t *testing.T) {
 			t.Errorf("page %s: %d, shows prod-us: %v", target, code, strings.Contains(body, "prod-us"))
 		}
 	}
+	// The list's count fragment counts what the list shows, and refuses
+	// a namespace the list refuses.
+	if code, body := bo("/messages/count"); code != 200 || !strings.Contains(body, `<strong data-testid="matching-count">2</strong>`) {
+		t.Errorf("count fragment: %d %s", code, body)
+	}
+	if code, body := bo("/messages/count?namespace=prod-us"); code != 403 || !strings.Contains(body, "you have no role in prod-us") {
+		t.Errorf("count fragment of prod-us: %d %s", code, body)
+	}
 	// The audit API: the us job's creation is hidden, the eu one's shown.
 	code, body = bo("/api/v1/audit")
 	if code != 200 || strings.Contains(body, "prod-us") || !strings.Contains(body, `"namespace":"prod-eu"`) {

@@ -42,6 +42,11 @@ const (
 	// list costs a catalog query (a full-text search, often), so each is
 	// queried at most this often, the new ids gathered in between.
 	newRowsEvery = 250 * time.Millisecond
+	// maxListQueries caps the catalog queries of one round of new rows:
+	// with more distinct lists open, rounds come less often (newRowsEvery
+	// times the number of caps they need), so the hub's query rate stays
+	// under maxListQueries per newRowsEvery however many pages are open.
+	maxListQueries = 32
 	// DefaultMaxLiveConnections and DefaultMaxLivePerActor cap the open
 	// websockets, all of them and one actor's (a person, a token; the
 	// local user of --auth none per address).
@@ -251,7 +256,8 @@ func (h *Hub) Run(ctx context.Context) error {
 			if newRows.ready(now) {
 				ids := h.pendingNew
 				h.pendingNew = nil
-				h.sendNew(ctx, ids)
+				lists := h.sendNew(ctx, ids)
+				newRows.every = h.cfg.NewRowsEvery * time.Duration(max(1, (lists+maxListQueries-1)/maxListQueries))
 			}
 			if chart.ready(now) {
 				h.sendChart(ctx)

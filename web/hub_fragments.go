@@ -120,19 +120,19 @@ func listQuery(s subscription) string {
 
 // sendNew prepends, on the first page of every message list, the new
 // messages that match its filter, newest first: one catalog query per
-// distinct list query.
-func (h *Hub) sendNew(ctx context.Context, ids []int64) {
+// distinct list query. It returns how many it made.
+func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 	if len(ids) == 0 {
-		return
+		return 0
 	}
 	firstPages := func(s subscription) bool { return s.page == views.LiveMessages && s.first }
 	subs := h.subscriptions(firstPages)
 	if len(subs) == 0 {
-		return
+		return 0
 	}
 	if len(ids) > maxRowOps {
 		h.sendTo(firstPages, resyncFrame)
-		return
+		return 0
 	}
 	lists := map[string]subscription{}
 	for _, sub := range subs {
@@ -162,6 +162,7 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) {
 		}
 		h.sendTo(same, encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("message-rows", ""), HTML: buf.String()}))
 	}
+	return len(lists)
 }
 
 // sendChanged re-renders the rows of messages that left the broker or

@@ -176,3 +176,33 @@ func TestLiveNewRowsSharedAndThrottled(t *testing.T) {
 		}
 	}
 }
+
+// The hub's new-row queries do not grow with the number of open lists:
+// past maxListQueries distinct lists, rounds come less often, so that the
+// rate stays at most maxListQueries per NewRowsEvery.
+func TestLiveListQueriesAreCapped(t *testing.T) {
+	const every = 50 * time.Millisecond
+	fx := newCapFixture(t, HubConfig{Window: 5 * time.Millisecond, NewRowsEvery: every}, map[string]auth.Role{"vera": auth.Viewer})
+	lists := maxListQueries + 8
+	for i := range lists {
+		fx.dial(t, "vera", "page=messages&first=1&q=word"+strconv.Itoa(i))
+	}
+	id := storetest.Insert(t, fx.path, dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter,
+		Message:     dlq.Message{SequenceNumber: 1, State: dlq.StateActive, MessageID: "m-1", Body: []byte(`{"fruit":"apple"}`)},
+		FirstSeenAt: time.Now(), LastSeenAt: time.Now()})[0]
+	start := time.Now()
+	for time.Since(start) < time.Second {
+		fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: []int64{id}})
+		time.Sleep(10 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(3 * every) // the last round
+	total := 0
+	for i := range lists {
+		total += fx.cat.count(dlq.Filter{Query: "word" + strconv.Itoa(i)}.Encode().Encode())
+	}
+	// Uncapped, every list would be queried every 50 ms: 40 × 21.
+	if max := maxListQueries * (int(elapsed/every) + 2); total < lists || total > max {
+		t.Errorf("%d queries over %v for %d lists, want %d to %d", total, elapsed, lists, lists, max)
+	}
+}

@@ -28,6 +28,7 @@ func (s *Server) routeTable() []route {
 		{"POST /alerts/{id}/remove", admin, s.handle(s.removeWebhookPage)},
 		{"GET /alerts/history", viewer, s.handle(s.alertHistoryPage)},
 		{"GET /messages", viewer, s.handle(s.listMessagesPage)},
+		{"GET /messages/count", viewer, s.handle(s.messageCountFragment)},
 		{"GET /messages/{id}", viewer, s.handle(s.showMessagePage)},
 		{"POST /messages/{id}/edit", admin, s.handle(s.editReplayPage)},
 		{"GET /inventory", viewer, s.handle(s.showInventory)},

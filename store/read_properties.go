@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Application properties as rows an index answers (migration 0013): one row
+// of message_properties per top-level property of a message whose
+// properties are a JSON object, keyed (key, value, at, message_id), at being
+// the list's sort key. A property filter is a range of that key, in list
+// order, or one lookup of the whole key for a given message.
+
+// maxIndexedValue is the longest value (in bytes) message_properties holds;
+// a filter on a longer value checks the message's JSON instead.
+const maxIndexedValue = 256
+
+// propertyRowsOf selects the message_properties rows of the messages m the
+// caller's WHERE picks (appended after it): the value as the JSON check of
+// compileFilter computes it, a string's characters or anything else's JSON
+// text. 0013_message_properties.sql backfills with the same expressions.
+const propertyRowsOf = `SELECT key, value, at, id FROM (
+	SELECT j.key AS key, CASE j.type WHEN 'text' THEN j.value ELSE m.properties -> j.fullkey END AS value,
+		coalesce(m.enqueued_at, -1) AS at, m.id AS id
+	FROM messages m, json_each(m.properties) j
+	WHERE json_valid(m.properties) AND json_type(m.properties) = 'object' AND `
+
+// propertyRowsEnd closes propertyRowsOf.
+const propertyRowsEnd = `) WHERE length(CAST(value AS BLOB)) <= 256`
+
+// indexProperties writes the property rows of the messages with ids first
+// through last, which the caller's transaction has just inserted: one
+// statement, SQLite reading the JSON it stored.
+func indexProperties(ctx context.Context, tx *sql.Tx, first, last int64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO message_properties (key, value, at, message_id) `+
+		propertyRowsOf+`m.id BETWEEN ? AND ?`+propertyRowsEnd, first, last); err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	return nil
+}
+
+// propertyExists is the filter term for one indexed property: one lookup of
+// message_properties' whole key.
+const propertyExists = `EXISTS (SELECT 1 FROM message_properties mp WHERE mp.key = ? AND mp.value = ?
+	AND mp.at = ` + sortKey + ` AND mp.message_id = m.id)`
+
+// propertyCountCap bounds the rows counted to estimate a property driver:
+// beyond it a property is common enough that any driver finds a page
+// quickly, and counting further would cost more than it saves.
+const propertyCountCap = 4000
+
+// propertyRows counts the catalog's messages (gone ones too) with the
+// property key = value, up to max.
+func propertyRows(ctx context.Context, db queryer, key, value string, max int64) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_properties
+		WHERE key = ? AND value = ? LIMIT ?)`, key, value, max).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count property %s: %w", key, err)
+	}
+	return n, nil
+}

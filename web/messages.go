@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -211,7 +212,6 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		if role.Includes(auth.Admin) {
 			// Only admins may edit (and so see the body in the form).
 			d.Edit = true
-			d.EditBody, d.EditBinary, d.EditProperties = editForm(rec)
 		}
 		if d.Replays, err = s.replayHistory(r.Context(), id); err != nil {
 			return fmt.Errorf("show message page %d: %w", id, err)
@@ -334,59 +334,26 @@ func propertyFields(raw json.RawMessage) ([]views.Field, string) {
 // maxEditBody is the largest body the edit form offers as text.
 const maxEditBody = 256 << 10
 
-// editForm is what the message page's edit form starts from: the body as
-// text (when it is valid UTF-8 and not huge) and the properties indented.
+// editForm is what the edit form starts from: the body as text (when it is
+// valid UTF-8 and not huge) and the properties indented.
 func editForm(r dlq.Record) (body string, binary bool, props string) {
 	if len(r.Body) > maxEditBody || !utf8.Valid(r.Body) || bytes.IndexByte(r.Body, 0) >= 0 {
 		binary = true
 	} else {
 		body = string(r.Body)
 	}
-	var buf bytes.Buffer
-	if json.Indent(&buf, r.ApplicationProperties, "", "  ") == nil {
-		props = buf.String()
-	} else {
-		props = "{}"
+	// The broker's dead-letter properties are left out: no copy carries
+	// them (the adapter drops them even if they are typed back in).
+	var m map[string]json.RawMessage
+	props = "{}"
+	if json.Unmarshal(r.ApplicationProperties, &m) == nil {
+		maps.DeleteFunc(m, func(k string, _ json.RawMessage) bool { return dlq.IsBrokerDeadLetterProperty(k) })
+		var buf bytes.Buffer
+		if b, err := json.Marshal(m); err == nil && len(m) > 0 && json.Indent(&buf, b, "", "  ") == nil {
+			props = buf.String()
+		}
 	}
 	return body, binary, props
-}
-
-// editReplayPage answers POST /messages/{id}/edit: the message page's
-// edit form, replayed as one job (POST /api/v1/messages/{id}/replay is
-// the same for scripts). It goes to the job's page, or shows what was
-// refused.
-func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
-	id, err := messageID(r)
-	if err != nil {
-		return err
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxEditRequest)
-	if err := r.ParseForm(); err != nil {
-		return s.refused(w, r, invalidArgument("form", "the form could not be read: %v", err))
-	}
-	er := editRequest{Destination: r.PostForm.Get("destination")}
-	if vs, ok := r.PostForm["body"]; ok && len(vs) == 1 {
-		er.Body = &vs[0]
-	}
-	if p := strings.TrimSpace(r.PostForm.Get("application_properties")); p != "" {
-		er.ApplicationProperties = json.RawMessage(p)
-	}
-	req, err := er.request(id)
-	if err != nil {
-		return s.refused(w, r, err)
-	}
-	if req.Selection.Edit == nil {
-		req.Selection.Edit = &replay.Edit{} // replayed as it is, but recorded as an edit
-	}
-	_, job, err := s.jobs.Submit(r.Context(), req)
-	if err != nil {
-		return s.refused(w, r, err)
-	}
-	http.Redirect(w, r, "/jobs/"+strconv.FormatInt(job.ID, 10), http.StatusSeeOther)
-	return nil
 }
 
 // refused shows why a form was refused, with the API's status; anything

@@ -222,7 +222,26 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+	if src, ok := s.catalog.(lineageSource); ok {
+		evs, err := src.Lineage(r.Context(), id)
+		if err != nil {
+			return fmt.Errorf("show message page %d: %w", id, err)
+		}
+		d.Lineage = lineageSteps(evs, id)
+	}
 	return s.render(w, r, views.MessagePage(d))
+}
+
+// lineageSteps are a lineage's events as the message page shows them;
+// current is the page's message.
+func lineageSteps(evs []dlq.LineageEvent, current int64) []views.LineageStep {
+	out := make([]views.LineageStep, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, views.LineageStep{Kind: e.Kind, At: e.At, MessageID: e.Message.ID, Entity: text(e.Message.Entity),
+			SubQueue: string(e.Message.SubQueue), Reason: textOf(e.Message.DeadLetterReason), JobID: e.JobID, State: e.State,
+			CopyMessageID: text(e.CopyMessageID), Depth: e.Depth, Current: e.Kind == dlq.LineageDeadLettered && e.Message.ID == current})
+	}
+	return out
 }
 
 // replayHistory is what the jobs did to a message, newest job first, and

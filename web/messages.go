@@ -56,9 +56,12 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 			l.Entities = append(l.Entities, e.Path)
 		}
 	}
-	f, cursor, err := parseListForm(r)
+	f, cursor, rng, err := parseListForm(r)
 	if err == nil {
 		err = s.fillMessageList(r, &l, f, cursor)
+	}
+	if err == nil {
+		l.Chart, err = s.deadLetterChart(r.Context(), f, rng, time.Now())
 	}
 	if err != nil {
 		status, fe, ok := formProblem(err)
@@ -71,20 +74,30 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	return s.render(w, r, views.MessagesPage(l))
 }
 
-func parseListForm(r *http.Request) (dlq.Filter, string, error) {
+// parseListForm reads the message list's URL: the filter, the cursor and
+// the dead-letter chart's range (an index in views.ChartRanges).
+func parseListForm(r *http.Request) (dlq.Filter, string, int, error) {
 	q, err := newFormQuery(r)
 	if err != nil {
-		return dlq.Filter{}, "", err
+		return dlq.Filter{}, "", 0, err
 	}
 	f, err := parseFilter(q)
 	if err != nil {
-		return f, "", err
+		return f, "", 0, err
 	}
 	cursor, err := q.one("cursor")
 	if err != nil {
-		return f, "", err
+		return f, "", 0, err
 	}
-	return f, cursor, q.done()
+	v, err := q.one(chartParam)
+	if err != nil {
+		return f, "", 0, err
+	}
+	rng, err := chartRange(v)
+	if err != nil {
+		return f, "", 0, err
+	}
+	return f, cursor, rng, q.done()
 }
 
 // fillMessageList reads the page and the count of matches (readMessages,

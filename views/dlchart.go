@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// DeadLetterChart is a failure group's or an entity's dead letters over
+// DeadLetterChartData is a failure group's or an entity's dead letters over
 // time: a bar per equal slice of [Since, Until), with a marker at the start
-// of each replay job that acted on them. Other pages place it with
-// DeadLetterChartPanel.
-type DeadLetterChart struct {
+// of each replay job that acted on them. Other pages place it with the
+// component DeadLetterChart (a panel with the range links and the jobs;
+// web builds one with Server.deadLetterChart).
+type DeadLetterChartData struct {
 	// Subject names what is counted, for the caption and the picture's
 	// label: "the group “SqlTimeout”", "orders".
 	Subject      string
@@ -50,7 +51,7 @@ var ChartRanges = []struct {
 	{"30d", "30 d", 30 * 24 * time.Hour, 60},
 }
 
-func (c DeadLetterChart) total() int64 {
+func (c DeadLetterChartData) total() int64 {
 	var t int64
 	for _, n := range c.Counts {
 		t += n
@@ -58,7 +59,7 @@ func (c DeadLetterChart) total() int64 {
 	return t
 }
 
-func (c DeadLetterChart) peak() int64 {
+func (c DeadLetterChartData) peak() int64 {
 	var p int64
 	for _, n := range c.Counts {
 		p = max(p, n)
@@ -78,7 +79,7 @@ type chartBar struct {
 	Title, URL string
 }
 
-func (c DeadLetterChart) bars() []chartBar {
+func (c DeadLetterChartData) bars() []chartBar {
 	if len(c.Counts) == 0 {
 		return nil
 	}
@@ -107,7 +108,7 @@ func (c DeadLetterChart) bars() []chartBar {
 
 // jobX is where a job's marker goes; ok is false for one outside the
 // window.
-func (c DeadLetterChart) jobX(j ChartJob) (string, bool) {
+func (c DeadLetterChartData) jobX(j ChartJob) (string, bool) {
 	span := c.Until.Sub(c.Since)
 	if span <= 0 || j.At.Before(c.Since) || !j.At.Before(c.Until) {
 		return "", false
@@ -115,11 +116,11 @@ func (c DeadLetterChart) jobX(j ChartJob) (string, bool) {
 	return f1(float64(j.At.Sub(c.Since)) / float64(span) * chartW), true
 }
 
-func (c DeadLetterChart) jobTitle(j ChartJob) string {
+func (c DeadLetterChartData) jobTitle(j ChartJob) string {
 	return "Job " + strconv.FormatInt(j.ID, 10) + " (" + j.Action + ", " + j.Status + ") started " + clock(j.At)
 }
 
-func (c DeadLetterChart) summary() string {
+func (c DeadLetterChartData) summary() string {
 	return fmt.Sprintf("Dead letters of %s from %s to %s: %s in all, at most %s in %s; %s marked.", c.Subject, clock(c.Since), clock(c.Until),
 		count(c.total()), count(c.peak()), widthText(c.Width), countOf(int64(len(c.Jobs)), "replay job", "replay jobs"))
 }

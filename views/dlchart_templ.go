@@ -10,10 +10,10 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import "strconv"
 
-// DeadLetterChartPanel is a dead-letter chart with its range links and its
+// DeadLetterChart is a dead-letter chart with its range links and its
 // jobs, as a panel any page can place (the message list filtered by group
 // or entity does).
-func DeadLetterChartPanel(c DeadLetterChart) templ.Component {
+func DeadLetterChart(c DeadLetterChartData) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -188,7 +188,7 @@ func DeadLetterChartPanel(c DeadLetterChart) templ.Component {
 // DeadLetterChartSVG is the chart itself, drawn on the server: a bar per
 // slice of time (linked to its messages when BarURLs are set) and a marker
 // linked to each job at its start.
-func DeadLetterChartSVG(c DeadLetterChart) templ.Component {
+func DeadLetterChartSVG(c DeadLetterChartData) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

@@ -13,13 +13,13 @@ import (
 // linked to it; none for a job outside it.
 func TestDeadLetterChartSVG(t *testing.T) {
 	since := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	c := DeadLetterChart{Subject: "orders", Since: since, Until: since.Add(4 * time.Hour), Width: time.Hour,
+	c := DeadLetterChartData{Subject: "orders", Since: since, Until: since.Add(4 * time.Hour), Width: time.Hour,
 		Counts:  []int64{0, 3, 12, 6},
 		BarURLs: []string{"/messages?b=0", "/messages?b=1", "/messages?b=2", "/messages?b=3"},
 		Jobs: []ChartJob{{ID: 7, Action: "replay", Status: "completed", At: since.Add(90 * time.Minute)},
 			{ID: 8, Action: "replay", Status: "running", At: since.Add(-time.Minute)}},
 		Ranges: []ChartRange{{Label: "24 h", URL: "/messages?entity=orders", Current: true}, {Label: "7 d", URL: "/messages?chart=7d&entity=orders"}}}
-	html := render(t, DeadLetterChartPanel(c))
+	html := render(t, DeadLetterChart(c))
 
 	bars := regexp.MustCompile(`<a href="(/messages\?b=\d)"><rect class="chart-bar" x="([\d.]+)" y="([\d.]+)" width="[\d.]+" height="([\d.]+)" data-testid="chart-bar" data-count="(\d+)"><title>([^<]*)</title>`).FindAllStringSubmatch(html, -1)
 	if len(bars) != 4 {
@@ -50,7 +50,7 @@ func TestDeadLetterChartSVG(t *testing.T) {
 		}
 	}
 	// Nothing to count: flat bars, no division by zero.
-	empty := render(t, DeadLetterChartSVG(DeadLetterChart{Subject: "x", Since: since, Until: since.Add(time.Hour), Width: 30 * time.Minute, Counts: []int64{0, 0}}))
+	empty := render(t, DeadLetterChartSVG(DeadLetterChartData{Subject: "x", Since: since, Until: since.Add(time.Hour), Width: 30 * time.Minute, Counts: []int64{0, 0}}))
 	if strings.Count(empty, `height="0.0"`) != 2 || strings.Contains(empty, "NaN") {
 		t.Errorf("empty chart:\n%s", empty)
 	}

@@ -82,7 +82,7 @@ type MessageList struct {
 	ReplayRole string
 	// Chart is the dead letters over time of the group or entity the list
 	// is filtered by (nil otherwise).
-	Chart *DeadLetterChart
+	Chart *DeadLetterChartData
 }
 
 func (l MessageList) capped() bool { return l.CountCap > 0 && l.Matching >= l.CountCap }
@@ -307,7 +307,7 @@ func MessagesPage(l MessageList) templ.Component {
 				}
 			} else {
 				if l.Chart != nil {
-					templ_7745c5c3_Err = DeadLetterChartPanel(*l.Chart).Render(ctx, templ_7745c5c3_Buffer)
+					templ_7745c5c3_Err = DeadLetterChart(*l.Chart).Render(ctx, templ_7745c5c3_Buffer)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

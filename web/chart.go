@@ -38,7 +38,7 @@ func chartRange(v string) (int, error) {
 // (nil when f names neither, or the catalog cannot count them) over the
 // range rng, ending with the bucket that holds now. Its bars link to the
 // list of their slice of time, its ranges to the list with that range.
-func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now time.Time) (*views.DeadLetterChart, error) {
+func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now time.Time) (*views.DeadLetterChartData, error) {
 	src, ok := s.catalog.(seriesSource)
 	if !ok || (f.Group == "" && f.Entity == "") {
 		return nil, nil
@@ -52,7 +52,7 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter chart: %w", err)
 	}
-	c := &views.DeadLetterChart{Subject: chartSubject(f), Since: cs.Since, Until: cs.Until, Width: cs.Width, Counts: cs.Counts}
+	c := &views.DeadLetterChartData{Subject: chartSubject(f), Since: cs.Since, Until: cs.Until, Width: cs.Width, Counts: cs.Counts}
 	for _, j := range cs.Jobs {
 		c.Jobs = append(c.Jobs, views.ChartJob{ID: j.ID, Action: j.Action, Status: j.Status, At: j.At})
 	}

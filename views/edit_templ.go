@@ -751,4 +751,12 @@ func PropertyDiffTable(changes []PropertyChange, unchanged int) templ.Component 
 	})
 }
 
+// BulkReview is one message of a bulk edit's dry run: its diff, or why it
+// cannot take the edit.
+type BulkReview struct {
+	Item   MessageItem
+	Review *EditReview
+	Error  string
+}
+
 var _ = templruntime.GeneratedTemplate

@@ -118,7 +118,7 @@ func TestAPIBulkEditAppliedPerMessage(t *testing.T) {
 	}
 	// Refusals name the field.
 	for body, param := range map[string]string{
-		`{"action":"replay","ids":["` + idStr(ids[0]) + `"],"edit":{"json_set":{"customer.id":1}}}`:         "edit.json_set",
+		`{"action":"replay","ids":["` + idStr(ids[0]) + `"],"edit":{"json_set":{"customer.id":1}}}`:           "edit.json_set",
 		`{"action":"replay","ids":["` + idStr(ids[0]) + `"],"edit":{"replace":[{"find":"","with":"x"}]}}`:     "edit.replace",
 		`{"action":"discard","reason":"x","ids":["` + idStr(ids[0]) + `"],"edit":{"replace":[{"find":"a"}]}}`: "edit",
 		`{"action":"replay","ids":["` + idStr(ids[0]) + `"],"edit":{}}`:                                       "edit",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,5 +128,49 @@ func TestAPIBulkEditAppliedPerMessage(t *testing.T) {
 		if e, _ := out["error"].(map[string]any); status != http.StatusBadRequest || e["parameter"] != param {
 			t.Errorf("%s: %d %v, want a 400 naming %s", body, status, out, param)
 		}
+	}
+}
+
+// The confirm page's bulk edit: "Check again" (the dry run) shows each
+// message's diff and the one that cannot take the edit; starting the job
+// sends each message's own edit.
+func TestConfirmPageBulkEdit(t *testing.T) {
+	fx, ids := newBulkFixture(t)
+	form := url.Values{"action": {"replay"}, "all_matching": {"true"}, "filter.entity": {"orders"},
+		"edit_json_set": {"$.customer.id = C-42\n"}, "edit_find": {""}, "edit_with": {""}}
+	body := fx.postPage(t, "/replays", form, http.StatusOK)
+	for _, want := range []string{`data-testid="bulk-edit"`, `data-testid="bulk-preview"`, "3 changed · 0 unchanged · 1 cannot take the edit",
+		fmt.Sprintf(`data-testid="bulk-message" data-id="%d" open`, ids[3]), `data-testid="body-diff"`,
+		`&#34;id&#34;: &#34;C-42&#34;`, `$.customer.id = C-42`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the dry run lacks %s", want)
+		}
+	}
+	if n := strings.Count(body, `data-testid="bulk-message"`); n != 4 {
+		t.Errorf("%d messages in the dry run, want 4", n)
+	}
+	sub := fx.jobs.submitted()
+	if len(sub) != 1 || !sub[0].DryRun || len(sub[0].Selection.Edits) != 3 {
+		t.Fatalf("submissions %+v", sub)
+	}
+	// Started with the three that can take it: one job, each its own body.
+	start := url.Values{"action": {"replay"}, "id": {idStr(ids[0]), idStr(ids[1]), idStr(ids[2])},
+		"edit_json_set": {`$.customer.id = "C-42"`}, "edit_find": {"C-"}, "edit_with": {"K-"}}
+	res, _ := fx.post(t, "/jobs", start)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("start: %d", res.StatusCode)
+	}
+	sub = fx.jobs.submitted()
+	got := sub[len(sub)-1]
+	for i, id := range ids[:3] {
+		// The replace runs first (C-1 → K-1), then the set.
+		if b := string(got.Selection.Edits[id].Body); b != fmt.Sprintf(`{"customer":{"id":"C-42"},"n":%d}`, i) {
+			t.Errorf("message %d: %s", id, b)
+		}
+	}
+	// A line that is not PATH = VALUE is refused, naming the field.
+	bad := fx.postPage(t, "/replays", url.Values{"action": {"replay"}, "id": {idStr(ids[0])}, "edit_json_set": {"customer.id C-42"}}, http.StatusBadRequest)
+	if !strings.Contains(bad, `data-field="edit_json_set"`) {
+		t.Errorf("the refusal does not name the field:\n%.2000s", bad)
 	}
 }

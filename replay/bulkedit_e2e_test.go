@@ -51,6 +51,22 @@ func TestBulkEditAppliedPerMessage(t *testing.T) {
 		}
 		want[replay.DerivedMessageID(r.MessageID, r.SequenceNumber, 0)] = string(body) // job id fixed below
 	}
+	// The dry run sends nothing: no job, the dead letters where they were,
+	// nothing new in the queue, the emulator's send count unchanged.
+	sends := e.srv.Stats().Totals.Send
+	dry, _ := e.submit(replay.Request{Action: replay.ActionReplay, DryRun: true, Selection: replay.Selection{IDs: ids, Edits: edits, Transform: tr}})
+	if dry.Summary.Total != 3 {
+		t.Fatalf("dry run %+v", dry.Summary)
+	}
+	if jobs, _, err := e.st.ListJobs(t.Context(), 10, ""); err != nil || len(jobs) != 0 {
+		t.Fatalf("a dry run created jobs: %v %v", jobs, err)
+	}
+	if n := len(e.peekAll("orders", azservicebus.SubQueueDeadLetter)); n != 3 {
+		t.Fatalf("%d dead letters after the dry run, want 3", n)
+	}
+	if n := len(e.peekAll("orders", 0)); n != 0 || e.srv.Stats().Totals.Send != sends {
+		t.Fatalf("the dry run sent: %d in the queue, sends %d → %d", n, sends, e.srv.Stats().Totals.Send)
+	}
 	plan, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids, Edits: edits, Transform: tr}})
 	if plan.Summary.Total != 3 {
 		t.Fatalf("plan %+v", plan.Summary)

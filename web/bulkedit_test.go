@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/store/storetest"
@@ -172,5 +173,30 @@ func TestConfirmPageBulkEdit(t *testing.T) {
 	bad := fx.postPage(t, "/replays", url.Values{"action": {"replay"}, "id": {idStr(ids[0])}, "edit_json_set": {"customer.id C-42"}}, http.StatusBadRequest)
 	if !strings.Contains(bad, `data-field="edit_json_set"`) {
 		t.Errorf("the refusal does not name the field:\n%.2000s", bad)
+	}
+}
+
+// An edit shows and changes bodies: operators may replay but not edit.
+func TestBulkEditNeedsAdmin(t *testing.T) {
+	fx := newAuthFixture(t, nil)
+	id := idStr(fx.recs[0].ID)
+	for _, tt := range []struct {
+		role auth.Role
+		want int
+	}{{auth.Operator, http.StatusForbidden}, {auth.Admin, http.StatusOK}} {
+		req := httptest.NewRequestWithContext(t.Context(), "POST", "/api/v1/jobs",
+			strings.NewReader(`{"action":"replay","dry_run":true,"ids":["`+id+`"],"edit":{"replace":[{"find":"order","with":"ORDER"}]}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if res, body := fx.as(t, tt.role, req); res.StatusCode != tt.want {
+			t.Errorf("%s: %d, want %d: %s", tt.role, res.StatusCode, tt.want, body)
+		}
+		form := url.Values{"action": {"replay"}, "id": {id}}
+		req = httptest.NewRequestWithContext(t.Context(), "POST", "/replays", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		_, page := fx.as(t, tt.role, req)
+		if got := strings.Contains(page, `data-testid="bulk-edit"`); got != (tt.role == auth.Admin) {
+			t.Errorf("%s: the bulk edit's fields shown = %v", tt.role, got)
+		}
 	}
 }

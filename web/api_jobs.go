@@ -306,7 +306,30 @@ func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.submit(w, r, req)
+	if !req.DryRun {
+		return s.submit(w, r, req)
+	}
+	// A dry run answers with what the copy would be, against the
+	// original: the bulk edit's "edit" object, for this one message.
+	rec, _, err := s.readMessage(r, id)
+	if err != nil {
+		return err
+	}
+	plan, _, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	e := req.Selection.Edit
+	if e == nil {
+		e = &replay.Edit{}
+	}
+	body := rec.Body
+	if e.Body != nil {
+		body = e.Body
+	}
+	out := []bulkOutcome{{rec: rec, body: body, changed: string(body) != string(rec.Body), props: e.ApplicationProperties}}
+	writeJSON(w, r, http.StatusOK, bulkDryRun{DryRun: apijson.NewDryRun(plan), Edit: newBulkEditJSON(out)})
+	return nil
 }
 
 // maxEditRequest bounds an edit's body (JSON or the page's form).

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -23,7 +24,8 @@ const bulkSample = 10
 // bulkOutcome is what the fix does to one message.
 type bulkOutcome struct {
 	rec     dlq.Record
-	body    []byte // the edited body
+	body    []byte          // the edited body
+	props   json.RawMessage // the edited properties (nil: the original's)
 	changed bool
 	err     error // the message cannot take the fix
 }
@@ -141,7 +143,7 @@ func bulkReviews(out []bulkOutcome) []views.BulkReview {
 			continue
 		}
 		shown++
-		r := editReview(o.rec, &replay.Edit{Body: o.body})
+		r := editReview(o.rec, &replay.Edit{Body: o.body, ApplicationProperties: o.props})
 		rs = append(rs, views.BulkReview{Item: messageItem(o.rec), Review: &r})
 	}
 	return rs

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -108,5 +110,46 @@ func TestEditDryRunShowsDiffAndSendsNothing(t *testing.T) {
 	bad := fx.postPage(t, "/messages/"+idStr(id)+"/edit", url.Values{"dry_run": {"true"}, "application_properties": {`{"a":[1]}`}}, http.StatusBadRequest)
 	if !strings.Contains(bad, `data-field="application_properties"`) || !strings.Contains(bad, `{&#34;a&#34;:[1]}`) {
 		t.Errorf("the refusal:\n%.3000s", bad)
+	}
+}
+
+// The API's edit-and-replay dry run answers with the diff too, and starts
+// nothing.
+func TestAPIEditDryRunDiff(t *testing.T) {
+	fx, id := newEditFixture(t)
+	req := httptest.NewRequestWithContext(t.Context(), "POST", "/api/v1/messages/"+idStr(id)+"/replay",
+		strings.NewReader(`{"dry_run":true,"body":"{\"customer\":{\"id\":\"C-42\",\"name\":\"Ann\"},\"total\":5}","application_properties":{"tenant":"t2","keep":3}}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, text := do(t, fx.h, req)
+	var out struct {
+		DryRun bool `json:"dry_run"`
+		Edit   struct {
+			Changed  int `json:"changed"`
+			Messages []struct {
+				ID         string                         `json:"id"`
+				BodyDiff   []struct{ Kind, Text string }  `json:"body_diff"`
+				Properties []struct{ Key, Change string } `json:"properties"`
+			} `json:"messages"`
+		} `json:"edit"`
+	}
+	if err := json.Unmarshal([]byte(text), &out); err != nil || res.StatusCode != 200 || !out.DryRun {
+		t.Fatalf("%d %s %v", res.StatusCode, text, err)
+	}
+	if out.Edit.Changed != 1 || len(out.Edit.Messages) != 1 || out.Edit.Messages[0].ID != idStr(id) {
+		t.Fatalf("edit %+v", out.Edit)
+	}
+	m := out.Edit.Messages[0]
+	if len(m.BodyDiff) != 2 || m.BodyDiff[0].Kind != "removed" || !strings.Contains(m.BodyDiff[1].Text, "C-42") {
+		t.Errorf("body diff %+v", m.BodyDiff)
+	}
+	changes := map[string]string{}
+	for _, p := range m.Properties {
+		changes[p.Key] = p.Change
+	}
+	if changes["tenant"] != "changed" || changes["DeadLetterReason"] != "removed" || changes["keep"] != "" {
+		t.Errorf("property changes %v", changes)
+	}
+	if len(fx.jobs.jobs) != 0 {
+		t.Error("a dry run created a job")
 	}
 }

@@ -17,7 +17,8 @@ import (
 // program (issue 19): the message page's "Edit and replay…" button opens
 // the form, a change to the body and a "Dry run" show the diff of the body
 // and the properties (the broker's DeadLetterReason removed), and nothing
-// is sent: no job, the dead letter still in its queue.
+// is sent: no job, the dead letter still in its queue. Then the edited copy
+// is sent, fails again, and the lineage links both ways.
 func TestBrowserEditDryRun(t *testing.T) {
 	exe := chromiumPath(t)
 	ctx := t.Context()
@@ -143,6 +144,45 @@ func TestBrowserEditDryRun(t *testing.T) {
 	defer main.Close(context.Background())
 	if got, err := main.PeekMessages(ctx, 10, nil); err != nil || len(got) != 0 {
 		t.Errorf("the queue after the dry run: %d messages, %v", len(got), err)
+	}
+
+	// Sent for real, the copy fails again: its page links back to the
+	// original and the job, the original's page forward to the copy.
+	run("replay the edited message", click("Replay the edited message"), chromedp.WaitVisible(`[data-testid="job-progress"]`, chromedp.ByQuery))
+	var jobURL string
+	run("the job's page", chromedp.Location(&jobURL))
+	jobPath := strings.TrimPrefix(jobURL, base)
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	copies, err := main.ReceiveMessages(rctx, 1, nil)
+	rcancel()
+	if err != nil || len(copies) != 1 {
+		t.Fatalf("receive the copy: %v", err)
+	}
+	if !strings.Contains(string(copies[0].Body), "C-42") || copies[0].ApplicationProperties["DeadLetterReason"] != nil {
+		t.Errorf("the copy: %s %v", copies[0].Body, copies[0].ApplicationProperties)
+	}
+	if err := main.DeadLetterMessage(ctx, copies[0], &azservicebus.DeadLetterOptions{Reason: ptrTo("StillUnknown")}); err != nil {
+		t.Fatal(err)
+	}
+	var copyID string
+	waitForWithin(t, 20*time.Second, "the copy dead-lettered again in the catalog", func() bool {
+		getJSON("/api/v1/messages?entity=queue.1&reason=StillUnknown", &list)
+		if len(list.Messages) == 1 {
+			copyID = list.Messages[0].ID
+		}
+		return copyID != ""
+	})
+	run("the copy's page", chromedp.Navigate(base+"/messages/"+copyID), chromedp.WaitVisible(`[data-testid="lineage"]`, chromedp.ByQuery))
+	var links []string
+	run("the copy's lineage", chromedp.Evaluate(`[...document.querySelectorAll('[data-testid="lineage"] a')].map(a => new URL(a.href).pathname)`, &links))
+	if strings.Join(links, " ") != "/messages/"+id+" "+jobPath {
+		t.Errorf("the copy's lineage links %q, want the original /messages/%s and %s", links, id, jobPath)
+	}
+	run("to the original", chromedp.Evaluate(`document.querySelector('[data-testid="lineage-message-link"]').click()`, nil),
+		chromedp.WaitVisible(`[data-testid="lineage-current"]`, chromedp.ByQuery))
+	run("the original's lineage", chromedp.Evaluate(`[...document.querySelectorAll('[data-testid="lineage"] a')].map(a => new URL(a.href).pathname)`, &links))
+	if strings.Join(links, " ") != jobPath+" /messages/"+copyID {
+		t.Errorf("the original's lineage links %q, want %s and the copy /messages/%s", links, jobPath, copyID)
 	}
 }
 

@@ -58,10 +58,22 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	}
 	f, cursor, rng, err := parseListForm(r)
 	if err == nil {
+		// The chart (of a group or an entity) is read beside the rows,
+		// not after them.
+		type charted struct {
+			c   *views.DeadLetterChartData
+			err error
+		}
+		ch := make(chan charted, 1)
+		go func() {
+			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now())
+			ch <- charted{c, err}
+		}()
 		err = s.fillMessageList(r, &l, f, cursor)
-	}
-	if err == nil {
-		l.Chart, err = s.deadLetterChart(r.Context(), f, rng, time.Now())
+		c := <-ch
+		if err == nil {
+			l.Chart, err = c.c, c.err
+		}
 	}
 	if err != nil {
 		status, fe, ok := formProblem(err)

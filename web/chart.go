@@ -52,7 +52,20 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter chart: %w", err)
 	}
-	c := &views.DeadLetterChartData{Subject: chartSubject(f), Since: cs.Since, Until: cs.Until, Width: cs.Width, Counts: cs.Counts}
+	subject := chartSubject(f, "")
+	if f.Group != "" {
+		// The group by its reason (the groups table is small).
+		gs, err := s.catalog.ListGroups(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter chart: %w", err)
+		}
+		for _, g := range gs {
+			if g.ID == f.Group {
+				subject = chartSubject(f, g.Reason)
+			}
+		}
+	}
+	c := &views.DeadLetterChartData{Subject: subject, Since: cs.Since, Until: cs.Until, Width: cs.Width, Counts: cs.Counts}
 	for _, j := range cs.Jobs {
 		c.Jobs = append(c.Jobs, views.ChartJob{ID: j.ID, Action: j.Action, Status: j.Status, At: j.At})
 	}
@@ -86,13 +99,17 @@ func listURL(p url.Values) string {
 	return "/messages?" + p.Encode()
 }
 
-// chartSubject names what a chart counts.
-func chartSubject(f dlq.Filter) string {
+// chartSubject names what a chart counts; reason is the group's, if known.
+func chartSubject(f dlq.Filter, reason string) string {
+	group := "this failure group"
+	if reason != "" {
+		group = "the failure group “" + text(reason) + "”"
+	}
 	switch {
 	case f.Group != "" && f.Entity != "":
-		return "this failure group in " + text(f.Entity)
+		return group + " in " + text(f.Entity)
 	case f.Group != "":
-		return "this failure group"
+		return group
 	}
 	return text(f.Entity)
 }

@@ -201,3 +201,18 @@ func writeJSONString(buf *bytes.Buffer, s string) {
 	out, _ := json.Marshal(s)
 	buf.Write(out)
 }
+
+// The application properties Service Bus itself sets on a message it
+// dead-letters: a replayed or edited copy must not carry them, or the fresh
+// copy would look dead-lettered (the reason travels as
+// dlqdash.dead_letter_reason instead).
+const (
+	PropBrokerDeadLetterReason      = "DeadLetterReason"
+	PropBrokerDeadLetterDescription = "DeadLetterErrorDescription"
+)
+
+// IsBrokerDeadLetterProperty reports whether an application property is
+// one the broker set when it dead-lettered the message.
+func IsBrokerDeadLetterProperty(key string) bool {
+	return key == PropBrokerDeadLetterReason || key == PropBrokerDeadLetterDescription
+}

@@ -93,6 +93,12 @@ type Selection struct {
 	SubQueue        dlq.SubQueue
 	SequenceNumbers []int64
 	Edit            *Edit
+	// Edits are each message's own edit, by catalog id (a bulk edit: the
+	// selection is IDs, every one of which has its edit, at most
+	// MaxTransformMessages); Transform is the fix they were worked out
+	// from, which the audit trail records.
+	Edits     map[int64]*Edit
+	Transform *Transform
 }
 
 // kinds counts how many ways s selects (exactly one is valid).

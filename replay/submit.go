@@ -101,6 +101,10 @@ func (req *Request) validate(now time.Time) error {
 		return &InvalidError{Param: "ids", Msg: fmt.Sprintf("at most %d ids; select larger sets with a filter", MaxIDs)}
 	case sel.Edit != nil && len(sel.IDs) != 1:
 		return &InvalidError{Param: "ids", Msg: "an edit applies to exactly one message"}
+	case len(sel.Edits) > 0 && (sel.Edit != nil || len(sel.IDs) == 0):
+		return &InvalidError{Param: "edit", Msg: "a bulk edit applies to messages selected by id"}
+	case len(sel.Edits) > MaxTransformMessages:
+		return &InvalidError{Param: "edit", Msg: fmt.Sprintf("a bulk edit applies to at most %d messages: narrow the selection", MaxTransformMessages)}
 	case sel.Filter != nil && sel.Filter.Unconditional() && !sel.Filter.All:
 		return &InvalidError{Param: "filter", Msg: `the filter has no condition, so it would select every message in the catalog: ` +
 			`add "all": true to the filter if that is what you mean, or a condition such as "entity"`}
@@ -130,8 +134,15 @@ func (req *Request) validate(now time.Time) error {
 		if req.Reason == "" && !req.DryRun {
 			return &InvalidError{Param: "reason", Msg: "a discard needs a reason: it removes the messages for good"}
 		}
-		if req.Destination != "" || req.DestinationNamespace != "" || req.ScheduledEnqueueAt != nil || sel.Edit != nil {
+		if req.Destination != "" || req.DestinationNamespace != "" || req.ScheduledEnqueueAt != nil || sel.Edit != nil || len(sel.Edits) > 0 {
 			return &InvalidError{Param: "action", Msg: "destination, destination_namespace, scheduled_enqueue_at and edits apply to replays only"}
+		}
+	}
+	if len(sel.Edits) > 0 {
+		for _, id := range sel.IDs {
+			if sel.Edits[id] == nil {
+				return &InvalidError{Param: "edit", Msg: fmt.Sprintf("message %d has no edit: a bulk edit gives every selected message its own", id)}
+			}
 		}
 	}
 	if t := req.ScheduledEnqueueAt; t != nil && t.Before(now.Add(-time.Minute)) {
@@ -206,6 +217,12 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	if req.Selection.Edit != nil {
 		action = audit.ActionEditReplay
 		params["edit"] = req.Selection.Edit
+	}
+	if len(req.Selection.Edits) > 0 {
+		// A bulk edit is recorded as the fix it applied (each message's
+		// resulting body is kept with the job).
+		action = audit.ActionEditReplay
+		params["edit"] = req.Selection.Transform
 	}
 	if err != nil {
 		var conflict *ConflictError

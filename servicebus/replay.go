@@ -868,9 +868,10 @@ func (s *sender) Close(ctx context.Context) error {
 //     enqueued time, lock, dead-letter source, state, scheduled time, and
 //     anything else) is dropped; x-opt-scheduled-enqueue-time is set from
 //     Copy.ScheduledEnqueueAt when given;
-//   - application properties: the original's without the broker's
-//     DeadLetterReason and DeadLetterErrorDescription (or Edit's, which
-//     replace them), with Copy.Properties set on top;
+//   - application properties: the original's (or Edit's, which replace
+//     them) without the broker's DeadLetterReason and
+//     DeadLetterErrorDescription, even when an edit kept them, with
+//     Copy.Properties set on top;
 //   - no delivery annotations (the lock token), footer or delivery tag.
 //
 // Edit.Body, when set, replaces the body with one data section.
@@ -930,10 +931,13 @@ func buildCopy(cp replay.Copy) (*azservicebus.AMQPAnnotatedMessage, error) {
 		if props, err = decodeProperties(cp.Edit.ApplicationProperties); err != nil {
 			return nil, fmt.Errorf("edited application properties: %w", err)
 		}
+		// An edit starts from the stored properties, which hold the
+		// broker's dead-letter ones: they never travel.
+		maps.DeleteFunc(props, func(k string, _ any) bool { return dlq.IsBrokerDeadLetterProperty(k) })
 	} else {
 		props = make(map[string]any, len(raw.ApplicationProperties)+len(cp.Properties))
 		for k, v := range raw.ApplicationProperties {
-			if k != "DeadLetterReason" && k != "DeadLetterErrorDescription" {
+			if !dlq.IsBrokerDeadLetterProperty(k) {
 				props[k] = v
 			}
 		}

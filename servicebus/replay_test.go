@@ -532,7 +532,8 @@ func TestReplaySendCopies(t *testing.T) {
 		replay.Copy{Of: orig["later"], MessageID: "copy-of-later", Properties: extra, ScheduledEnqueueAt: &at},
 		replay.Copy{Of: orig["edited"], MessageID: "copy-of-edited", Properties: map[string]any{"dlqdash.replay_count": int64(2)},
 			Edit: &replay.Edit{Body: []byte("new body"), ApplicationProperties: json.RawMessage(
-				`{"s": "x", "n": 9007199254740993, "neg": -5, "f": 1.5, "e": 1e3, "b": false, "z": null, "bin": {"base64": "AQI="}}`)}},
+				`{"s": "x", "n": 9007199254740993, "neg": -5, "f": 1.5, "e": 1e3, "b": false, "z": null, "bin": {"base64": "AQI="},
+				"DeadLetterReason": "poison", "DeadLetterErrorDescription": "kept by the edit form"}`)}},
 	)
 	snd, err := e.c.OpenSender(ctxFor(t), dst)
 	if err != nil {

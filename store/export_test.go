@@ -45,3 +45,6 @@ func ListQueryForTest(ctx context.Context, s *Store, f dlq.Filter) (string, []an
 
 // EncodeCursorForTest makes the cursor that continues after (at, id).
 func EncodeCursorForTest(at, id int64) string { return encodeCursor(pageKey{at, id}) }
+
+// SeriesQueryForTest is the count of one bucket of DeadLetterSeries.
+func SeriesQueryForTest(groupID int64, ents []int64) string { return seriesQuery(groupID, ents) }

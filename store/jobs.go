@@ -235,6 +235,9 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 	if _, err := tx.ExecContext(ctx, q, append(qargs, args...)...); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
+	if err := setItemEdits(ctx, tx, j.ID, sel.Edits); err != nil {
+		return j, fmt.Errorf("%s: %w", op, err)
+	}
 	if err := recountJob(ctx, tx, j.ID); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -249,6 +252,28 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	return j, nil
+}
+
+// setItemEdits keeps each message's own edit with its item (a bulk edit).
+func setItemEdits(ctx context.Context, tx *sql.Tx, jobID int64, edits map[int64]*replay.Edit) error {
+	if len(edits) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `UPDATE job_messages SET edit = ? WHERE job_id = ? AND message_id = ?`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for id, e := range edits {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if _, err := stmt.ExecContext(ctx, string(b), jobID, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recountJob sets a job's counters from its items.

@@ -73,7 +73,7 @@ func TestMessagePageActionsFirst(t *testing.T) {
 			t.Errorf("the actions (at %d) do not come before %s (at %d)", actions, after, i)
 		}
 	}
-	for _, w := range []string{`data-testid="message-replay"`, `data-testid="message-discard"`, "<summary>Edit and replay…</summary>",
+	for _, w := range []string{`data-testid="message-replay"`, `data-testid="message-discard"`, `data-testid="edit-replay-open">Edit and replay…</button>`,
 		"it left the broker at 2026-11-22 10:42:07 UTC. The catalog", "Replays and discards: 1 job"} {
 		if !strings.Contains(html, w) {
 			t.Errorf("the page lacks %s", w)

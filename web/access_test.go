@@ -485,3 +485,33 @@ func TestAccessLiveHidesANamespace(t *testing.T) {
 		t.Errorf("messages of one with no namespace: %d %s", code, body)
 	}
 }
+
+// A bulk edit reads every selected message's body for its diff: with
+// access rules it needs admin in each message's namespace before any diff
+// is worked out, and the refusal shows nothing of the messages.
+func TestAccessBulkEditPerNamespace(t *testing.T) {
+	fx := newAccessFixture(t, []auth.Rule{
+		{Group: "platform", Role: auth.Admin, Namespaces: []string{"prod-eu"}},
+		{Group: "platform", Role: auth.Viewer, Namespaces: []string{"prod-us"}},
+	})
+	edit := func(id string) (int, string) {
+		return fx.as(t, "pat", "platform", "POST", "/api/v1/jobs", "application/json",
+			`{"action":"replay","ids":["`+id+`"],"dry_run":true,"edit":{"replace":[{"find":"x","with":"y"}]}}`)
+	}
+	if code, body := edit(fx.id("prod-eu", 0)); code != 200 || !strings.Contains(body, `"edit"`) {
+		t.Errorf("bulk edit in prod-eu: %d %s", code, body)
+	}
+	code, body := edit(fx.id("prod-us", 0))
+	if _, msg := apiErr(t, body); code != 403 || !strings.Contains(msg, "you are a viewer in prod-us; editing and replaying there needs admin") {
+		t.Errorf("bulk edit in prod-us: %d %s", code, body)
+	}
+	if strings.Contains(body, "body_diff") || strings.Contains(body, "prod-us-0") {
+		t.Errorf("the refusal shows the message: %s", body)
+	}
+	// The confirm page's bulk edit: refused before any diff is shown.
+	form := url.Values{"action": {"replay"}, "id": {fx.id("prod-us", 0)}, "edit_find": {"x"}, "edit_with": {"y"}}.Encode()
+	code, body = fx.as(t, "pat", "platform", "POST", "/replays", "application/x-www-form-urlencoded", form)
+	if code != 403 || !strings.Contains(body, "editing and replaying there needs admin") || strings.Contains(body, "bulk-message") {
+		t.Errorf("form bulk edit in prod-us: %d\n%.3000s", code, body)
+	}
+}

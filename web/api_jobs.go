@@ -16,6 +16,7 @@ import (
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/views"
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
 
@@ -64,6 +65,8 @@ type jobRequest struct {
 	SequenceNumbers []int64 `json:"sequence_numbers"`
 	// Namespace is the entity's namespace, when several have the path.
 	Namespace string `json:"namespace"`
+	// Edit is a fix applied to each selected message (a bulk edit, admin).
+	Edit *replay.Transform `json:"edit"`
 }
 
 // decodeBody reads a JSON request body into v: one object, known keys only.
@@ -171,6 +174,12 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if jr.Edit != nil {
+		// A bulk edit is an edit and replay of each message: admin in
+		// the namespaces it reads and sends to.
+		req.Allow = s.sendAllowed(r, auth.Admin, "editing and replaying there")
+		return s.submitBulkEdit(w, r, req, jr.Edit)
+	}
 	req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))
 	return s.submit(w, r, req)
 }
@@ -181,6 +190,86 @@ func doingOf(a replay.Action) string {
 		return "discarding there"
 	}
 	return "replaying there"
+}
+
+// submitBulkEdit answers POST /api/v1/jobs with an edit: each message's
+// edit worked out, then the job (or its dry run, with each message's diff).
+func (s *Server) submitBulkEdit(w http.ResponseWriter, r *http.Request, req replay.Request, tr *replay.Transform) error {
+	out, err := s.applyBulkEdit(r, &req, tr)
+	if err != nil {
+		return err
+	}
+	plan, job, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if req.DryRun {
+		writeJSON(w, r, http.StatusOK, bulkDryRun{DryRun: apijson.NewDryRun(plan), Edit: newBulkEditJSON(out)})
+		return nil
+	}
+	w.Header().Set("Location", "/api/v1/jobs/"+strconv.FormatInt(job.ID, 10))
+	writeJSON(w, r, http.StatusCreated, apijson.NewJob(job))
+	return nil
+}
+
+// bulkDryRun is a bulk edit's dry run: the plan and what the edit does.
+type bulkDryRun struct {
+	apijson.DryRun
+	Edit bulkEditJSON `json:"edit"`
+}
+
+type bulkEditJSON struct {
+	Changed   int               `json:"changed"`
+	Unchanged int               `json:"unchanged"`
+	Failed    int               `json:"failed"`
+	Messages  []bulkMessageJSON `json:"messages"`
+}
+
+type bulkMessageJSON struct {
+	ID         string             `json:"id"`
+	Changed    bool               `json:"changed"`
+	Error      *string            `json:"error"`
+	BodyDiff   []diffLineJSON     `json:"body_diff"`
+	Properties []propertyDiffJSON `json:"properties"`
+}
+
+type diffLineJSON struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+}
+
+type propertyDiffJSON struct {
+	Key      string `json:"key"`
+	Change   string `json:"change"`
+	Original string `json:"original"`
+	Copy     string `json:"copy"`
+}
+
+// newBulkEditJSON: the counts, and the messages that cannot take the edit
+// and a sample of the others with their diffs.
+func newBulkEditJSON(out []bulkOutcome) bulkEditJSON {
+	var b bulkEditJSON
+	b.Changed, b.Unchanged, b.Failed = bulkCounts(out)
+	b.Messages = []bulkMessageJSON{}
+	for _, rv := range bulkReviews(out) {
+		m := bulkMessageJSON{ID: idText(rv.Item.ID), BodyDiff: []diffLineJSON{}, Properties: []propertyDiffJSON{}}
+		if rv.Error != "" {
+			e := rv.Error
+			m.Error = &e
+		} else {
+			m.Changed = rv.Review.BodyChanged
+			for _, l := range rv.Review.BodyDiff {
+				if l.Kind != views.DiffSame {
+					m.BodyDiff = append(m.BodyDiff, diffLineJSON{l.Kind, l.Text})
+				}
+			}
+			for _, c := range rv.Review.Properties {
+				m.Properties = append(m.Properties, propertyDiffJSON{c.Key, c.Kind, c.Old, c.New})
+			}
+		}
+		b.Messages = append(b.Messages, m)
+	}
+	return b
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, req replay.Request) error {
@@ -231,7 +320,30 @@ func (s *Server) replayMessage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Allow = s.sendAllowed(r, auth.Admin, "editing and replaying there")
-	return s.submit(w, r, req)
+	if !req.DryRun {
+		return s.submit(w, r, req)
+	}
+	// A dry run answers with what the copy would be, against the
+	// original: the bulk edit's "edit" object, for this one message.
+	rec, _, err := s.readMessage(r, id)
+	if err != nil {
+		return err
+	}
+	plan, _, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	e := req.Selection.Edit
+	if e == nil {
+		e = &replay.Edit{}
+	}
+	body := rec.Body
+	if e.Body != nil {
+		body = e.Body
+	}
+	out := []bulkOutcome{{rec: rec, body: body, changed: string(body) != string(rec.Body), props: e.ApplicationProperties}}
+	writeJSON(w, r, http.StatusOK, bulkDryRun{DryRun: apijson.NewDryRun(plan), Edit: newBulkEditJSON(out)})
+	return nil
 }
 
 // maxEditRequest bounds an edit's body (JSON or the page's form).

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"mime"
 	"net/http"
@@ -172,8 +173,22 @@ func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, r, http.StatusOK, hideBody(apijson.NewMessage(rec, !hide), hide))
+	m := hideBody(apijson.NewMessage(rec, !hide), hide)
+	if src, ok := s.catalog.(lineageSource); ok {
+		evs, err := src.Lineage(r.Context(), id)
+		if err != nil {
+			return fmt.Errorf("show message %d: %w", id, err)
+		}
+		m.Lineage = apijson.NewLineage(evs, id)
+	}
+	writeJSON(w, r, http.StatusOK, m)
 	return nil
+}
+
+// lineageSource is a catalog that knows messages' lineages across replays
+// (the store does; a catalog without jobs need not).
+type lineageSource interface {
+	Lineage(ctx context.Context, id int64) ([]dlq.LineageEvent, error)
 }
 
 // message is the API's message object, and body_hidden when the body and
@@ -183,6 +198,8 @@ func (s *Server) showMessage(w http.ResponseWriter, r *http.Request) error {
 type message struct {
 	apijson.Message
 	BodyHidden bool `json:"body_hidden,omitempty"`
+	// Lineage: GET /api/v1/messages/{id} only.
+	Lineage []apijson.LineageEvent `json:"lineage,omitempty"`
 }
 
 // hideBody leaves a message's body and preview out if hide, and says so.

@@ -374,6 +374,9 @@ func TestAPIMessageDetail(t *testing.T) {
 		"gone_at":                       nil,
 		"replay_count":                  json.Number("0"),
 		"namespace":                     "", // storetest fills the unnamed namespace
+		// Never replayed: its lineage is itself.
+		"lineage": fmt.Sprintf("[map[at:2026-11-22T11:42:07.123Z copy_message_id:<nil> current:true dead_letter_reason:SqlTimeout depth:0 "+
+			"entity:payments/Subscriptions/audit event:dead_lettered id:%d job_id:<nil> state:<nil> subqueue:dead_letter]]", id),
 	}
 	for k, w := range want {
 		got, ok := v[k]

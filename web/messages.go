@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -68,9 +69,24 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 			l.Entities = append(l.Entities, e.Path)
 		}
 	}
-	f, cursor, err := parseListForm(r)
+	f, cursor, rng, err := parseListForm(r)
 	if err == nil {
+		// The chart (of a group or an entity) is read beside the rows,
+		// not after them.
+		type charted struct {
+			c   *views.DeadLetterChartData
+			err error
+		}
+		ch := make(chan charted, 1)
+		go func() {
+			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now())
+			ch <- charted{c, err}
+		}()
 		err = s.fillMessageList(r, &l, f, cursor)
+		c := <-ch
+		if err == nil {
+			l.Chart, err = c.c, c.err
+		}
 	}
 	if err != nil {
 		status, fe, ok := formProblem(err)
@@ -83,20 +99,30 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 	return s.render(w, r, views.MessagesPage(l))
 }
 
-func parseListForm(r *http.Request) (dlq.Filter, string, error) {
+// parseListForm reads the message list's URL: the filter, the cursor and
+// the dead-letter chart's range (an index in views.ChartRanges).
+func parseListForm(r *http.Request) (dlq.Filter, string, int, error) {
 	q, err := newFormQuery(r)
 	if err != nil {
-		return dlq.Filter{}, "", err
+		return dlq.Filter{}, "", 0, err
 	}
 	f, err := parseFilter(q)
 	if err != nil {
-		return f, "", err
+		return f, "", 0, err
 	}
 	cursor, err := q.one("cursor")
 	if err != nil {
-		return f, "", err
+		return f, "", 0, err
 	}
-	return f, cursor, q.done()
+	v, err := q.one(chartParam)
+	if err != nil {
+		return f, "", 0, err
+	}
+	rng, err := chartRange(v)
+	if err != nil {
+		return f, "", 0, err
+	}
+	return f, cursor, rng, q.done()
 }
 
 // listReplayRole is the role the message list's replay buttons are
@@ -177,7 +203,7 @@ func (s *Server) countFilter(r *http.Request, f dlq.Filter) dlq.Filter {
 // count paragraph (views.MatchingCount) for the filter in the URL, which
 // the list page fetches once it has loaded (count.js).
 func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) error {
-	f, _, err := parseListForm(r)
+	f, _, _, err := parseListForm(r)
 	if err != nil {
 		return err
 	}
@@ -285,7 +311,6 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		if role.Includes(auth.Admin) {
 			// Only admins may edit (and so see the body in the form).
 			d.Edit = true
-			d.EditBody, d.EditBinary, d.EditProperties = editForm(rec)
 		}
 		if d.Replays, err = s.replayHistory(r.Context(), id); err != nil {
 			return fmt.Errorf("show message page %d: %w", id, err)
@@ -296,7 +321,26 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+	if src, ok := s.catalog.(lineageSource); ok {
+		evs, err := src.Lineage(r.Context(), id)
+		if err != nil {
+			return fmt.Errorf("show message page %d: %w", id, err)
+		}
+		d.Lineage = lineageSteps(evs, id)
+	}
 	return s.render(w, r, views.MessagePage(d))
+}
+
+// lineageSteps are a lineage's events as the message page shows them;
+// current is the page's message.
+func lineageSteps(evs []dlq.LineageEvent, current int64) []views.LineageStep {
+	out := make([]views.LineageStep, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, views.LineageStep{Kind: e.Kind, At: e.At, MessageID: e.Message.ID, Entity: text(e.Message.Entity),
+			SubQueue: string(e.Message.SubQueue), Reason: textOf(e.Message.DeadLetterReason), JobID: e.JobID, State: e.State,
+			CopyMessageID: text(e.CopyMessageID), Depth: e.Depth, Current: e.Kind == dlq.LineageDeadLettered && e.Message.ID == current})
+	}
+	return out
 }
 
 // replayHistory is what the jobs did to a message, newest job first, and
@@ -412,60 +456,26 @@ func propertyFields(raw json.RawMessage) ([]views.Field, string) {
 // maxEditBody is the largest body the edit form offers as text.
 const maxEditBody = 256 << 10
 
-// editForm is what the message page's edit form starts from: the body as
-// text (when it is valid UTF-8 and not huge) and the properties indented.
+// editForm is what the edit form starts from: the body as text (when it is
+// valid UTF-8 and not huge) and the properties indented.
 func editForm(r dlq.Record) (body string, binary bool, props string) {
 	if len(r.Body) > maxEditBody || !utf8.Valid(r.Body) || bytes.IndexByte(r.Body, 0) >= 0 {
 		binary = true
 	} else {
 		body = string(r.Body)
 	}
-	var buf bytes.Buffer
-	if json.Indent(&buf, r.ApplicationProperties, "", "  ") == nil {
-		props = buf.String()
-	} else {
-		props = "{}"
+	// The broker's dead-letter properties are left out: no copy carries
+	// them (the adapter drops them even if they are typed back in).
+	var m map[string]json.RawMessage
+	props = "{}"
+	if json.Unmarshal(r.ApplicationProperties, &m) == nil {
+		maps.DeleteFunc(m, func(k string, _ json.RawMessage) bool { return dlq.IsBrokerDeadLetterProperty(k) })
+		var buf bytes.Buffer
+		if b, err := json.Marshal(m); err == nil && len(m) > 0 && json.Indent(&buf, b, "", "  ") == nil {
+			props = buf.String()
+		}
 	}
 	return body, binary, props
-}
-
-// editReplayPage answers POST /messages/{id}/edit: the message page's
-// edit form, replayed as one job (POST /api/v1/messages/{id}/replay is
-// the same for scripts). It goes to the job's page, or shows what was
-// refused.
-func (s *Server) editReplayPage(w http.ResponseWriter, r *http.Request) error {
-	if s.jobs == nil {
-		return errNoJobs
-	}
-	id, err := messageID(r)
-	if err != nil {
-		return err
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxEditRequest)
-	if err := r.ParseForm(); err != nil {
-		return s.refused(w, r, invalidArgument("form", "the form could not be read: %v", err))
-	}
-	er := editRequest{Destination: r.PostForm.Get("destination")}
-	if vs, ok := r.PostForm["body"]; ok && len(vs) == 1 {
-		er.Body = &vs[0]
-	}
-	if p := strings.TrimSpace(r.PostForm.Get("application_properties")); p != "" {
-		er.ApplicationProperties = json.RawMessage(p)
-	}
-	req, err := er.request(id)
-	if err != nil {
-		return s.refused(w, r, err)
-	}
-	if req.Selection.Edit == nil {
-		req.Selection.Edit = &replay.Edit{} // replayed as it is, but recorded as an edit
-	}
-	req.Allow = s.sendAllowed(r, auth.Admin, "editing and replaying there")
-	_, job, err := s.jobs.Submit(r.Context(), req)
-	if err != nil {
-		return s.refused(w, r, err)
-	}
-	http.Redirect(w, r, "/jobs/"+strconv.FormatInt(job.ID, 10), http.StatusSeeOther)
-	return nil
 }
 
 // refused shows why a form was refused, with the API's status; anything

@@ -627,8 +627,13 @@ func TestMessagePageActionsByRole(t *testing.T) {
 		if got := strings.Contains(body, `data-testid="message-replay-form"`); got != tt.replay {
 			t.Errorf("%s: replay form shown = %v", tt.role, got)
 		}
-		if got := strings.Contains(body, `data-testid="edit-replay-form"`); got != tt.edit {
-			t.Errorf("%s: edit form shown = %v", tt.role, got)
+		if got := strings.Contains(body, `data-testid="edit-replay-open"`); got != tt.edit {
+			t.Errorf("%s: edit-and-replay button shown = %v", tt.role, got)
+		}
+		// The edit page shows the body in its form: admins only.
+		res, _ := fx.as(t, tt.role, httptest.NewRequestWithContext(t.Context(), "GET", "/messages/"+strconv.FormatInt(id, 10)+"/edit", nil))
+		if got := res.StatusCode == http.StatusOK; got != tt.edit {
+			t.Errorf("%s: the edit page answers %d", tt.role, res.StatusCode)
 		}
 	}
 	// Posting the form anyway is refused below admin.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -81,6 +82,12 @@ func readReplayForm(w http.ResponseWriter, r *http.Request) (views.ReplayForm, r
 	form.CanaryCount, form.CanaryWatch = opts.values.Get("canary_count"), opts.values.Get("canary_watch")
 	form.PauseOnRedeadletter, form.Ramp = opts.values.Get("pause_on_redeadletter"), opts.values.Get("ramp")
 	form.CanaryOffered = truthy(opts.values.Get("canary_offered"))
+	// The bulk edit's fields, as typed (an empty "with" is a deletion, so
+	// they are read raw).
+	form.EditJSONSet, form.EditFind, form.EditWith = r.PostForm.Get("edit_json_set"), r.PostForm.Get("edit_find"), r.PostForm.Get("edit_with")
+	for _, name := range []string{"edit_json_set", "edit_find", "edit_with"} {
+		opts.read[name] = true
+	}
 
 	action, err := opts.one("action")
 	if err != nil {
@@ -201,7 +208,12 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		return errNoJobs
 	}
 	form, req, err := readReplayForm(w, r)
-	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.sendableNamespaces(r)}
+	c := views.ReplayConfirm{Form: form, BackURL: backURL(form), Namespaces: s.sendableNamespaces(r),
+		CanEdit: auth.FromContext(r.Context()).Role.Includes(auth.Admin)}
+	var tr *replay.Transform
+	if err == nil {
+		tr, err = formTransform(form)
+	}
 	if err != nil {
 		// The options could not be read: the selection alone can be shown.
 		req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))
@@ -211,6 +223,19 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		req = dryRun(req)
 	}
 	req.Allow = s.sendAllowed(r, auth.Operator, doingOf(req.Action))
+	if tr != nil {
+		// A bulk edit needs admin where it reads (applyBulkEdit checks
+		// each message's namespace before its diff) and sends.
+		req.Allow = s.sendAllowed(r, auth.Admin, "editing and replaying there")
+		out, err := s.applyBulkEdit(r, &req, tr)
+		if len(out) > 0 {
+			c.Bulk = &views.BulkPreview{Messages: bulkReviews(out)}
+			c.Bulk.Changed, c.Bulk.Unchanged, c.Bulk.Failed = bulkCounts(out)
+		}
+		if err != nil {
+			return s.refuseReplay(w, r, c, err, replay.Plan{}, dryRun(selectionOf(req)), true)
+		}
+	}
 	plan, job, err := s.jobs.Submit(r.Context(), req)
 	switch {
 	case err != nil && preview:
@@ -367,4 +392,45 @@ func readCanaryForm(opts *query) (replay.Canary, error) {
 		}
 	}
 	return c, nil
+}
+
+// formTransform is the confirm form's bulk edit (nil when its fields are
+// empty): each line of edit_json_set is PATH = VALUE, VALUE JSON or else
+// taken as a string; edit_find (with edit_with) one find-and-replace.
+func formTransform(f views.ReplayForm) (*replay.Transform, error) {
+	var tr replay.Transform
+	for i, line := range strings.Split(f.EditJSONSet, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		path, val, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, invalidArgument("edit_json_set", "line %d: write PATH = VALUE, such as $.customer.id = \"C-42\"", i+1)
+		}
+		path, val = strings.TrimSpace(path), strings.TrimSpace(val)
+		raw := json.RawMessage(val)
+		if !json.Valid(raw) {
+			b, _ := json.Marshal(val)
+			raw = b
+		}
+		if tr.JSONSet == nil {
+			tr.JSONSet = map[string]json.RawMessage{}
+		}
+		tr.JSONSet[path] = raw
+	}
+	if f.EditFind != "" {
+		tr.Replace = []replay.Replacement{{Find: f.EditFind, With: f.EditWith}}
+	}
+	if tr.Empty() {
+		return nil, nil
+	}
+	if err := tr.Check(); err != nil {
+		var inv *replay.InvalidError
+		if errors.As(err, &inv) && inv.Param == "edit.json_set" {
+			return nil, invalidArgument("edit_json_set", "%s", inv.Msg)
+		}
+		return nil, invalidArgument("edit_find", "%v", err)
+	}
+	return &tr, nil
 }

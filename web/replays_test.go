@@ -456,9 +456,12 @@ func TestEditAndReplayForm(t *testing.T) {
 			break
 		}
 	}
-	body := fx.page(t, "/messages/"+idStr(textID), 200)
+	if body := fx.page(t, "/messages/"+idStr(textID), 200); !strings.Contains(body, `data-testid="edit-replay-open">Edit and replay…</button>`) {
+		t.Fatal("the message page has no edit-and-replay button")
+	}
+	body := fx.page(t, "/messages/"+idStr(textID)+"/edit", 200)
 	if !strings.Contains(body, `data-testid="edit-body"`) || !strings.Contains(body, `data-testid="edit-properties"`) {
-		t.Fatal("the message page has no edit form")
+		t.Fatal("the edit page has no edit form")
 	}
 	res, _ := fx.post(t, "/messages/"+idStr(textID)+"/edit", url.Values{"body": {`{"fixed":true}`},
 		"application_properties": {`{"tenant":"t2","n":7}`}, "destination": {"orders-retry"}})

@@ -30,6 +30,7 @@ func (s *Server) routeTable() []route {
 		{"GET /messages", viewer, s.handle(s.listMessagesPage)},
 		{"GET /messages/count", viewer, s.handle(s.messageCountFragment)},
 		{"GET /messages/{id}", viewer, s.handle(s.showMessagePage)},
+		{"GET /messages/{id}/edit", admin, s.handle(s.showEditPage)},
 		{"POST /messages/{id}/edit", admin, s.handle(s.editReplayPage)},
 		{"GET /inventory", viewer, s.handle(s.showInventory)},
 		{"POST /replays", operator, s.handle(s.confirmReplay)},

@@ -18,10 +18,6 @@ func byLabel(label string) string {
 	return `[...document.querySelectorAll('label')].find(l => l.textContent.trim() === ` + jsString(label) + `).control`
 }
 
-func jsString(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
-}
-
 // TestBrowserAlertsAndTriage drives the real program in Chromium: an admin
 // adds a Slack webhook on the Alerts page (the "Webhook URL" field, the
 // "Format" select, the events), a new group's first dead letter reaches the

@@ -53,4 +53,8 @@ type DepthSeries struct {
 type NamespaceCount struct {
 	Name           string
 	Present, Total int64
+	// Entities are the paths of the entities it was seen in there, as
+	// GroupSummary.Entities orders them: what a reader who may see only
+	// some namespaces is shown of Entities.
+	Entities []string
 }

@@ -309,20 +309,27 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 	}
 	defer tx.Rollback()
 
-	rows, err := tx.QueryContext(ctx, `SELECT ge.group_id, e.path FROM group_entities ge
+	rows, err := tx.QueryContext(ctx, `SELECT ge.group_id, e.namespace, e.path FROM group_entities ge
 		JOIN entities e ON e.id = ge.entity_id ORDER BY ge.group_id, ge.present DESC, ge.total DESC, e.path`)
 	if err != nil {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	paths := map[int64][]string{}
+	type groupNamespace struct {
+		group     int64
+		namespace string
+	}
+	nsPaths := map[groupNamespace][]string{}
 	seen := map[int64]map[string]bool{} // a path in two namespaces is listed once
 	for rows.Next() {
 		var gid int64
-		var path string
-		if err := rows.Scan(&gid, &path); err != nil {
+		var ns, path string
+		if err := rows.Scan(&gid, &ns, &path); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("list groups: %w", err)
 		}
+		k := groupNamespace{gid, ns}
+		nsPaths[k] = append(nsPaths[k], path)
 		if seen[gid] == nil {
 			seen[gid] = map[string]bool{}
 		}
@@ -349,6 +356,7 @@ func (s *Store) ListGroups(ctx context.Context) ([]dlq.GroupSummary, error) {
 			rows.Close()
 			return nil, fmt.Errorf("list groups: %w", err)
 		}
+		nc.Entities = nsPaths[groupNamespace{gid, nc.Name}]
 		perNamespace[gid] = append(perNamespace[gid], nc)
 	}
 	rows.Close()

@@ -235,17 +235,24 @@ func scopeGroups(sc scope, gs []dlq.GroupSummary) []dlq.GroupSummary {
 	for _, g := range gs {
 		var counts []dlq.NamespaceCount
 		var present, total int64
+		visible := map[string]bool{}
 		for _, n := range g.Namespaces {
 			if sc.has(n.Name) {
 				counts = append(counts, n)
 				present += n.Present
 				total += n.Total
+				for _, p := range n.Entities {
+					visible[p] = true
+				}
 			}
 		}
 		if len(counts) == 0 {
 			continue
 		}
 		g.Namespaces, g.Present, g.Total = counts, present, total
+		// Only the entities of the namespaces it may see, in the
+		// catalog's order.
+		g.Entities = slices.DeleteFunc(slices.Clone(g.Entities), func(p string) bool { return !visible[p] })
 		out = append(out, g)
 	}
 	// Largest first, as the catalog lists them.

@@ -515,3 +515,64 @@ func TestAccessBulkEditPerNamespace(t *testing.T) {
 		t.Errorf("form bulk edit in prod-us: %d\n%.3000s", code, body)
 	}
 }
+
+// A failure group seen in two namespaces lists, to a reader of one, only
+// the entities of that one: another namespace's entity paths are not
+// shown in the group's entities.
+func TestAccessGroupEntitiesOfVisibleNamespaces(t *testing.T) {
+	fx := newAccessFixture(t, accessRules)
+	ctx := t.Context()
+	us := fx.st.Namespace("prod-us")
+	if _, err := us.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}, {Path: "us-secret-ledger", Kind: dlq.KindQueue}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := us.ApplyPage(ctx, dlq.Page{Entity: "us-secret-ledger", SubQueue: dlq.SubQueueDeadLetter, Through: math.MaxInt64,
+		Messages: []dlq.Message{{SequenceNumber: 1, State: dlq.StateActive, MessageID: "ledger-1", EnqueuedAt: ptr(t0),
+			DeadLetterReason: ptr("SqlTimeout")}}, SeenAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	// Both namespaces' entities for a reader of both; eu's only for bo.
+	if code, body := fx.as(t, "ana", "sre-eu", "GET", "/api/v1/groups", "", ""); code != 200 || !strings.Contains(body, "us-secret-ledger") {
+		t.Fatalf("groups for a viewer of both: %d %s", code, body)
+	}
+	for _, target := range []string{"/api/v1/groups", "/groups", "/"} {
+		code, body := fx.as(t, "bo", "eu-readers", "GET", target, "", "")
+		if code != 200 || strings.Contains(body, "us-secret-ledger") || !strings.Contains(body, "orders") {
+			t.Errorf("%s for a viewer of prod-eu: %d, shows the prod-us entity: %v", target, code, strings.Contains(body, "us-secret-ledger"))
+		}
+	}
+}
+
+// Triaging a failure group needs operator in a namespace it was seen in:
+// a viewer there (an operator elsewhere) is refused, an operator there may.
+func TestAccessTriagePerNamespace(t *testing.T) {
+	fx := newAccessFixture(t, accessRules)
+	ctx := t.Context()
+	us := fx.st.Namespace("prod-us")
+	if _, err := us.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}, {Path: "ledger", Kind: dlq.KindQueue}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := us.ApplyPage(ctx, dlq.Page{Entity: "ledger", SubQueue: dlq.SubQueueDeadLetter, Through: math.MaxInt64,
+		Messages: []dlq.Message{{SequenceNumber: 1, State: dlq.StateActive, MessageID: "ledger-1", EnqueuedAt: ptr(t0),
+			DeadLetterReason: ptr("OnlyInUS")}}, SeenAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := fx.st.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, g := range gs {
+		keys[g.Reason] = g.ID
+	}
+	patch := func(key string) (int, string) {
+		return fx.as(t, "ana", "sre-eu", "PATCH", "/api/v1/groups/"+key, "application/json", `{"status":"investigating"}`)
+	}
+	code, body := patch(keys["OnlyInUS"])
+	if _, msg := apiErr(t, body); code != 403 || !strings.Contains(msg, "you are a viewer in prod-us; triaging its failure groups needs operator") {
+		t.Errorf("triage of a prod-us group by a viewer there: %d %s", code, body)
+	}
+	if code, body := patch(keys["SqlTimeout"]); code != 200 {
+		t.Errorf("triage of a group seen in prod-eu by its operator: %d %s", code, body)
+	}
+}

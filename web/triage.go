@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/views"
 	"github.com/dlqdash/dlqdash/web/apijson"
@@ -99,6 +100,13 @@ func (s *Server) patchGroup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	cur, err := s.findGroup(r.Context(), r.PathValue("key"))
+	if err != nil {
+		return err
+	}
+	if err := s.mayTriage(r, cur); err != nil {
+		return err
+	}
 	g, err := s.updateGroup(r.Context(), r.PathValue("key"), c)
 	if err != nil {
 		return err
@@ -116,6 +124,9 @@ func (s *Server) updateGroupPage(w http.ResponseWriter, r *http.Request) error {
 	key := r.PathValue("key")
 	cur, err := s.findGroup(r.Context(), key)
 	if err != nil {
+		return err
+	}
+	if err := s.mayTriage(r, cur); err != nil {
 		return err
 	}
 	var p groupPatch
@@ -187,6 +198,21 @@ func (s *Server) updateGroup(ctx context.Context, key string, c dlq.TriageChange
 		}
 	}
 	return g, nil
+}
+
+// mayTriage: with access rules, triaging a failure group needs operator
+// in one of the namespaces it was seen in (the route asks for operator
+// somewhere). g is as the identity may see it (findGroup).
+func (s *Server) mayTriage(r *http.Request, g dlq.GroupSummary) error {
+	if !s.limited() || len(g.Namespaces) == 0 {
+		return nil
+	}
+	for _, n := range g.Namespaces {
+		if s.roleIn(r.Context(), n.Name).Includes(auth.Operator) {
+			return nil
+		}
+	}
+	return s.need(r, g.Namespaces[0].Name, auth.Operator, "triaging its failure groups")
 }
 
 // findGroup reads one group, gone or not; 404 when there is none.

@@ -150,12 +150,12 @@ func TestGroupsCountPerNamespace(t *testing.T) {
 	for _, g := range gs {
 		switch g.Reason {
 		case "Timeout":
-			want := []dlq.NamespaceCount{{Name: "eu", Present: 6, Total: 6}, {Name: "us", Present: 3, Total: 3}}
+			want := []dlq.NamespaceCount{{Name: "eu", Present: 6, Total: 6, Entities: []string{"orders"}}, {Name: "us", Present: 3, Total: 3, Entities: []string{"orders"}}}
 			if g.Present != 9 || fmt.Sprint(g.Namespaces) != fmt.Sprint(want) || fmt.Sprint(g.Entities) != "[orders]" {
 				t.Errorf("Timeout: %+v; want 9 present as %v in [orders]", g, want)
 			}
 		case "Bad":
-			want := []dlq.NamespaceCount{{Name: "us", Present: 3, Total: 3}}
+			want := []dlq.NamespaceCount{{Name: "us", Present: 3, Total: 3, Entities: []string{"orders"}}}
 			if g.Present != 3 || fmt.Sprint(g.Namespaces) != fmt.Sprint(want) {
 				t.Errorf("Bad: %+v; want %v", g, want)
 			}

@@ -118,8 +118,8 @@ func TestReplayStaysInItsNamespace(t *testing.T) {
 	// Both namespaces' orders: refused, saying why.
 	_, _, err := e.engine.Submit(ctx, replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{Filter: &dlq.Filter{Entity: "orders"}}})
 	var invalid *replay.InvalidError
-	if !errors.As(err, &invalid) || invalid.Param != "filter" || !strings.Contains(invalid.Msg, "2 namespaces (eu, us)") {
-		t.Fatalf("a selection across namespaces: %v; want a 400 on filter naming both", err)
+	if !errors.As(err, &invalid) || invalid.Param != "filter" || !strings.Contains(invalid.Msg, "2 namespaces (3 in eu, 2 in us)") {
+		t.Fatalf("a selection across namespaces: %v; want a 400 on filter naming both with their counts", err)
 	}
 
 	// eu's dead letters go back to eu's orders, not us's.

@@ -350,8 +350,20 @@ func (e *Engine) planNamespaces(p *Plan, req Request) error {
 		case req.Selection.Entity != "":
 			param = "namespace"
 		}
+		// Each namespace with its count (the summary has them), so that
+		// the caller sees what each job would take.
+		counts := make([]string, len(names))
+		for i, ns := range names {
+			n := 0
+			for _, src := range p.Summary.Sources {
+				if src.Namespace == ns {
+					n += src.Count
+				}
+			}
+			counts[i] = fmt.Sprintf("%d in %s", n, ns)
+		}
 		return &InvalidError{Param: param, Msg: fmt.Sprintf("the selection holds messages of %d namespaces (%s): a job acts on one namespace; "+
-			"select the messages of one (the filter's namespace key does it) and submit a job for each", len(names), strings.Join(names, ", "))}
+			"select the messages of one (the filter's namespace key does it) and submit a job for each", len(names), strings.Join(counts, ", "))}
 	}
 	if len(names) == 1 {
 		p.Namespace = names[0]

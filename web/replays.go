@@ -237,6 +237,15 @@ func (s *Server) replayForm(w http.ResponseWriter, r *http.Request, preview bool
 		}
 	}
 	plan, job, err := s.jobs.Submit(r.Context(), req)
+	if err != nil {
+		// A selection spanning namespaces is refused (a job acts on one):
+		// the page offers each namespace's share instead.
+		split, spans, serr := s.splitByNamespace(r, form, req, err)
+		if serr != nil {
+			return serr
+		}
+		c.Split, c.SplitSpans = split, spans
+	}
 	switch {
 	case err != nil && preview:
 		// The dry run with these options was refused: the selection alone
@@ -434,3 +443,86 @@ func formTransform(f views.ReplayForm) (*replay.Transform, error) {
 	}
 	return &tr, nil
 }
+
+// splitByNamespace is the selection's share in each configured namespace
+// when a refusal (refused) came from a selection spanning several (a job
+// acts on one): a 400 saying so, or the access rules refusing one of them.
+// Each share the identity may view is listed, with the form narrowed to it
+// (the filter's namespace, or the ids there) where it may act; spans is how
+// many namespaces hold some. With no share to offer it returns nil; an error is the
+// catalog's, counting the shares.
+func (s *Server) splitByNamespace(r *http.Request, form views.ReplayForm, req replay.Request, refused error) (shares []views.NamespaceShare, spans int, err error) {
+	var invalid *replay.InvalidError
+	var forbidden *forbiddenError
+	if len(s.namespaces) < 2 || !(errors.As(refused, &invalid) || errors.As(refused, &forbidden)) {
+		return nil, 0, nil
+	}
+	ctx := r.Context()
+	counts := map[string]int64{}
+	ids := map[string][]string{}
+	switch sel := req.Selection; {
+	case sel.Filter != nil:
+		if sel.Filter.Namespace != "" {
+			return nil, 0, nil
+		}
+		for _, ns := range s.namespaces {
+			f := *sel.Filter
+			f.Namespace, f.All = ns, false
+			n, err := s.catalog.CountMessages(ctx, f, 0)
+			if err != nil {
+				return nil, 0, err
+			}
+			counts[ns] = n
+		}
+	case len(sel.IDs) > 0:
+		for chunk := range slices.Chunk(sel.IDs, idChunk) {
+			recs, err := s.catalog.MessagesByID(ctx, chunk, dlq.Filter{})
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, m := range recs {
+				counts[m.Namespace]++
+				ids[m.Namespace] = append(ids[m.Namespace], strconv.FormatInt(m.ID, 10))
+			}
+		}
+	default:
+		return nil, 0, nil
+	}
+	for _, ns := range s.namespaces {
+		if counts[ns] > 0 {
+			spans++
+		}
+	}
+	if spans < 2 {
+		return nil, 0, nil
+	}
+	role := auth.Operator
+	if form.EditJSONSet != "" || form.EditFind != "" {
+		role = auth.Admin // a bulk edit, as replayForm asks
+	}
+	var out []views.NamespaceShare
+	for _, ns := range s.namespaces {
+		if counts[ns] == 0 || !s.roleIn(ctx, ns).Includes(auth.Viewer) {
+			continue
+		}
+		sh := views.NamespaceShare{Namespace: ns, Count: counts[ns]}
+		if s.roleIn(ctx, ns).Includes(role) {
+			f := form
+			if f.AllMatching {
+				f.Filter = append(slices.Clone(form.Filter), views.Param{Name: "namespace", Value: ns})
+				f.Everything, f.ConfirmAll = false, false
+			} else {
+				f.IDs = ids[ns]
+			}
+			sh.Form = &f
+		}
+		out = append(out, sh)
+	}
+	if !slices.ContainsFunc(out, func(sh views.NamespaceShare) bool { return sh.Form != nil }) {
+		return nil, 0, nil // nothing to offer: the refusal alone
+	}
+	return out, spans, nil
+}
+
+// idChunk is how many ids one MessagesByID call takes (the store's bound).
+const idChunk = 1000

@@ -258,8 +258,9 @@ func TestBrowserLayout(t *testing.T) {
 	}
 	noSideScroll(390, "a message of the group")
 	// The demo's two namespaces fail alike, so the group holds messages of
-	// both: its dry run says a job acts on one namespace. The group in one
-	// namespace (the namespace filter) replays.
+	// both: its dry run says a job acts on one namespace, and offers each
+	// namespace's share. Following prod-eu's button, the group in that
+	// namespace replays.
 	replayAll := chromedp.Evaluate(`(() => {
 			document.querySelector('[data-testid="select-matching"]').click();
 			document.querySelector('[data-testid="replay-button"]').click();
@@ -271,8 +272,14 @@ func TestBrowserLayout(t *testing.T) {
 	if !strings.Contains(refusal, "2 namespaces") || !strings.Contains(refusal, "a job acts on one namespace") {
 		t.Errorf("the dry run of a group in both namespaces says %q", refusal)
 	}
-	run("the group in prod-eu", chromedp.Navigate(base+group+"&namespace=prod-eu"), chromedp.WaitVisible(`[data-testid="select-matching"]`, chromedp.ByQuery),
-		replayAll, chromedp.WaitVisible(`[data-testid="confirm-submit"]`, chromedp.ByQuery))
+	var shares int
+	run("each namespace's share", chromedp.Evaluate(`document.querySelectorAll('[data-testid="split-submit"]').length`, &shares))
+	if shares != 2 {
+		t.Errorf("the confirm page of a group in both namespaces offers %d namespaces' shares, want 2", shares)
+	}
+	noSideScroll(390, "the namespace split")
+	run("the group in prod-eu", chromedp.Evaluate(`document.querySelector('[data-testid="split-namespace"][data-namespace="prod-eu"] [data-testid="split-submit"]').click()`, nil),
+		chromedp.WaitVisible(`[data-testid="confirm-submit"]`, chromedp.ByQuery))
 	// The confirm page (the dry run and the form) fits each width too.
 	for _, width := range []int64{390, 768, 1280, 1920} {
 		run(fmt.Sprintf("%d px", width), chromedp.EmulateViewport(width, 844))

@@ -563,17 +563,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		flagged, jobID); err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	j, err := scanJob(tx.StmtContext(ctx, js.job).QueryRowContext(ctx, jobID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
-	}
-	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
-	}
-	return j, nil
+	return s.commitJobRow(tx, op, jobID, tx.StmtContext(ctx, js.job).QueryRowContext(ctx, jobID))
 }
 
 // outcome is what an UPDATE of UpdateItems sets.
@@ -964,7 +954,13 @@ func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record
 // commitJob reads job jobID back inside tx, as the write just left it, and
 // commits: what every job write returns.
 func (s *Store) commitJob(ctx context.Context, tx *sql.Tx, op string, jobID int64) (replay.Job, error) {
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	return s.commitJobRow(tx, op, jobID, tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+}
+
+// commitJobRow is commitJob with the job's row already queried (by a
+// prepared statement, say).
+func (s *Store) commitJobRow(tx *sql.Tx, op string, jobID int64, row *sql.Row) (replay.Job, error) {
+	j, err := scanJob(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}

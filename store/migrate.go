@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"io/fs"
@@ -123,15 +124,7 @@ func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duratio
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return nil, s.wrap("apply migration "+m.name, err, busy)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.version, m.name, s.nowMillis()); err != nil {
-		return nil, s.wrap("record migration "+m.name, err, busy)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("commit migration "+m.name, err, busy)
-	}
-	return &m, nil
+	return s.recordMigration(ctx, tx, m, busy)
 }
 
 // Version returns the schema version recorded in the database.
@@ -198,6 +191,11 @@ func (s *Store) applyWithoutForeignKeys(ctx context.Context, ms []migration, bus
 	if bad {
 		return nil, fmt.Errorf("migration %s: it would break a foreign key; the database is unchanged", m.name)
 	}
+	return s.recordMigration(ctx, tx, m, busy)
+}
+
+// recordMigration records m as applied in tx and commits it.
+func (s *Store) recordMigration(ctx context.Context, tx *sql.Tx, m migration, busy time.Duration) (*migration, error) {
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 		m.version, m.name, s.nowMillis()); err != nil {

@@ -229,7 +229,7 @@ func namespaceConfigs(cfg Config) ([]NamespaceConfig, error) {
 	}
 	seen := map[string]bool{}
 	for i, n := range cfg.Namespaces {
-		if !validName(n.Name) {
+		if !ValidNamespaceName(n.Name) {
 			return nil, fmt.Errorf("emulator configuration: namespace %d: name %q must be a DNS label (letters, digits and hyphens, at most 63)", i+1, n.Name)
 		}
 		if seen[strings.ToLower(n.Name)] {
@@ -240,7 +240,9 @@ func namespaceConfigs(cfg Config) ([]NamespaceConfig, error) {
 	return cfg.Namespaces, nil
 }
 
-func validName(s string) bool {
+// ValidNamespaceName says whether s can name a namespace: a DNS label
+// (letters, digits and hyphens, at most 63, no hyphen at either end).
+func ValidNamespaceName(s string) bool {
 	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}

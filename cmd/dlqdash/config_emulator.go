@@ -149,7 +149,7 @@ func parseNamespaceSpec(spec string, i int, amqpAddr, adminAddr string) (Emulato
 			return n, fmt.Errorf("unknown key %q (keys: name, amqp, admin, config)", k)
 		}
 	}
-	if !dnsLabel(n.Name) {
+	if !emulator.ValidNamespaceName(n.Name) {
 		return n, fmt.Errorf("the name must be a DNS label such as prod-eu (letters, digits, hyphens), got %q", n.Name)
 	}
 	var err error
@@ -170,18 +170,6 @@ func parseNamespaceSpec(spec string, i int, amqpAddr, adminAddr string) (Emulato
 		return n, fmt.Errorf("admin: %w", err)
 	}
 	return n, nil
-}
-
-func dnsLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // shiftPort is addr with its port plus i (port 0 stays 0: a free port).

@@ -174,7 +174,7 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 			c.drivers = append(c.drivers, driver{index: "messages_by_entity", rows: n})
 		} else {
 			// Rarely driven by the entity index: its order is per entity.
-			c.and("m.entity_id IN (SELECT value FROM json_each(?))", jsonIDs(ids))
+			c.and("m.entity_id IN (SELECT value FROM json_each(?))", idList(ids))
 		}
 	} else if f.Namespace != "" {
 		c.and("m.entity_id IN (SELECT id FROM entities WHERE namespace = ?)", f.Namespace)
@@ -700,17 +700,4 @@ func namespaceKnown(ctx context.Context, db queryer, ns string) (bool, error) {
 	var known bool
 	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM entities WHERE namespace = ?)`, ns).Scan(&known)
 	return known, err
-}
-
-// jsonIDs is ids as a JSON array, for json_each.
-func jsonIDs(ids []int64) string {
-	b := make([]byte, 0, 8*len(ids))
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, id, 10)
-	}
-	return string(append(b, ']'))
 }

@@ -252,7 +252,7 @@ func TestBrowserLayout(t *testing.T) {
 	noSideScroll(390, group)
 	var body string
 	run("read a message", chromedp.Evaluate(`document.querySelector('[data-testid="message-link"]').click()`, nil),
-		chromedp.WaitVisible(`[data-testid="body-text"]`, chromedp.ByQuery), chromedp.Text(`[data-testid="body-text"]`, &body, chromedp.ByQuery))
+		chromedp.WaitVisible(`[data-testid="body-text"]`, chromedp.ByQuery), liveText(`[data-testid="body-text"]`, &body))
 	if strings.TrimSpace(body) == "" {
 		t.Error("the message's body is empty")
 	}
@@ -268,7 +268,7 @@ func TestBrowserLayout(t *testing.T) {
 	var refusal string
 	run("back to the group", chromedp.Navigate(base+group), chromedp.WaitVisible(`[data-testid="select-matching"]`, chromedp.ByQuery),
 		replayAll, chromedp.WaitVisible(`[data-testid="confirm-error"]`, chromedp.ByQuery),
-		chromedp.Text(`[data-testid="confirm-error"]`, &refusal, chromedp.ByQuery))
+		liveText(`[data-testid="confirm-error"]`, &refusal))
 	if !strings.Contains(refusal, "2 namespaces") || !strings.Contains(refusal, "a job acts on one namespace") {
 		t.Errorf("the dry run of a group in both namespaces says %q", refusal)
 	}

@@ -31,14 +31,14 @@ func TestBrowserLiveCapShowsTheReason(t *testing.T) {
 	var status string
 	if err := chromedp.Run(second, chromedp.Navigate(url),
 		chromedp.WaitVisible(`[data-testid=live-status][data-state=refused]`, chromedp.ByQuery),
-		chromedp.Text(`[data-testid=live-status]`, &status, chromedp.ByQuery)); err != nil {
+		liveText(`[data-testid=live-status]`, &status)); err != nil {
 		t.Fatalf("second page: %v", err)
 	}
 	if !strings.Contains(status, "live pages open") {
 		t.Errorf("the refused page says %q, want the server's reason", status)
 	}
 	var title string
-	if err := chromedp.Run(second, chromedp.Text(`h1`, &title, chromedp.ByQuery)); err != nil || title == "" {
+	if err := chromedp.Run(second, liveText(`h1`, &title)); err != nil || title == "" {
 		t.Errorf("the refused page does not render: %q %v", title, err)
 	}
 }

@@ -87,7 +87,7 @@ func TestBrowserReplay(t *testing.T) {
 	text := func(sel string) string {
 		t.Helper()
 		var s string
-		run("read "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
+		run("read "+sel, liveText(sel, &s))
 		return strings.TrimSpace(s)
 	}
 

@@ -169,7 +169,7 @@ func TestBrowserTriage(t *testing.T) {
 	run("overview", chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(`[data-testid="entity-row"][data-entity="queue.1"]`),
 		chromedp.Poll(`document.querySelector('[data-testid="dead-letter-total"]').textContent.trim() === "3"`, nil),
-		chromedp.Text(`[data-testid="dead-letter-total"]`, &deadLetters))
+		liveText(`[data-testid="dead-letter-total"]`, &deadLetters))
 	noXSS("overview")
 
 	// Drill into the failure group and a message. Clicks are script clicks:
@@ -181,7 +181,7 @@ func TestBrowserTriage(t *testing.T) {
 	}
 	var body string
 	run("open a message", chromedp.Evaluate(`document.querySelector('[data-testid="message-row"] [data-testid="message-link"]').click()`, nil),
-		chromedp.WaitVisible(`[data-testid="body"]`), chromedp.Text(`[data-testid="body"]`, &body))
+		chromedp.WaitVisible(`[data-testid="body"]`), liveText(`[data-testid="body"]`, &body))
 	if !strings.Contains(body, `"order"`) {
 		t.Errorf("message body = %q, want the JSON", body)
 	}
@@ -191,7 +191,7 @@ func TestBrowserTriage(t *testing.T) {
 	run("the XSS message", chromedp.Navigate(base+"/messages?q=zanzibar"), chromedp.WaitVisible(`[data-testid="message-row"]`),
 		chromedp.Evaluate(`document.querySelector('[data-testid="message-row"] [data-testid="message-link"]').click()`, nil), chromedp.WaitVisible(`[data-testid="body"]`))
 	var text string
-	run("read the page", chromedp.Text(`main`, &text))
+	run("read the page", liveText(`main`, &text))
 	if !strings.Contains(text, "<script>window.__xss=1;alert(2)</script>") {
 		t.Errorf("the XSS payload is not shown as text:\n%s", text)
 	}
@@ -279,4 +279,30 @@ func TestBrowserTriage(t *testing.T) {
 		t.Error("the page reloaded instead of catching up")
 	}
 	noXSS("end")
+}
+
+// liveText reads the visible text (innerText, as chromedp.Text) of the first node matching sel in one script
+// turn, waiting until there is one. chromedp.Text finds the node, then
+// asks for its text in a second round trip; on a page the live script
+// re-renders (a resync replaces whole sections) the node can be gone in
+// between ("No node with given id found"). One turn cannot race that.
+func liveText(sel string, out *string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.innerText : null })()`, sel)
+		for {
+			var got *string
+			if err := chromedp.Evaluate(js, &got).Do(ctx); err != nil {
+				return err
+			}
+			if got != nil {
+				*out = *got
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no %s on the page: %w", sel, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
 }

@@ -117,8 +117,8 @@ func TestBrowserSignIn(t *testing.T) {
 	var who, role, loc string
 	run("sign in", chromedp.Navigate(base+"/groups"),
 		chromedp.WaitVisible(`[data-testid="user-name"]`),
-		chromedp.Text(`[data-testid="user-name"]`, &who),
-		chromedp.Text(`[data-testid="user-role"]`, &role),
+		liveText(`[data-testid="user-name"]`, &who),
+		liveText(`[data-testid="user-role"]`, &role),
 		chromedp.Location(&loc))
 	if who != "alice" || role != "(operator)" || loc != base+"/groups" {
 		t.Errorf("signed in as %q %q at %s", who, role, loc)

@@ -96,8 +96,10 @@ func (c *termCatalog) RecordDepth(context.Context, string, dlq.Counts, time.Time
 	return c.write()
 }
 func (c *termCatalog) PruneGone(context.Context, time.Time, int) (int, error) { return 0, c.write() }
-func (c *termCatalog) MergeSearchIndex(context.Context, int) (bool, error)   { return false, nil }
-func (c *termCatalog) LastSuccess(ctx context.Context) (*time.Time, error)   { return c.w.lastSuccess(ctx) }
+func (c *termCatalog) MergeSearchIndex(context.Context, int) (bool, error)    { return false, nil }
+func (c *termCatalog) LastSuccess(ctx context.Context) (*time.Time, error) {
+	return c.w.lastSuccess(ctx)
+}
 
 // handLeases is a lease the test hands out and takes back: Run waits for a
 // grant, leads until it is revoked, and waits for the next.

@@ -150,8 +150,11 @@ func TestCatalogRefusesWritesOutsideATerm(t *testing.T) {
 	leases := newHandLeases()
 	var cat dlq.Catalog
 	cluster.NewIngester(cluster.IngesterConfig{Namespace: "prod", Self: "a", Leases: leases,
-		Catalog:     func(string, int64) dlq.Catalog { return &termCatalog{w: w} },
-		New:         func(c dlq.Catalog) *dlq.Ingester { cat = c; return dlq.New(dlq.Config{Broker: emptyBroker{}, Catalog: c}) },
+		Catalog: func(string, int64) dlq.Catalog { return &termCatalog{w: w} },
+		New: func(c dlq.Catalog) *dlq.Ingester {
+			cat = c
+			return dlq.New(dlq.Config{Broker: emptyBroker{}, Catalog: c})
+		},
 		LastSuccess: w.lastSuccess})
 	if _, err := cat.SyncEntities(t.Context(), nil, time.Now()); !errors.Is(err, cluster.ErrNotIngesting) {
 		t.Errorf("a write outside a term: %v, want ErrNotIngesting", err)

@@ -86,7 +86,7 @@ func (c *pgCatalog) RecordDepth(context.Context, string, dlq.Counts, time.Time) 
 	return nil
 }
 func (c *pgCatalog) PruneGone(context.Context, time.Time, int) (int, error) { return 0, nil }
-func (c *pgCatalog) MergeSearchIndex(context.Context, int) (bool, error)   { return false, nil }
+func (c *pgCatalog) MergeSearchIndex(context.Context, int) (bool, error)    { return false, nil }
 func (c *pgCatalog) LastSuccess(ctx context.Context) (*time.Time, error) {
 	return lastSuccess(ctx, c.db, c.namespace)
 }

@@ -97,6 +97,10 @@ type HubConfig struct {
 	// Nil: no other replica (SQLite).
 	Remote      <-chan struct{}
 	RemoteEvery time.Duration
+	// Published, when set, is called after every Publish (a change made
+	// here, committed): serve tells the other replicas with it
+	// (cluster.Notifier). It must not block.
+	Published func()
 }
 
 // Hub fans the catalog's changes out to the websocket connections of open
@@ -195,6 +199,11 @@ func (h *Hub) Publish(c dlq.Change) {
 	default:
 		h.dropped.Add(1)
 		h.overflow.Store(true)
+	}
+	if h.cfg.Published != nil && c.Kind != dlq.ChangeFreshness {
+		// Freshness is this replica's own view, not a change to the
+		// tables.
+		h.cfg.Published()
 	}
 }
 

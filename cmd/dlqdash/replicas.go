@@ -64,6 +64,12 @@ func openReplicas(st *store.Store, id string, logger *slog.Logger) *replicas {
 	if !ok {
 		return r
 	}
+	return sharedReplicas(st, shared, pool, id, logger)
+}
+
+// sharedReplicas is a replica among others on the database of pool.
+func sharedReplicas(st replay.Store, shared sharedStore, pool *pgxpool.Pool, id string, logger *slog.Logger) *replicas {
+	r := &replicas{id: id}
 	logger = logger.With("component", "replicas", "replica", id)
 	r.leases = &cluster.Postgres{DB: pool, ID: id, Logger: logger}
 	r.catalog = func(ns, lease string, term int64) dlq.Catalog {

@@ -185,16 +185,16 @@ func (e *Engine) heartbeat(ctx context.Context) {
 // process that answered them. The store has the status; this reads it.
 func (e *Engine) followStatus(ctx context.Context) {
 	e.mu.Lock()
-	runs := make([]*run, 0, len(e.runs))
-	for _, r := range e.runs {
-		runs = append(runs, r)
+	runs := make(map[int64]*run, len(e.runs)) // by job id: r.job is its run's own
+	for id, r := range e.runs {
+		runs[id] = r
 	}
 	e.mu.Unlock()
-	for _, r := range runs {
+	for id, r := range runs {
 		if r.stopping() != stopNone {
 			continue
 		}
-		j, err := e.cfg.Store.Job(ctx, r.job.ID)
+		j, err := e.cfg.Store.Job(ctx, id)
 		if err != nil {
 			continue
 		}

@@ -252,3 +252,52 @@ func TestClaimedJobPausedAndResumedFromAnotherReplica(t *testing.T) {
 		t.Errorf("claims A %+v B %+v: want the job claimed again after the resume", a.claims(), b.claims())
 	}
 }
+
+// A replica that is alive but whose claim was adopted by another (its
+// heartbeats were late) stops the job's run as soon as its heartbeat no
+// longer lists the job, writing nothing more; when the job is claimable
+// again it claims it back, adopting it, and the job finishes with every
+// message replayed once.
+func TestClaimLostStopsTheRun(t *testing.T) {
+	const n = 200
+	e := claimEnv(t, n)
+	table := &claimTable{st: e.st, stale: time.Second, rows: map[int64]*claimRow{}}
+	a := table.replica("replica-a")
+	e.claimEngine(a)
+	ctx := audit.WithActor(t.Context(), "tester")
+	_, job, err := e.engine.Submit(ctx, replay.Request{Action: replay.ActionReplay, RatePerSecond: 40,
+		Selection: replay.Selection{Filter: &dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replica A to make progress", time.Minute, func() bool {
+		j, _ := e.st.Job(t.Context(), job.ID)
+		return j.Counts.Completed >= 20
+	})
+	// Another replica ("ghost") adopted it and heart-beats it.
+	table.mu.Lock()
+	r := table.rows[job.ID]
+	r.holder, r.term, r.beat = "ghost", r.term+1, time.Now().Add(time.Hour)
+	table.mu.Unlock()
+	time.Sleep(2 * time.Second) // a heartbeat (100 ms) and the batch in flight
+	one, _ := e.st.Job(t.Context(), job.ID)
+	time.Sleep(2 * time.Second)
+	two, _ := e.st.Job(t.Context(), job.ID)
+	if one.Counts != two.Counts || two.Status.Finished() {
+		t.Fatalf("replica A kept working a job it lost: %+v then %+v", one.Counts, two.Counts)
+	}
+	// The ghost falls silent: A adopts the job back and finishes it.
+	table.mu.Lock()
+	r.beat = time.Now().Add(-time.Hour)
+	table.mu.Unlock()
+	j := e.finished(job.ID, 2*time.Minute)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != n || j.Flagged != 0 {
+		t.Fatalf("job %+v flagged %d, want %d completed, none flagged", j, j.Flagged, n)
+	}
+	claims := a.claims()
+	if last := claims[len(claims)-1]; len(claims) != 2 || last.AdoptedFrom != "ghost" || last.Term != 3 {
+		t.Errorf("replica A's claims %+v, want the job claimed, then adopted back from ghost at term 3", claims)
+	}
+	checkSet(t, "copies in orders", brokerOriginals(t, e.ns, "orders", true), msgIDs(n, func(int) bool { return true }))
+	t.Logf("replica A stopped at %d of %d when its claim was taken, and finished after adopting it back", two.Counts.Completed, n)
+}

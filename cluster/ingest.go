@@ -39,7 +39,13 @@ type IngesterConfig struct {
 	// CheckEvery is how often a replica that does not ingest reads the
 	// lease's holder and the last success; 0 means 1 s.
 	CheckEvery time.Duration
-	Logger     *slog.Logger
+	// Publish, when set, receives the namespace's freshness
+	// (dlq.ChangeFreshness) whenever it changes while another replica
+	// ingests, as the ingester publishes its own where it runs: the open
+	// pages' freshness panel turns when the ingesting replica stops
+	// reading. It must not block.
+	Publish func(dlq.Change)
+	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -62,6 +68,9 @@ type Ingester struct {
 	known   bool   // holder and last were read at least once
 	last    *time.Time
 	readErr error
+	// published is the follower's freshness last published (follow's
+	// goroutine only).
+	published *dlq.Status
 }
 
 // NewIngester builds the ingester of cfg.Namespace; Run starts it.
@@ -143,6 +152,9 @@ func (g *Ingester) follow(ctx context.Context) {
 				g.holder, g.last, g.known, g.readErr = holder, last, true, nil
 			}
 			g.mu.Unlock()
+			g.publishFollower()
+		} else {
+			g.published = nil // the ingester publishes its own
 		}
 		select {
 		case <-ctx.Done():
@@ -150,6 +162,29 @@ func (g *Ingester) follow(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// publishFollower publishes the follower's status when a page would show
+// it differently from the last one published.
+func (g *Ingester) publishFollower() {
+	if g.cfg.Publish == nil || g.leading.Load() {
+		return
+	}
+	st := g.Status()
+	if p := g.published; p != nil && p.Healthy == st.Healthy && p.Error == st.Error && p.Replica == st.Replica &&
+		(st.Healthy || sameTime(p.LastSuccessAt, st.LastSuccessAt)) {
+		return
+	}
+	g.published = &st
+	c := st
+	g.cfg.Publish(dlq.Change{Kind: dlq.ChangeFreshness, Namespace: g.cfg.Namespace, Status: &c, At: g.cfg.Now()})
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
 
 // Status is the namespace's freshness: where this replica ingests, the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,36 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 // newGated is a namespace "prod" ingested by replica "a" only while leases
 // lets it, each term writing through a catalog that carries the term.
 func newGated(leases cluster.Leases, w *writes) (*cluster.Ingester, *[]int64) {
+	g, opened, _ := newGatedPublishing(leases, w)
+	return g, opened
+}
+
+// published collects the freshness changes a gated ingester publishes.
+type published struct {
+	mu  sync.Mutex
+	all []dlq.Status
+}
+
+func (p *published) add(c dlq.Change) {
+	if c.Kind != dlq.ChangeFreshness || c.Status == nil {
+		return
+	}
+	p.mu.Lock()
+	p.all = append(p.all, *c.Status)
+	p.mu.Unlock()
+}
+
+func (p *published) last() (dlq.Status, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.all) == 0 {
+		return dlq.Status{}, 0
+	}
+	return p.all[len(p.all)-1], len(p.all)
+}
+
+func newGatedPublishing(leases cluster.Leases, w *writes) (*cluster.Ingester, *[]int64, *published) {
+	pub := &published{}
 	var opened []int64
 	g := cluster.NewIngester(cluster.IngesterConfig{
 		Namespace: "prod",
@@ -43,8 +74,9 @@ func newGated(leases cluster.Leases, w *writes) (*cluster.Ingester, *[]int64) {
 		LastSuccess: w.lastSuccess,
 		Stale:       time.Second,
 		CheckEvery:  20 * time.Millisecond,
+		Publish:     pub.add,
 	})
-	return g, &opened
+	return g, &opened, pub
 }
 
 // The ingester runs only while its replica holds the namespace's lease:
@@ -56,7 +88,7 @@ func TestIngesterRunsOnlyWhileHoldingTheLease(t *testing.T) {
 	w := newWrites()
 	leases := newHandLeases()
 	leases.setHolder("b")
-	g, opened := newGated(leases, w)
+	g, opened, pub := newGatedPublishing(leases, w)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -72,6 +104,12 @@ func TestIngesterRunsOnlyWhileHoldingTheLease(t *testing.T) {
 	waitFor(t, 5*time.Second, "the follower's status", func() bool { return g.Status().Replica == "b" })
 	if st := g.Status(); st.Healthy || !strings.Contains(st.Error, "replica b ingests it") {
 		t.Errorf("status while b ingests and never read: %+v", st)
+	}
+	// ... and the open pages hear it once (it does not change).
+	waitFor(t, 5*time.Second, "the follower's freshness published", func() bool { _, n := pub.last(); return n > 0 })
+	time.Sleep(100 * time.Millisecond)
+	if st, n := pub.last(); n != 1 || st.Healthy || st.Replica != "b" {
+		t.Errorf("published %d freshness changes, the last %+v; want one, unhealthy, naming b", n, st)
 	}
 	time.Sleep(100 * time.Millisecond)
 	if by, _ := w.counts(); len(by) != 0 || g.Leading() {
@@ -107,6 +145,13 @@ func TestIngesterRunsOnlyWhileHoldingTheLease(t *testing.T) {
 	waitFor(t, 5*time.Second, "the follower's healthy status", func() bool {
 		st := g.Status()
 		return st.Healthy && st.Replica == "b"
+	})
+	waitFor(t, 5*time.Second, "the healthy freshness published", func() bool { st, _ := pub.last(); return st.Healthy && st.Replica == "b" })
+	// b stops reading: past Stale, the pages hear that the namespace is
+	// stale, naming b.
+	waitFor(t, 5*time.Second, "the stale freshness published", func() bool {
+		st, _ := pub.last()
+		return !st.Healthy && strings.Contains(st.Error, "replica b ingests it")
 	})
 
 	// Term 3 comes back to a: its writes carry term 3.

@@ -113,6 +113,7 @@ func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger)
 				},
 				LastSuccess: st.Namespace(ns.name).LastSuccess,
 				Stale:       max(3*cfg.Poll, 5*time.Second), // the ingester's own (dlq.Config.Stale)
+				Publish:     publish,
 				Logger:      logger,
 			})
 			statuses = append(statuses, ing)

@@ -95,6 +95,11 @@ func auditWhere(f audit.Filter) ([]string, []any) {
 		where = append(where, "("+ns+" IS NULL OR "+ns+" IN (SELECT value FROM json_each(?)))")
 		args = append(args, string(names))
 	}
+	if f.Job != "" {
+		// The actions index (0017) knows each entry's job.
+		where = append(where, "seq IN (SELECT e.seq FROM audit_actions a JOIN audit_action_entries e ON e.action_id = a.id WHERE a.job_id = ?)")
+		args = append(args, f.Job)
+	}
 	return where, args
 }
 

@@ -39,3 +39,37 @@ func GroupedAction(a string) bool {
 	}
 	return false
 }
+
+// Part is what an entry tells of its action: the job its params name
+// (job_id), their namespace and destination_namespace ("" for none, or for
+// a value that is not a string), and the key its action is grouped by: ""
+// for an action of its own, otherwise the same for every entry of one
+// job's GroupedAction with the same outcome and actor.
+type Part struct {
+	JobID, Namespace, DestinationNamespace string
+	GroupKey                               string
+}
+
+// Describe is e's Part. Params that are not a JSON object name nothing.
+func Describe(e Entry) Part {
+	var p struct {
+		JobID                json.RawMessage `json:"job_id"`
+		Namespace            json.RawMessage `json:"namespace"`
+		DestinationNamespace json.RawMessage `json:"destination_namespace"`
+	}
+	if json.Unmarshal(e.Params, &p) != nil {
+		return Part{}
+	}
+	text := func(raw json.RawMessage) string {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		return s
+	}
+	out := Part{JobID: text(p.JobID), Namespace: text(p.Namespace), DestinationNamespace: text(p.DestinationNamespace)}
+	if out.JobID != "" && GroupedAction(e.Action) {
+		out.GroupKey = "job:" + out.JobID + ":" + e.Action + ":" + e.Outcome + ":" + e.Actor
+	}
+	return out
+}

@@ -56,6 +56,9 @@ func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastH
 		e.Seq, e.At.UnixMilli(), e.Actor, e.Action, string(e.Params), string(idsJSON), e.Outcome, e.PrevHash, e.Hash); err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
+	if err := indexAuditAction(ctx, tx, e); err != nil {
+		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+	}
 	if err := tx.Commit(); err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}

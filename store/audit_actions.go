@@ -20,6 +20,40 @@ const auditActionColumns = "a.id, a.last_seq, a.first_at, a.last_at, a.actor, a.
 
 const auditActionCursorPrefix = "g1."
 
+// indexAuditAction records e, just appended in tx, in its action
+// (0017_audit_actions): a new action, or the one its GroupKey names grown.
+// An id already taken (an entry appended again by hand after its removal)
+// leaves the index as it is.
+func indexAuditAction(ctx context.Context, tx *sql.Tx, e audit.Entry) error {
+	p := audit.Describe(e)
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO audit_actions (id, group_key, last_seq, first_at, last_at, actor, action, outcome,
+			job_id, namespace, destination_namespace, entries, messages)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+		ON CONFLICT (group_key) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at,
+			entries = entries + 1, messages = messages + excluded.messages
+		ON CONFLICT DO NOTHING
+		RETURNING id`,
+		e.Seq, null(p.GroupKey), e.Seq, e.At.UnixMilli(), e.At.UnixMilli(), e.Actor, e.Action, e.Outcome,
+		null(p.JobID), null(p.Namespace), null(p.DestinationNamespace), len(e.MessageIDs)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("index audit entry %d: %w", e.Seq, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO audit_action_entries (action_id, seq) VALUES (?, ?)`, id, e.Seq); err != nil {
+		return fmt.Errorf("index audit entry %d: %w", e.Seq, err)
+	}
+	return nil
+}
+
 // auditActionWhere is f as SQL conditions on audit_actions (a). An action's
 // actor, action, job and namespaces are those of each of its entries; the
 // time range keeps the actions with an entry in it (first_at before until,

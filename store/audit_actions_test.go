@@ -239,7 +239,7 @@ func TestAuditActionsBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqlText := ms[16].sql
-	i := indexOf(sqlText, "-- The trail kept so far.")
+	i := indexOf(sqlText, "CREATE VIEW audit_log_index")
 	if i < 0 {
 		t.Fatal("0017 has no backfill")
 	}

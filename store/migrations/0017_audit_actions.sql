@@ -9,10 +9,12 @@
 -- (group_key NULL). An action's id is the seq of its first entry;
 -- audit_action_entries lists its entries.
 --
--- Both tables are derived, read-side only: the trigger fills them as
--- entries are appended, and audit_log (the hash chain) is not touched. A
--- tampered entry whose params or message_ids are not JSON is still
--- indexed, naming no job or namespace and no messages.
+-- Both tables are derived, read-side only: the store fills them in the
+-- transaction that appends each entry (store/audit_actions.go, with
+-- audit.Describe: the same rules as the view below, which indexes the trail
+-- kept so far), and audit_log (the hash chain) is not touched. A tampered
+-- entry whose params or message_ids are not JSON is still indexed, naming
+-- no job or namespace and no messages.
 CREATE TABLE audit_actions (
     id                    INTEGER PRIMARY KEY, -- the seq of its first entry
     group_key             TEXT UNIQUE,         -- NULL: an action of one entry
@@ -42,8 +44,8 @@ CREATE TABLE audit_action_entries (
     PRIMARY KEY (action_id, seq)
 ) STRICT, WITHOUT ROWID;
 
--- audit_log_index is each entry's part of an action, as the trigger and
--- the backfill below read it.
+-- audit_log_index is each entry's part of an action, as the backfill below
+-- reads it (audit.Describe is the same in Go).
 CREATE VIEW audit_log_index AS
 SELECT seq, at, actor, action, outcome, job_id, namespace, destination_namespace, messages,
        CASE WHEN job_id IS NOT NULL AND action IN ('replay', 'discard', 'deferred_resolved',
@@ -52,7 +54,7 @@ SELECT seq, at, actor, action, outcome, job_id, namespace, destination_namespace
        END AS group_key
 FROM (SELECT seq, at, actor, action, outcome,
              CASE WHEN json_valid(params) AND json_type(params, '$.job_id') = 'text'
-                  THEN json_extract(params, '$.job_id') END AS job_id,
+                  THEN nullif(json_extract(params, '$.job_id'), '') END AS job_id,
              CASE WHEN json_valid(params) AND json_type(params, '$.namespace') = 'text'
                   THEN nullif(json_extract(params, '$.namespace'), '') END AS namespace,
              CASE WHEN json_valid(params) AND json_type(params, '$.destination_namespace') = 'text'
@@ -60,26 +62,6 @@ FROM (SELECT seq, at, actor, action, outcome,
              CASE WHEN json_valid(message_ids) AND json_type(message_ids) = 'array'
                   THEN json_array_length(message_ids) ELSE 0 END AS messages
       FROM audit_log);
-
-CREATE TRIGGER audit_log_actions AFTER INSERT ON audit_log
-BEGIN
-    INSERT INTO audit_actions (id, group_key, last_seq, first_at, last_at, actor, action, outcome,
-                               job_id, namespace, destination_namespace, entries, messages)
-    SELECT seq, group_key, seq, at, at, actor, action, outcome,
-           job_id, namespace, destination_namespace, 1, messages
-    FROM audit_log_index WHERE seq = NEW.seq
-    ON CONFLICT (group_key) DO UPDATE SET
-        last_seq = excluded.last_seq,
-        last_at  = excluded.last_at,
-        entries  = entries + 1,
-        messages = messages + excluded.messages
-    ON CONFLICT DO NOTHING; -- an id taken: a seq inserted again by hand
-
-    INSERT OR IGNORE INTO audit_action_entries (action_id, seq)
-    SELECT coalesce((SELECT id FROM audit_actions
-                     WHERE group_key = (SELECT group_key FROM audit_log_index WHERE seq = NEW.seq)), NEW.seq),
-           NEW.seq;
-END;
 
 -- The trail kept so far.
 INSERT INTO audit_actions (id, group_key, last_seq, first_at, last_at, actor, action, outcome,
@@ -92,3 +74,5 @@ GROUP BY coalesce(group_key, 'seq:' || seq);
 INSERT INTO audit_action_entries (action_id, seq)
 SELECT coalesce(a.id, l.seq), l.seq
 FROM audit_log_index l LEFT JOIN audit_actions a ON a.group_key = l.group_key;
+
+DROP VIEW audit_log_index;

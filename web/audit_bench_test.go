@@ -215,4 +215,3 @@ func (w *bodyWriter) Write(p []byte) (int, error) {
 	w.body = append(w.body, p...)
 	return w.countingWriter.Write(p)
 }
-

@@ -41,6 +41,7 @@ func (s *Server) routeTable() []route {
 		{"POST /jobs/{id}/resume", operator, s.handle(s.controlJobPage(Jobs.Resume))},
 		{"POST /jobs/{id}/cancel", operator, s.handle(s.controlJobPage(Jobs.Cancel))},
 		{"GET /audit", viewer, s.handle(s.listAuditPage)},
+		{"GET /audit/actions/{id}", viewer, s.handle(s.showAuditActionPage)},
 
 		// Sign-in and sign-out (signin.go).
 		{"GET /login", public, s.handle(s.startSignIn)},
@@ -68,6 +69,9 @@ func (s *Server) routeTable() []route {
 		{"POST /api/v1/jobs/{id}/resume", operator, s.api(s.controlJob(Jobs.Resume))},
 		{"POST /api/v1/jobs/{id}/cancel", operator, s.api(s.controlJob(Jobs.Cancel))},
 		{"GET /api/v1/audit", viewer, s.api(s.listAudit)},
+		{"GET /api/v1/audit/actions", viewer, s.api(s.listAuditActions)},
+		{"GET /api/v1/audit/actions/{id}/messages", viewer, s.api(s.listAuditActionMessages)},
+		{"GET /api/v1/audit/export", viewer, s.api(s.exportAudit)},
 		{"/api/", viewer, s.api(s.apiNotFound)},
 
 		// Anything else is a 404 page.

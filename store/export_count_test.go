@@ -1,0 +1,9 @@
+package store
+
+// SearchDriveMaxForTest sets how many search hits a count may read by id
+// (0: never, so the count walks the list's plan), until restore runs.
+func SearchDriveMaxForTest(n int64) (restore func()) {
+	old := searchDriveMax
+	searchDriveMax = n
+	return func() { searchDriveMax = old }
+}

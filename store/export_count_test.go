@@ -1,7 +1,8 @@
 package store
 
 // SearchDriveMaxForTest sets how many search hits a count may read by id
-// (0: never, so the count walks the list's plan), until restore runs.
+// (0: never, so the count walks the list's plan; -1: always, whatever the
+// costs), until restore runs.
 func SearchDriveMaxForTest(n int64) (restore func()) {
 	old := searchDriveMax
 	searchDriveMax = n

@@ -26,8 +26,14 @@ func (s *Store) CountMessages(ctx context.Context, f dlq.Filter, max int64) (int
 	// Planned as the list page it goes with (a page of DefaultListLimit):
 	// for a common word, a plan made for max rows collects every hit of the
 	// search first, which took three times as long as walking the page's
-	// index until max matches.
-	p, err := s.planList(ctx, f, DefaultListLimit)
+	// index until max matches. A search countSearchHits declined is one
+	// whose other filters keep few rows: planned for max rows, it collects
+	// the hits once instead of asking the search index about each row.
+	limit := DefaultListLimit
+	if strings.TrimSpace(f.Query) != "" && max > 0 {
+		limit = int(min(max, MaxListLimit*100))
+	}
+	p, err := s.planList(ctx, f, limit)
 	if err != nil {
 		return 0, fmt.Errorf("count messages: %w", err)
 	}
@@ -47,18 +53,24 @@ func (s *Store) CountMessages(ctx context.Context, f dlq.Filter, max int64) (int
 	return n, nil
 }
 
-// searchDriveMax bounds the search hits a count reads row by row: beyond
-// it, walking the filter's own index is cheaper.
-var searchDriveMax int64 = 40_000
+// searchDriveMax bounds the search hits a count reads (and counts, to
+// decide): beyond it, walking the filter's own index is cheaper.
+var searchDriveMax int64 = 100_000
+
+// costDrive is the cost of reading one search hit's row by id, in the
+// units of the list planner's costs (microseconds at a million: 1.2 for
+// hits close together, 6 for hits spread over the catalog).
+const costDrive = 3
 
 // countSearchHits counts a search's matches, up to max, by reading its
 // hits from the search index and each hit's row by id, stopping at max
 // matches: for a search only (or with filters most hits pass), max rows
 // read by id instead of an index walk that asks the search index about
 // every row (450 µs each at a million) or collects every hit first. It
-// declines (ok false) when the hits it would read, about max divided by
-// the share of the catalog the other filters keep, or all the hits if
-// fewer, are more than searchDriveMax.
+// declines (ok false) when walking the filter's narrowest index against
+// the collected hits is cheaper: the hits it would read are about max
+// divided by the share of the catalog the other filters keep, or all the
+// hits if fewer.
 func (s *Store) countSearchHits(ctx context.Context, f dlq.Filter, max int64) (n int64, ok bool, err error) {
 	c, err := compileFilter(ctx, s.reader, f)
 	if err != nil {
@@ -72,19 +84,28 @@ func (s *Store) countSearchHits(ctx context.Context, f dlq.Filter, max int64) (n
 		return 0, false, err
 	}
 	total = max64(total, 1)
-	keep := float64(1) // the share of the catalog the other filters keep
-	for _, d := range c.drivers {
-		keep = min(keep, float64(d.rows)/float64(total))
+	d := total // the rows of the narrowest index the filters have
+	for _, dr := range c.drivers {
+		d = min(d, max64(dr.rows, 1))
 	}
-	hits, err := s.ftsCount(ctx, c.query, searchDriveMax+1)
+	always := searchDriveMax < 0 // tests: always read the hits
+	hits, err := s.ftsCount(ctx, c.query, max64(searchDriveMax+1, 0))
+	if always {
+		hits, err = s.ftsCount(ctx, c.query, total)
+	}
 	if err != nil {
 		return 0, false, err
 	}
-	read := float64(hits)
-	if keep > 0 {
-		read = min(read, float64(max)/keep)
+	if hits == 0 {
+		return 0, true, nil
 	}
-	if hits > searchDriveMax && read > float64(searchDriveMax) {
+	read := min(float64(hits), float64(max)*float64(total)/float64(d))
+	walked := min(float64(d), float64(max)*float64(total)/float64(hits))
+	walk := min(float64(hits)*costCollect+walked*costWalk, walked*(costProbe+costWalk))
+	if hits <= int64(ftsFetchMax) {
+		walk = min(walk, float64(hits)*costFetch)
+	}
+	if !always && (read > float64(searchDriveMax) || read*costDrive > walk) {
 		return 0, false, nil
 	}
 	where, args := append([]string{"f.messages_fts MATCH ?"}, c.where...), append([]any{c.query}, c.args...)

@@ -155,6 +155,7 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 	for _, rec := range m.recs {
 		l.Messages = append(l.Messages, withoutPreview(s.messageItem(rec), m.hide))
 	}
+	s.markPreviews(r.Context(), f.Query, l.Messages)
 	next := m.next
 	// The filter as dlq writes it: the links', the live subscription's
 	// and the replay form's.
@@ -289,6 +290,9 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
 		d.Item.Preview = ""
 	}
+	// Opened from a search (the list's rows link with their q): its
+	// matches are marked in the body.
+	s.markBody(r.Context(), r.URL.Query().Get("q"), &d)
 	if s.jobs != nil {
 		// The role in the message's namespace (access rules): an
 		// operator of another namespace sees the buttons disabled.

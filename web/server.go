@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"github.com/dlqdash/dlqdash/internal/search"
 	"log/slog"
 	"net"
 	"net/http"
@@ -158,6 +159,9 @@ type Server struct {
 	triage       GroupTriage
 	alerts       Alerts
 	publicURL    string
+	// highlight marks a search's matches in previews and bodies
+	// (highlight.go); nil if it could not start (nothing is marked).
+	highlight *search.Highlighter
 }
 
 // Limits of the underlying http.Server (the metrics listener's too), against
@@ -226,6 +230,11 @@ func New(cfg Config) *Server {
 		s.alerts = cfg.Alerts
 	}
 	s.publicURL = cfg.PublicURL
+	if h, err := search.NewHighlighter(); err == nil {
+		s.highlight = h
+	} else {
+		logger.Warn("search matches will not be highlighted", "error", err.Error())
+	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -233,6 +242,9 @@ func New(cfg Config) *Server {
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if s.highlight != nil {
+		s.http.RegisterOnShutdown(func() { s.highlight.Close() })
 	}
 	if s.hub != nil {
 		// Shutdown does not wait for hijacked connections: end them.

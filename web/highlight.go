@@ -1,0 +1,83 @@
+package web
+
+import (
+	"context"
+	"strings"
+
+	"github.com/dlqdash/dlqdash/internal/search"
+	"github.com/dlqdash/dlqdash/views"
+)
+
+// maxHighlightBytes bounds the text of a message's body the page
+// highlights in: the body shown is at most 256 KiB, and FTS5 indexes
+// about 20 MB/s of it on this machine.
+const maxHighlightBytes = 256 << 10
+
+// marks are the matches of the search q in each text, as package search
+// finds them (FTS5's own rules: case, diacritics, prefixes, phrases); nil
+// for none. Highlighting is an aid: a search it cannot parse, or a failure,
+// marks nothing (the list reports a bad q itself) and is logged.
+func (s *Server) marks(ctx context.Context, q string, texts []string) [][]views.Mark {
+	if s.highlight == nil || strings.TrimSpace(q) == "" || len(texts) == 0 {
+		return nil
+	}
+	pq, err := search.Parse(q)
+	if err != nil {
+		return nil
+	}
+	spans, err := s.highlight.Spans(ctx, pq, texts)
+	if err != nil {
+		s.logger.Warn("cannot highlight the search's matches", "error", err.Error())
+		return nil
+	}
+	out := make([][]views.Mark, len(spans))
+	for i, ss := range spans {
+		for _, sp := range ss {
+			out[i] = append(out[i], views.Mark{Start: sp.Start, End: sp.End})
+		}
+	}
+	return out
+}
+
+// markPreviews marks the search f.Query's matches in the rows' previews
+// and makes each row's link carry the search to the message's page.
+func (s *Server) markPreviews(ctx context.Context, q string, items []views.MessageItem) {
+	if strings.TrimSpace(q) == "" {
+		return
+	}
+	texts := make([]string, len(items))
+	for i := range items {
+		items[i].Search = q
+		texts[i] = items[i].Preview
+	}
+	for i, m := range s.marks(ctx, q, texts) {
+		items[i].PreviewMarks = m
+	}
+}
+
+// markBody marks the search q's matches in the body a message's page
+// shows (its first maxHighlightBytes).
+func (s *Server) markBody(ctx context.Context, q string, d *views.MessageDetail) {
+	if strings.TrimSpace(q) == "" {
+		return
+	}
+	switch d.Body.Kind {
+	case views.BodyJSON, views.BodyXML, views.BodyText:
+	default:
+		return
+	}
+	d.Search = q
+	text := d.Body.Text
+	if len(text) > maxHighlightBytes {
+		cut := maxHighlightBytes
+		for cut > 0 && !isRuneStart(text[cut]) {
+			cut--
+		}
+		text = text[:cut]
+	}
+	if m := s.marks(ctx, q, []string{text}); len(m) == 1 {
+		d.BodyMarks = m[0]
+	}
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -67,21 +67,46 @@ const costDrive = 3
 // matches: for a search only (or with filters most hits pass), max rows
 // read by id instead of an index walk that asks the search index about
 // every row (450 µs each at a million) or collects every hit first. It
-// declines (ok false) when walking the filter's narrowest index against
-// the collected hits is cheaper: the hits it would read are about max
-// divided by the share of the catalog the other filters keep, or all the
-// hits if fewer.
+// declines (ok false) when walking the filter's narrowest index is cheaper
+// (searchDrive).
 func (s *Store) countSearchHits(ctx context.Context, f dlq.Filter, max int64) (n int64, ok bool, err error) {
-	c, err := compileFilter(ctx, s.reader, f)
-	if err != nil {
+	sd, err := s.searchDrive(ctx, f, max)
+	if err != nil || sd.declined {
 		return 0, false, err
 	}
-	if c.empty {
+	if sd.empty {
 		return 0, true, nil
+	}
+	err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 `+sd.from+` LIMIT ?)`, append(sd.args, max)...).Scan(&n)
+	return n, true, err
+}
+
+// searchDriven is a search's matches read from its hits: FROM and WHERE
+// (args), the search index f the outer loop, the messages m each looked up
+// by id. CROSS JOIN keeps that order, and a LIMIT stops the walk.
+type searchDriven struct {
+	from     string
+	args     []any
+	empty    bool // nothing matches
+	declined bool // walking the filter's index is cheaper
+}
+
+// searchDrive plans reading want matches of f, which has a search, from
+// its hits, or declines when walking the filter's narrowest index against
+// the collected hits is cheaper: the hits it would read are about want
+// divided by the share of the catalog the other filters keep, or all the
+// hits if fewer.
+func (s *Store) searchDrive(ctx context.Context, f dlq.Filter, want int64) (searchDriven, error) {
+	c, err := compileFilter(ctx, s.reader, f)
+	if err != nil {
+		return searchDriven{}, err
+	}
+	if c.empty {
+		return searchDriven{empty: true}, nil
 	}
 	var total int64
 	if err := s.reader.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM messages`).Scan(&total); err != nil {
-		return 0, false, err
+		return searchDriven{}, err
 	}
 	total = max64(total, 1)
 	d := total // the rows of the narrowest index the filters have
@@ -94,19 +119,19 @@ func (s *Store) countSearchHits(ctx context.Context, f dlq.Filter, max int64) (n
 		hits, err = s.ftsCount(ctx, c.query, total)
 	}
 	if err != nil {
-		return 0, false, err
+		return searchDriven{}, err
 	}
 	if hits == 0 {
-		return 0, true, nil
+		return searchDriven{empty: true}, nil
 	}
-	read := min(float64(hits), float64(max)*float64(total)/float64(d))
-	walked := min(float64(d), float64(max)*float64(total)/float64(hits))
+	read := min(float64(hits), float64(want)*float64(total)/float64(d))
+	walked := min(float64(d), float64(want)*float64(total)/float64(hits))
 	walk := min(float64(hits)*costCollect+walked*costWalk, walked*(costProbe+costWalk))
 	if hits <= int64(ftsFetchMax) {
 		walk = min(walk, float64(hits)*costFetch)
 	}
 	if !always && (read > float64(searchDriveMax) || read*costDrive > walk) {
-		return 0, false, nil
+		return searchDriven{declined: true}, nil
 	}
 	where, args := append([]string{"f.messages_fts MATCH ?"}, c.where...), append([]any{c.query}, c.args...)
 	for _, t := range c.last {
@@ -117,12 +142,7 @@ func (s *Store) countSearchHits(ctx context.Context, f dlq.Filter, max int64) (n
 		where = append(where, sortKey+" < ?")
 		args = append(args, *c.until)
 	}
-	args = append(args, max)
-	// CROSS JOIN keeps the search index the outer loop: each hit's row is
-	// one lookup by id, and the LIMIT stops the walk.
-	err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM messages_fts f CROSS JOIN messages m ON m.id = f.rowid`+
-		whereClause(where)+` LIMIT ?)`, args...).Scan(&n)
-	return n, true, err
+	return searchDriven{from: "FROM messages_fts f CROSS JOIN messages m ON m.id = f.rowid" + whereClause(where), args: args}, nil
 }
 
 func max64(a, b int64) int64 {

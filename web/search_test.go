@@ -150,3 +150,58 @@ func TestSearchMatchesAreHighlighted(t *testing.T) {
 		t.Error("a page opened without a search marks something")
 	}
 }
+
+// TestMessagePropertiesAPI: the keys of the listed messages, the most
+// common first, and a key's values within the list's filter; the page
+// carries where to read them and how to add one.
+func TestMessagePropertiesAPI(t *testing.T) {
+	fx := newAPIFixture(t)
+	res, v, body := fx.get(t, "/api/v1/messages/properties?entity=orders")
+	if res.StatusCode != 200 {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	want := len(fx.walk(t, "/api/v1/messages?entity=orders"))
+	keys := v["keys"].([]any)
+	if len(keys) != 3 || v["sample"] != json.Number("500") {
+		t.Fatalf("keys %s", body)
+	}
+	for _, k := range keys {
+		if k.(map[string]any)["count"] != json.Number(strconv.Itoa(want)) {
+			t.Errorf("key %v: want every one of the %d messages", k, want)
+		}
+	}
+	// Orders are the even messages: tenants t0 and t2 only.
+	_, v, body = fx.get(t, "/api/v1/messages/properties?entity=orders&key=tenant")
+	vals := v["values"].([]any)
+	if v["key"] != "tenant" || len(vals) != 2 {
+		t.Fatalf("values %s", body)
+	}
+	sum := 0
+	for _, x := range vals {
+		m := x.(map[string]any)
+		if m["value"] != "t0" && m["value"] != "t2" {
+			t.Errorf("value %v is not an orders tenant", m["value"])
+		}
+		n, _ := strconv.Atoi(string(m["count"].(json.Number)))
+		sum += n
+		// The value filters to that many messages.
+		got := len(fx.walk(t, "/api/v1/messages?entity=orders&property="+url.QueryEscape("tenant="+m["value"].(string))))
+		if got != n {
+			t.Errorf("tenant %v: %d messages, suggested for %d", m["value"], got, n)
+		}
+	}
+	if sum != want {
+		t.Errorf("values count %d messages, want %d", sum, want)
+	}
+	if res, _, body := fx.get(t, "/api/v1/messages/properties?entity=orders&key=a&key=b"); res.StatusCode != 400 {
+		t.Errorf("key twice: %d %s", res.StatusCode, body)
+	}
+	if res, _, body := fx.get(t, "/api/v1/messages/properties?bogus=1"); res.StatusCode != 400 {
+		t.Errorf("unknown parameter: %d %s", res.StatusCode, body)
+	}
+	page := fx.page(t, "/messages?entity=orders&q=apple", 200)
+	if !strings.Contains(page, `data-keys-src="/api/v1/messages/properties?entity=orders&amp;q=apple"`) ||
+		!strings.Contains(page, `data-list-url="/messages?entity=orders&amp;q=apple"`) || !strings.Contains(page, "/static/properties.") {
+		t.Errorf("the page's property picker:\n%.4000s", page)
+	}
+}

@@ -175,4 +175,3 @@ func TestBrowserSearch(t *testing.T) {
 	}
 	noXSS("end")
 }
-

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 
 	"github.com/dlqdash/dlqdash/internal/search"
@@ -18,16 +19,20 @@ const maxHighlightBytes = 256 << 10
 // for none. Highlighting is an aid: a search it cannot parse, or a failure,
 // marks nothing (the list reports a bad q itself) and is logged.
 func (s *Server) marks(ctx context.Context, q string, texts []string) [][]views.Mark {
-	if s.highlight == nil || strings.TrimSpace(q) == "" || len(texts) == 0 {
+	return marksOf(ctx, s.highlight, s.logger, q, texts)
+}
+
+func marksOf(ctx context.Context, h *search.Highlighter, log *slog.Logger, q string, texts []string) [][]views.Mark {
+	if h == nil || strings.TrimSpace(q) == "" || len(texts) == 0 {
 		return nil
 	}
 	pq, err := search.Parse(q)
 	if err != nil {
 		return nil
 	}
-	spans, err := s.highlight.Spans(ctx, pq, texts)
+	spans, err := h.Spans(ctx, pq, texts)
 	if err != nil {
-		s.logger.Warn("cannot highlight the search's matches", "error", err.Error())
+		log.Warn("cannot highlight the search's matches", "error", err.Error())
 		return nil
 	}
 	out := make([][]views.Mark, len(spans))
@@ -39,9 +44,14 @@ func (s *Server) marks(ctx context.Context, q string, texts []string) [][]views.
 	return out
 }
 
-// markPreviews marks the search f.Query's matches in the rows' previews
-// and makes each row's link carry the search to the message's page.
+// markPreviews marks the search q's matches in the rows' previews and
+// makes each row's link carry the search to the message's page.
 func (s *Server) markPreviews(ctx context.Context, q string, items []views.MessageItem) {
+	markItems(ctx, s.highlight, s.logger, q, items)
+}
+
+// markItems is markPreviews for the server and the live hub.
+func markItems(ctx context.Context, h *search.Highlighter, log *slog.Logger, q string, items []views.MessageItem) {
 	if strings.TrimSpace(q) == "" {
 		return
 	}
@@ -50,7 +60,7 @@ func (s *Server) markPreviews(ctx context.Context, q string, items []views.Messa
 		items[i].Search = q
 		texts[i] = items[i].Preview
 	}
-	for i, m := range s.marks(ctx, q, texts) {
+	for i, m := range marksOf(ctx, h, log, q, texts) {
 		items[i].PreviewMarks = m
 	}
 }

@@ -62,13 +62,18 @@ func segments(text string, marks []Mark, maxRunes int) []segment {
 
 func boundary(s string, i int) bool { return i == len(s) || utf8.RuneStart(s[i]) }
 
-// matchesText says how many matches of the search q the body shows.
-func matchesText(n int, q string) string {
+// matchesText says how many matches of the search q the body shows (cut:
+// only its first 64 KiB are marked).
+func matchesText(n int, q string, cut bool) string {
+	in := "the body"
+	if cut {
+		in = "the body's first 64 KiB"
+	}
 	switch n {
 	case 0:
-		return "No match of “" + q + "” in the body shown here (it may be in the reason, the description or a property)."
+		return "No match of “" + q + "” in " + in + " (it may be in the reason, the description or a property)."
 	case 1:
-		return "1 match of “" + q + "” highlighted in the body."
+		return "1 match of “" + q + "” highlighted in " + in + "."
 	}
-	return count(int64(n)) + " matches of “" + q + "” highlighted in the body."
+	return thousands(n) + " matches of “" + q + "” highlighted in " + in + "."
 }

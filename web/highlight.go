@@ -9,10 +9,11 @@ import (
 	"github.com/dlqdash/dlqdash/views"
 )
 
-// maxHighlightBytes bounds the text of a message's body the page
-// highlights in: the body shown is at most 256 KiB, and FTS5 indexes
-// about 20 MB/s of it on this machine.
-const maxHighlightBytes = 256 << 10
+// maxHighlightBytes bounds the text of a message's body the page marks
+// matches in (today all it shows, bodyShown): FTS5 marks 64 KiB of JSON
+// with a match every 50 bytes in 4 ms, but 256 KiB in 80 ms
+// (BenchmarkHighlight), so a page that shows more marks its start only.
+const maxHighlightBytes = 64 << 10
 
 // marks are the matches of the search q in each text, as package search
 // finds them (FTS5's own rules: case, diacritics, prefixes, phrases); nil
@@ -84,6 +85,7 @@ func (s *Server) markBody(ctx context.Context, q string, d *views.MessageDetail)
 			cut--
 		}
 		text = text[:cut]
+		d.BodyMarksCut = true
 	}
 	if m := s.marks(ctx, q, []string{text}); len(m) == 1 {
 		d.BodyMarks = m[0]

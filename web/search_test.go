@@ -205,3 +205,25 @@ func TestMessagePropertiesAPI(t *testing.T) {
 		t.Errorf("the page's property picker:\n%.4000s", page)
 	}
 }
+
+// TestSearchMarksAllOfALongBodyShown: the whole body a page shows (64 KiB)
+// is marked, to its end.
+func TestSearchMarksAllOfALongBodyShown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.db")
+	st, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	body := "needle " + strings.Repeat("hay ", 15<<10) + "needle end"
+	ids := storetest.Insert(t, path, dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, Message: dlq.Message{
+		SequenceNumber: 1, State: dlq.StateActive, EnqueuedAt: ptr(t0), ContentType: ptr("text/plain"), Body: []byte(body)}})
+	fx := &apiFixture{h: New(Config{Catalog: st}).Handler()}
+	page := fx.page(t, "/messages/"+strconv.FormatInt(ids[0], 10)+"?q=needle", 200)
+	if got := marked(page); len(got) != 2 || !strings.Contains(page, "2 matches of “needle” highlighted in the body.") {
+		t.Errorf("marks %q; the page:\n%.300s", got, page[strings.Index(page, `data-testid="body-matches"`):])
+	}
+	if !strings.Contains(page, `<mark data-testid="match">needle</mark> end`) {
+		t.Error("the body's last match is not marked")
+	}
+}

@@ -199,6 +199,13 @@ func TestMessagePropertiesAPI(t *testing.T) {
 	if res, _, body := fx.get(t, "/api/v1/messages/properties?bogus=1"); res.StatusCode != 400 {
 		t.Errorf("unknown parameter: %d %s", res.StatusCode, body)
 	}
+	// An unknown entity is answered as the list answers it.
+	listRes, _, _ := fx.get(t, "/api/v1/messages?entity=nope")
+	for _, target := range []string{"/api/v1/messages/properties?entity=nope", "/api/v1/messages/count?entity=nope"} {
+		if res, _, body := fx.get(t, target); res.StatusCode != listRes.StatusCode {
+			t.Errorf("%s: %d %s, want %d as the list", target, res.StatusCode, body, listRes.StatusCode)
+		}
+	}
 	page := fx.page(t, "/messages?entity=orders&q=apple", 200)
 	if !strings.Contains(page, `data-keys-src="/api/v1/messages/properties?entity=orders&amp;q=apple"`) ||
 		!strings.Contains(page, `data-list-url="/messages?entity=orders&amp;q=apple"`) || !strings.Contains(page, "/static/properties.") {

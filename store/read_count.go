@@ -23,12 +23,12 @@ func (s *Store) CountMessages(ctx context.Context, f dlq.Filter, max int64) (int
 			return n, nil
 		}
 	}
-	// Planned as the list page it goes with (a page of DefaultListLimit):
-	// for a common word, a plan made for max rows collects every hit of the
-	// search first, which took three times as long as walking the page's
-	// index until max matches. A search countSearchHits declined is one
-	// whose other filters keep few rows: planned for max rows, it collects
-	// the hits once instead of asking the search index about each row.
+	// A search countSearchHits declined is one whose other filters keep
+	// few rows: its count is planned for max rows, so the planner weighs
+	// collecting the hits once against asking the search index about each
+	// row walked (planned as a page, it asked about 30,000 rows to count a
+	// common word to 10,001: 2.7 s at a million). Without a search the
+	// plan does not depend on the size.
 	limit := DefaultListLimit
 	if strings.TrimSpace(f.Query) != "" && max > 0 {
 		limit = int(min(max, MaxListLimit*100))

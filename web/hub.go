@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"github.com/dlqdash/dlqdash/internal/search"
 	"log/slog"
 	"maps"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/internal/search"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )

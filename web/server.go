@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"errors"
-	"github.com/dlqdash/dlqdash/internal/search"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/internal/search"
 )
 
 // Catalog is what the dashboard reads about the Service Bus namespace.

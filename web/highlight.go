@@ -20,18 +20,27 @@ const maxHighlightBytes = 64 << 10
 // for none. Highlighting is an aid: a search it cannot parse, or a failure,
 // marks nothing (the list reports a bad q itself) and is logged.
 func (s *Server) marks(ctx context.Context, q string, texts []string) [][]views.Mark {
-	return marksOf(ctx, s.highlight, s.logger, q, texts)
+	return marksOf(ctx, s.catalog, s.logger, q, texts)
 }
 
-func marksOf(ctx context.Context, h *search.Highlighter, log *slog.Logger, q string, texts []string) [][]views.Mark {
-	if h == nil || strings.TrimSpace(q) == "" || len(texts) == 0 {
+// matchFinder is a catalog that finds a search's matches in texts by its
+// search index's own rules (*store.Store; the dashboard touches no
+// SQLite).
+type matchFinder interface {
+	SearchMatches(ctx context.Context, q search.Query, texts []string) ([][]search.Span, error)
+}
+
+// marksOf asks catalog (when it is a matchFinder) for the marks.
+func marksOf(ctx context.Context, catalog Catalog, log *slog.Logger, q string, texts []string) [][]views.Mark {
+	mf, ok := catalog.(matchFinder)
+	if !ok || strings.TrimSpace(q) == "" || len(texts) == 0 {
 		return nil
 	}
 	pq, err := search.Parse(q)
 	if err != nil {
 		return nil
 	}
-	spans, err := h.Spans(ctx, pq, texts)
+	spans, err := mf.SearchMatches(ctx, pq, texts)
 	if err != nil {
 		log.Warn("cannot highlight the search's matches", "error", err.Error())
 		return nil
@@ -48,11 +57,11 @@ func marksOf(ctx context.Context, h *search.Highlighter, log *slog.Logger, q str
 // markPreviews marks the search q's matches in the rows' previews and
 // makes each row's link carry the search to the message's page.
 func (s *Server) markPreviews(ctx context.Context, q string, items []views.MessageItem) {
-	markItems(ctx, s.highlight, s.logger, q, items)
+	markItems(ctx, s.catalog, s.logger, q, items)
 }
 
 // markItems is markPreviews for the server and the live hub.
-func markItems(ctx context.Context, h *search.Highlighter, log *slog.Logger, q string, items []views.MessageItem) {
+func markItems(ctx context.Context, catalog Catalog, log *slog.Logger, q string, items []views.MessageItem) {
 	if strings.TrimSpace(q) == "" {
 		return
 	}
@@ -61,7 +70,7 @@ func markItems(ctx context.Context, h *search.Highlighter, log *slog.Logger, q s
 		items[i].Search = q
 		texts[i] = items[i].Preview
 	}
-	for i, m := range marksOf(ctx, h, log, q, texts) {
+	for i, m := range marksOf(ctx, catalog, log, q, texts) {
 		items[i].PreviewMarks = m
 	}
 }

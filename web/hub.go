@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
-	"github.com/dlqdash/dlqdash/internal/search"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )
@@ -99,9 +98,6 @@ type Hub struct {
 	cfg     HubConfig
 	catalog Catalog
 	log     *slog.Logger
-	// highlight marks a search list's matches in the rows it prepends,
-	// as the page marks them (nil: none marked).
-	highlight *search.Highlighter
 
 	in       chan dlq.Change
 	overflow atomic.Bool  // a change was dropped: every page must resync
@@ -161,17 +157,12 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.MaxPerActor <= 0 {
 		cfg.MaxPerActor = DefaultMaxLivePerActor
 	}
-	hl, err := search.NewHighlighter()
-	if err != nil {
-		cfg.Logger.Warn("live rows will not highlight search matches", "error", err.Error())
-	}
 	return &Hub{
-		cfg:       cfg,
-		catalog:   cfg.Catalog,
-		log:       cfg.Logger,
-		highlight: hl,
-		in:        make(chan dlq.Change, cfg.Queue),
-		clients:   map[*liveClient]struct{}{},
+		cfg:     cfg,
+		catalog: cfg.Catalog,
+		log:     cfg.Logger,
+		in:      make(chan dlq.Change, cfg.Queue),
+		clients: map[*liveClient]struct{}{},
 
 		perActor: map[string]int{},
 

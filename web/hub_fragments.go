@@ -154,7 +154,7 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 		for _, r := range recs {
 			items = append(items, withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), sub.hideBodies))
 		}
-		markItems(ctx, h.highlight, h.log, sub.filter.Query, items) // a search list's rows, as its page marks them
+		markItems(ctx, h.catalog, h.log, sub.filter.Query, items) // a search list's rows, as its page marks them
 		for _, it := range items {
 			if rerr = views.MessageRow(it).Render(ctx, &buf); rerr != nil {
 				break

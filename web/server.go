@@ -11,7 +11,6 @@ import (
 
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
-	"github.com/dlqdash/dlqdash/internal/search"
 )
 
 // Catalog is what the dashboard reads about the Service Bus namespace.
@@ -159,9 +158,6 @@ type Server struct {
 	triage       GroupTriage
 	alerts       Alerts
 	publicURL    string
-	// highlight marks a search's matches in previews and bodies
-	// (highlight.go); nil if it could not start (nothing is marked).
-	highlight *search.Highlighter
 }
 
 // Limits of the underlying http.Server (the metrics listener's too), against
@@ -230,11 +226,6 @@ func New(cfg Config) *Server {
 		s.alerts = cfg.Alerts
 	}
 	s.publicURL = cfg.PublicURL
-	if h, err := search.NewHighlighter(); err == nil {
-		s.highlight = h
-	} else {
-		logger.Warn("search matches will not be highlighted", "error", err.Error())
-	}
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -242,9 +233,6 @@ func New(cfg Config) *Server {
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	if s.highlight != nil {
-		s.http.RegisterOnShutdown(func() { s.highlight.Close() })
 	}
 	if s.hub != nil {
 		// Shutdown does not wait for hijacked connections: end them.

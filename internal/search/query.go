@@ -1,7 +1,7 @@
-// Package search is the full-text search's query language and its
-// highlighting: what a person types becomes an FTS5 expression (Parse), and
-// the matches of it in a text are found by FTS5 itself (Highlighter), so
-// what is highlighted is exactly what the catalog's search index matches.
+// Package search is the full-text search's query language: what a person
+// types becomes an FTS5 expression (Parse). Its matches in a text are found
+// by FTS5 itself (package highlight), so what is highlighted is exactly what
+// the catalog's search index matches. It touches no database.
 package search
 
 import (
@@ -20,6 +20,9 @@ const (
 	MaxQueryLen   = 1000
 	MaxQueryWords = 32
 )
+
+// Span is a match in a text: bytes [Start, End).
+type Span struct{ Start, End int }
 
 // Phrase is one term of a query: tokens that must follow each other, the
 // last one matching as a prefix when Prefix.

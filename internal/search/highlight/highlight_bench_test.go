@@ -1,22 +1,24 @@
-package search
+package highlight
 
 import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/dlqdash/dlqdash/internal/search"
 )
 
 // BenchmarkHighlight: what marking costs a page: a list's 50 previews,
 // and bodies of JSON (a page shows and marks at most 64 KiB of one).
 //
-//	go test -run '^$' -bench Highlight ./internal/search
+//	go test -run '^$' -bench Highlight ./internal/search/highlight
 func BenchmarkHighlight(b *testing.B) {
-	h, err := NewHighlighter()
+	h, err := New()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	q, _ := Parse("pending")
+	q, _ := search.Parse("pending")
 	previews := make([]string, 50)
 	for i := range previews {
 		previews[i] = strings.Repeat(`{"order":"A-1","status":"pending","note":"gift wrap"} `, 4)[:200]

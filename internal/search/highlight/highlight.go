@@ -1,4 +1,8 @@
-package search
+// Package highlight finds a search's matches in texts with FTS5 itself, so
+// that what a page marks is exactly what the catalog's search matches. It
+// uses SQLite (an in-memory database of its own): the catalog (package
+// store) offers it to the dashboard, which touches no SQLite.
+package highlight
 
 import (
 	"context"
@@ -8,11 +12,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dlqdash/dlqdash/internal/search"
 	_ "modernc.org/sqlite" // the highlighter's own in-memory FTS5 index
 )
-
-// Span is a match in a text: bytes [Start, End).
-type Span struct{ Start, End int }
 
 // Highlighter finds a query's matches in texts with FTS5 itself: the texts
 // go into an in-memory FTS5 table with the catalog's tokenizer, for the
@@ -21,9 +23,9 @@ type Span struct{ Start, End int }
 // (The catalog's index is contentless: it cannot highlight.)
 type Highlighter struct{ db *sql.DB }
 
-// NewHighlighter opens the highlighter's in-memory database (one per
+// New opens the highlighter's in-memory database (one per
 // connection of its small pool).
-func NewHighlighter() (*Highlighter, error) {
+func New() (*Highlighter, error) {
 	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		return nil, fmt.Errorf("open highlighter: %w", err)
@@ -47,8 +49,8 @@ const (
 
 // Spans returns the matches of any of q's phrases in each text, in order
 // (nil for a text without one). A text that is not valid UTF-8 gets none.
-func (h *Highlighter) Spans(ctx context.Context, q Query, texts []string) ([][]Span, error) {
-	out := make([][]Span, len(texts))
+func (h *Highlighter) Spans(ctx context.Context, q search.Query, texts []string) ([][]search.Span, error) {
+	out := make([][]search.Span, len(texts))
 	clean := make([]string, len(texts))
 	any := false
 	for i, t := range texts {
@@ -75,7 +77,7 @@ func (h *Highlighter) Spans(ctx context.Context, q Query, texts []string) ([][]S
 		return nil, fmt.Errorf("highlight: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS hl USING fts5 (t, tokenize = '`+Tokenize+`')`); err != nil {
+	if _, err := conn.ExecContext(ctx, `CREATE VIRTUAL TABLE IF NOT EXISTS hl USING fts5 (t, tokenize = '`+search.Tokenize+`')`); err != nil {
 		return nil, fmt.Errorf("highlight: %w", err)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
@@ -109,8 +111,8 @@ func (h *Highlighter) Spans(ctx context.Context, q Query, texts []string) ([][]S
 
 // spansOf reads highlight()'s output: the text with the markers, whose
 // offsets are the text's once the markers are taken out.
-func spansOf(marked string) []Span {
-	var out []Span
+func spansOf(marked string) []search.Span {
+	var out []search.Span
 	pos, start := 0, -1
 	for i := 0; i < len(marked); i++ {
 		switch marked[i] {
@@ -121,7 +123,7 @@ func spansOf(marked string) []Span {
 				if n := len(out); n > 0 && out[n-1].End == start {
 					out[n-1].End = pos // adjacent tokens of one phrase
 				} else {
-					out = append(out, Span{start, pos})
+					out = append(out, search.Span{Start: start, End: pos})
 				}
 			}
 			start = -1

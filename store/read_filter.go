@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/internal/search"
 )
 
 // How a dlq.Filter becomes SQL. Every filter is an AND term over messages m.
@@ -21,13 +22,6 @@ import (
 // within its filter value, so the index whose value has the fewest rows
 // finds a page with the fewest steps, and the counter tables (catalog_counts,
 // groups) say how many rows each value has without counting anything.
-
-// Limits on the full-text query, so that one request cannot make an
-// arbitrarily expensive search.
-const (
-	maxQueryLen   = 1000
-	maxQueryWords = 32
-)
 
 // driver is an index that can drive a list page.
 type driver struct {
@@ -593,36 +587,18 @@ func idList(ids []int64) string {
 }
 
 // ftsQuery turns what a person typed into an FTS5 expression that cannot be
-// a syntax error: every whitespace-separated word becomes a quoted phrase
-// (so "order-123" matches those two tokens in a row, and AND, OR, NOT and
-// column names are plain words), and all of them must match. A word ending in
-// * matches as a prefix.
+// a syntax error (search.Parse: every word a quoted phrase, "a b" one
+// phrase, word* a prefix; all of them must match).
 func ftsQuery(q string) (string, error) {
-	if len(q) > maxQueryLen {
-		return "", &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("search text is longer than %d bytes", maxQueryLen)}
-	}
-	var parts []string
-	for _, w := range strings.Fields(q) {
-		prefix := false
-		if strings.HasSuffix(w, "*") {
-			w, prefix = strings.TrimRight(w, "*"), true
+	pq, err := search.Parse(q)
+	if err != nil {
+		var se *search.Error
+		if errors.As(err, &se) {
+			return "", &InvalidArgumentError{Param: "q", Msg: se.Msg}
 		}
-		if !hasToken(w) {
-			continue // the tokenizer would find nothing in it
-		}
-		p := ftsPhrase(w)
-		if prefix {
-			p += "*"
-		}
-		parts = append(parts, p)
+		return "", err
 	}
-	if len(parts) == 0 {
-		return "", &InvalidArgumentError{Param: "q", Msg: "the search text has no letters or digits to search for"}
-	}
-	if len(parts) > maxQueryWords {
-		return "", &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("more than %d words", maxQueryWords)}
-	}
-	return strings.Join(parts, " "), nil
+	return pq.Match(), nil
 }
 
 // ftsPhrase quotes s as one FTS5 phrase.

@@ -69,6 +69,8 @@ type Store struct {
 	chunk chunkStatements
 	// A replay batch's prepared writes (jobs_stmts.go).
 	jobStmts jobStatements
+	// The search's highlighter (read_highlight.go).
+	matches matchFinder
 }
 
 // Open opens (creating if needed) the database at path and migrates it to
@@ -155,7 +157,7 @@ func (s *Store) Close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	return errors.Join(append(errs, s.reader.Close(), s.writer.Close())...)
+	return errors.Join(append(errs, s.closeMatches(), s.reader.Close(), s.writer.Close())...)
 }
 
 // Path is the database file's path.

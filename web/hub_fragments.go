@@ -150,8 +150,13 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 		}
 		var buf bytes.Buffer
 		var rerr error
+		items := make([]views.MessageItem, 0, len(recs))
 		for _, r := range recs {
-			if rerr = views.MessageRow(withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), sub.hideBodies)).Render(ctx, &buf); rerr != nil {
+			items = append(items, withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), sub.hideBodies))
+		}
+		markItems(ctx, h.catalog, h.log, sub.filter.Query, items) // a search list's rows, as its page marks them
+		for _, it := range items {
+			if rerr = views.MessageRow(it).Render(ctx, &buf); rerr != nil {
 				break
 			}
 		}

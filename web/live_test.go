@@ -268,6 +268,11 @@ func TestLiveNewMessagesMatchTheFilter(t *testing.T) {
 		strings.Contains(op.HTML, `id="message-`+strconv.FormatInt(a, 10)+`"`) {
 		t.Errorf("search subscriber got %+v", op)
 	}
+	// A search list's new rows mark the matches and link with the search,
+	// as its page's rows do.
+	if !strings.Contains(op.HTML, `<mark data-testid="match">bananas</mark>`) || !strings.Contains(op.HTML, `?q=bananas"`) {
+		t.Errorf("the search list's new row is not highlighted:\n%s", op.HTML)
+	}
 
 	// A message no list matches is sent to none: the next frame each gets
 	// is the freshness published after it.

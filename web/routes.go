@@ -58,6 +58,8 @@ func (s *Server) routeTable() []route {
 		{"DELETE /api/v1/alerts/webhooks/{id}", admin, s.api(s.deleteWebhook)},
 		{"GET /api/v1/alerts/deliveries", viewer, s.api(s.listDeliveries)},
 		{"GET /api/v1/messages", viewer, s.api(s.listMessages)},
+		{"GET /api/v1/messages/count", viewer, s.api(s.countMessages)},
+		{"GET /api/v1/messages/properties", viewer, s.api(s.messageProperties)},
 		{"GET /api/v1/messages/{id}", viewer, s.api(s.showMessage)},
 		{"GET /api/v1/messages/{id}/body", bodies, s.api(s.downloadMessageBody)},
 		{"POST /api/v1/messages/{id}/replay", admin, s.api(s.replayMessage)},

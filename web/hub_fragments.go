@@ -119,33 +119,44 @@ func listQuery(s subscription) string {
 }
 
 // sendNew prepends, on the first page of every message list, the new
-// messages that match its filter, newest first: one catalog query per
+// messages that match its filter, newest first, and tells the later pages
+// of those lists that their count changed (recount): one catalog query per
 // distinct list query. It returns how many it made.
 func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	firstPages := func(s subscription) bool { return s.page == views.LiveMessages && s.first }
-	subs := h.subscriptions(firstPages)
+	lists := onPage(views.LiveMessages)
+	firstPages := func(s subscription) bool { return lists(s) && s.first }
+	laterPages := func(s subscription) bool { return lists(s) && !s.first }
+	subs := h.subscriptions(lists)
 	if len(subs) == 0 {
 		return 0
 	}
 	if len(ids) > maxRowOps {
 		h.sendTo(firstPages, resyncFrame)
+		h.sendTo(laterPages, recountFrame)
 		return 0
 	}
-	lists := map[string]subscription{}
+	queries := map[string]subscription{}
 	for _, sub := range subs {
-		lists[listQuery(sub)] = sub
+		queries[listQuery(sub)] = sub
 	}
-	for q, sub := range lists {
-		same := func(s subscription) bool { return firstPages(s) && listQuery(s) == q }
+	for q, sub := range queries {
+		same := func(s subscription) bool { return lists(s) && listQuery(s) == q }
 		recs, err := h.catalog.MessagesByID(ctx, ids, sub.filter)
 		if err != nil {
 			h.failed(ctx, "new messages", err, same)
 			continue
 		}
 		if len(recs) == 0 {
+			continue
+		}
+		// The later pages show none of the new rows (they are newer than
+		// the page's), only the count of the list, which grew.
+		h.sendTo(func(s subscription) bool { return same(s) && !s.first }, recountFrame)
+		first := func(s subscription) bool { return same(s) && s.first }
+		if len(h.subscriptions(first)) == 0 {
 			continue
 		}
 		var buf bytes.Buffer
@@ -157,12 +168,12 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 		}
 		if rerr != nil {
 			h.log.Warn("live: cannot render message rows", "error", rerr.Error())
-			h.sendTo(same, resyncFrame)
+			h.sendTo(first, resyncFrame)
 			continue
 		}
-		h.sendTo(same, encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("message-rows", ""), HTML: buf.String()}))
+		h.sendTo(first, encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("message-rows", ""), HTML: buf.String()}))
 	}
-	return len(lists)
+	return len(queries)
 }
 
 // sendChanged re-renders the rows of messages that left the broker or
@@ -213,6 +224,12 @@ func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
 				if sc.has(rw.namespace) {
 					frames = append(frames, rw.frame)
 				}
+			}
+			if len(frames) > 0 {
+				// Messages of the scope left the broker or changed:
+				// the lists' counts may have moved (a list without
+				// gone messages lost them), wherever their rows are.
+				frames = append(frames, recountFrame)
 			}
 			h.sendTo(inScope(to, sc), frames...)
 		}

@@ -257,6 +257,7 @@ func TestLiveNewMessagesMatchTheFilter(t *testing.T) {
 	if op.Op != "prepend" || op.ID != views.FragmentID("message-rows", "") {
 		t.Fatalf("op %+v", op)
 	}
+	firstHTML := op.HTML
 	ia, ib, ic := strings.Index(op.HTML, `id="message-`+strconv.FormatInt(a, 10)+`"`),
 		strings.Index(op.HTML, `id="message-`+strconv.FormatInt(b, 10)+`"`),
 		strings.Index(op.HTML, `id="message-`+strconv.FormatInt(c, 10)+`"`)
@@ -267,6 +268,15 @@ func TestLiveNewMessagesMatchTheFilter(t *testing.T) {
 	if op.Op != "prepend" || !strings.Contains(op.HTML, `id="message-`+strconv.FormatInt(b, 10)+`"`) ||
 		strings.Contains(op.HTML, `id="message-`+strconv.FormatInt(a, 10)+`"`) {
 		t.Errorf("search subscriber got %+v", op)
+	}
+	// A later page of orders gets no rows, but its count grew: one
+	// recount (of the count paragraph), not one per message.
+	if op := next(t, later); op.Op != "recount" || op.ID != "matching" || op.HTML != "" {
+		t.Errorf("orders' later page got %+v, want a recount of matching", op)
+	}
+	// Rows carry their place in the list's order: enqueued time, id.
+	if !regexp.MustCompile(`id="message-` + strconv.FormatInt(a, 10) + `"[^>]*data-sort="\d{13}"`).MatchString(firstHTML) {
+		t.Errorf("a new row has no sort key:\n%s", firstHTML)
 	}
 
 	// A message no list matches is sent to none: the next frame each gets
@@ -292,6 +302,11 @@ func TestLiveGoneRowsAndMessagePage(t *testing.T) {
 	op := next(t, list)
 	if op.Op != "replace" || op.ID != "message-"+strconv.FormatInt(id, 10) || !strings.Contains(op.HTML, `data-testid="gone"`) {
 		t.Errorf("list got %+v", op)
+	}
+	// The row changed in place, and the list's count may have moved (a
+	// list without gone messages lost one).
+	if op := next(t, list); op.Op != "recount" || op.ID != "matching" {
+		t.Errorf("after the gone row the list got %+v, want a recount", op)
 	}
 	if op := next(t, detail); op.Op != "resync" {
 		t.Errorf("the message's page got %+v", op)
@@ -635,5 +650,24 @@ func TestLiveGroupsTriage(t *testing.T) {
 	if op.Op != "replace" || op.ID != views.FragmentID("groups", "") || !strings.Contains(op.HTML, `data-status="known"`) ||
 		!strings.Contains(op.HTML, "ops team") {
 		t.Errorf("after the patch the groups page got %+v", op)
+	}
+}
+
+// A burst of more new messages than one update renders: first pages
+// refetch, later pages are only told their count changed.
+func TestLiveManyNewMessages(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	first := fx.dial(t, "page=messages&entity=orders&first=1")
+	later := fx.dial(t, "page=messages&entity=orders")
+	ids := make([]int64, maxRowOps+1)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: ids})
+	if op := next(t, first); op.Op != "resync" {
+		t.Errorf("the first page got %+v, want resync", op)
+	}
+	if op := next(t, later); op.Op != "recount" || op.ID != "matching" {
+		t.Errorf("the later page got %+v, want recount", op)
 	}
 }

@@ -221,6 +221,7 @@ func TestBrowserStableList(t *testing.T) {
 	if err := exp.SendMessage(t.Context(), &azservicebus.Message{Body: []byte(`{"expires":true}`), TimeToLive: &ttl}, nil); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(50 * time.Millisecond) // enqueued in an earlier millisecond than the next two
 	deadLetter(2, "AfterTheExpiring")
 	rowsAre("the rows after the expiring message", total)
 	time.Sleep(1500 * time.Millisecond)

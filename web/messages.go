@@ -79,7 +79,7 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 		}
 		ch := make(chan charted, 1)
 		go func() {
-			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now())
+			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now(), nil)
 			ch <- charted{c, err}
 		}()
 		err = s.fillMessageList(r, &l, f, cursor)

@@ -22,7 +22,8 @@ import (
 // rows, a bar says "1 new message", "2 new messages", and clicking it puts
 // them in; the list's count follows live either way; and a dead letter that
 // expired (enqueued before the rows above it) goes where the list's order,
-// newest first by enqueued time, puts it, not at the top.
+// newest first by enqueued time, puts it, not at the top. The group page
+// shows the group's chart with its range switch.
 func TestBrowserStableList(t *testing.T) {
 	exe := chromiumPath(t)
 	dir := t.TempDir()
@@ -245,6 +246,43 @@ func TestBrowserStableList(t *testing.T) {
 		t.Errorf("the expired dead letter is row %d of %v (want below the two sent after it), in order %v", at, reasons, sorted())
 	}
 	countIs("the count after the expired one", total)
+
+	// The group page shows the group's chart with its range switch, at
+	// both widths, without scrolling sideways.
+	var group string
+	run("a group", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible(`[data-testid="group-row"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll('a[href^="/groups/"]')).map(a => a.getAttribute('href')).find(h => h.length > 8)`, &group))
+	for _, width := range []int64{1280, 390} {
+		var chart []float64
+		run(fmt.Sprintf("the group page at %d px", width), chromedp.EmulateViewport(width, 900), chromedp.Navigate(base+group),
+			chromedp.WaitVisible(`[data-testid="dead-letter-chart"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`[document.querySelectorAll('[data-testid="chart-bar"]').length,
+				Array.from(document.querySelectorAll('[data-testid="chart-bar"]')).reduce((n, b) => n + Number(b.dataset.count), 0),
+				document.documentElement.scrollWidth - window.innerWidth]`, &chart))
+		if len(chart) != 3 || chart[0] != 48 || chart[1] < 1 || chart[2] > 0 {
+			t.Errorf("%d px: the group page's chart (bars, dead letters, sideways scroll) = %v, want 48 bars with the group's dead letters, no sideways scroll", width, chart)
+		}
+		var loc string
+		run("the 7 d range", chromedp.Evaluate(`Array.from(document.querySelectorAll('[data-testid="chart-range"]')).find(a => a.textContent.trim() === '7 d').click()`, nil))
+		// The click navigates: an evaluation during the switch of pages
+		// fails and is tried again.
+		landed := time.Now().Add(15 * time.Second)
+		for {
+			var ok bool
+			err := chromedp.Run(b, chromedp.Evaluate(`new URLSearchParams(location.search).get('chart') === '7d' && document.readyState === 'complete' && document.querySelectorAll('[data-testid="chart-bar"]').length === 56`, &ok))
+			if err == nil && ok {
+				break
+			}
+			if time.Now().After(landed) {
+				t.Fatalf("%d px: the 7 d chart never showed (last error: %v)", width, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		run("where", chromedp.Location(&loc))
+		if want := base + group + "?chart=7d"; loc != want {
+			t.Errorf("%d px: the 7 d range led to %s, want %s", width, loc, want)
+		}
+	}
 	if dialogs.Load() > 0 {
 		t.Error("a dialog opened")
 	}

@@ -7,7 +7,8 @@
 // The count is live: when the live script says the list's count changed
 // ("live:recount": new rows matched it, or messages left the broker) it is
 // fetched again from the same address, at most once every recountEvery
-// (the last change of a burst is always counted).
+// (the last change of a burst is always counted), with the page's
+// dead-letter chart when it has one.
 (function () {
 	"use strict";
 
@@ -17,8 +18,10 @@
 	var lastAt = 0;
 	var timer = 0;
 
-	function load(from, mine) {
-		fetch(from, { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/html" } })
+	// load fetches the count from url (src, perhaps with the chart) and
+	// puts it in place if it is still this page's latest.
+	function load(url, from, mine) {
+		fetch(url, { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/html" } })
 			.then(function (r) { return r.ok ? r.text() : null; })
 			.then(function (html) {
 				var doc = html && new DOMParser().parseFromString(html, "text/html");
@@ -26,6 +29,11 @@
 				var now = document.getElementById("matching");
 				if (!fresh || !now || mine !== asked || from !== src) { return; } // a newer answer comes, or the page changed
 				now.replaceWith(document.importNode(fresh, true));
+				var chart = doc.querySelector("[data-testid=dead-letter-chart]");
+				var shown = document.querySelector("[data-testid=dead-letter-chart]");
+				if (chart && shown) {
+					shown.replaceWith(document.importNode(chart, true));
+				}
 				var label = document.getElementById("select-matching-text");
 				if (label && fresh.getAttribute("data-select")) {
 					label.textContent = fresh.getAttribute("data-select");
@@ -43,7 +51,15 @@
 		clearTimeout(timer);
 		timer = 0;
 		lastAt = Date.now();
-		load(from, ++asked);
+		load(from, from, ++asked);
+	}
+
+	// withChart asks for the page's chart too (in its range) when it has
+	// one: its counts change with the list's.
+	function withChart(from) {
+		if (!document.querySelector("[data-testid=dead-letter-chart]")) { return from; }
+		var rng = new URLSearchParams(location.search).get("chart") || "24h";
+		return from + (from.indexOf("?") < 0 ? "?" : "&") + "chart=" + encodeURIComponent(rng);
 	}
 
 	function recount() {
@@ -52,7 +68,7 @@
 		timer = setTimeout(function () {
 			timer = 0;
 			lastAt = Date.now();
-			load(src, ++asked);
+			load(withChart(src), src, ++asked);
 		}, wait);
 	}
 

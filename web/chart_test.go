@@ -111,6 +111,17 @@ func TestMessageListDeadLetterChart(t *testing.T) {
 	if res, _ := do(t, fx.h, httptest.NewRequestWithContext(ctx, "GET", "/groups/"+g.ID+"?chart=1y", nil)); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("the group page with chart=1y: %d, want 400", res.StatusCode)
 	}
+	// The live count (GET /messages/count) brings the chart along when
+	// asked (chart=), in that range, and not otherwise.
+	_, frag := do(t, fx.h, httptest.NewRequestWithContext(ctx, "GET", "/messages/count?entity=orders&chart=7d", nil))
+	if !strings.Contains(frag, `data-testid="matching-count">60<`) || strings.Count(frag, `data-testid="chart-bar"`) != 56 ||
+		!strings.Contains(frag, `data-testid="dl-chart-total">60 dead letters · bars of 3 hours<`) {
+		t.Errorf("the count with the chart:\n%.3000s", frag)
+	}
+	if _, frag := do(t, fx.h, httptest.NewRequestWithContext(ctx, "GET", "/messages/count?entity=orders", nil)); strings.Contains(frag, `data-testid="dead-letter-chart"`) ||
+		!strings.Contains(frag, `data-testid="matching-count">60<`) {
+		t.Errorf("the count without chart= has a chart, or no count:\n%.2000s", frag)
+	}
 	// No chart without a group or entity; an unknown range is refused.
 	if strings.Contains(fx.page(t, "/messages", 200), `data-testid="dead-letter-chart"`) {
 		t.Error("a chart on the unfiltered list")

@@ -247,6 +247,20 @@ func TestBrowserStableList(t *testing.T) {
 	}
 	countIs("the count after the expired one", total)
 
+	// The list of one entity: its chart's count follows live too.
+	orders := total - 1 // every dead letter but the expired one
+	run("the entity's list", chromedp.Navigate(base+"/messages?entity=orders"),
+		chromedp.WaitVisible(`[data-testid="live-status"][data-state="live"]`, chromedp.ByQuery))
+	chartSays := func(n int) {
+		t.Helper()
+		run(fmt.Sprintf("the chart counts %d", n), chromedp.Poll(fmt.Sprintf(`(() => { const c = document.querySelector('[data-testid="dl-chart-total"]'); return !!c && c.textContent.startsWith(%q) })()`, strconv.Itoa(n)+" dead letters"), nil,
+			chromedp.WithPollingTimeout(15*time.Second)))
+	}
+	chartSays(orders)
+	deadLetter(1, "Charted")
+	chartSays(orders + 1)
+	countIs("the entity's count", orders+1)
+
 	// The group page shows the group's chart with its range switch, at
 	// both widths, without scrolling sideways.
 	var group string

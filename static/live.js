@@ -25,7 +25,9 @@
 // (data-sort, newest first, then data-id): a row older than the page's last
 // belongs to a later page and is left out when there is one (data-more).
 // recount asks for the list's count again (count.js, "live:recount"); a
-// prepend counts as one.
+// prepend counts as one. On a page with live parts (data-live-part, a
+// failure group's counts and chart) recount fetches the page and swaps in
+// those parts only.
 (function () {
 	"use strict";
 	var main = document.getElementById("main");
@@ -147,6 +149,7 @@
 		}
 		if (op.op === "recount") {
 			recount();
+			refreshParts();
 			return;
 		}
 		if (op.op === "replace" && op.id && updateWaiting(op)) {
@@ -195,6 +198,52 @@
 	// recount tells count.js that the list's count changed.
 	function recount() {
 		main.dispatchEvent(new CustomEvent("live:recount", { bubbles: true }));
+	}
+
+	// refreshParts fetches the page again and swaps in its live parts
+	// (elements with an id and data-live-part: a group page's counts and
+	// chart), leaving the rest (a form being filled in) as it is; at most
+	// once every partsEvery, the last change of a burst always fetched.
+	var partsEvery = 2000;
+	var partsAt = 0;
+	var partsTimer = 0; // set from the request until its answer is in
+	var partsAgain = false; // a change came meanwhile: fetch once more
+	function refreshParts() {
+		if (!main.querySelector("[data-live-part][id]")) {
+			return;
+		}
+		if (partsTimer) {
+			partsAgain = true;
+			return;
+		}
+		partsTimer = setTimeout(function () {
+			partsAt = Date.now();
+			fetch(location.href, { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/html" } })
+				.then(function (r) {
+					return r.ok ? r.text() : null;
+				})
+				.then(function (html) {
+					var doc = html && new DOMParser().parseFromString(html, "text/html");
+					if (!doc || paused) {
+						return; // paused: the resume refetches anyway
+					}
+					main.querySelectorAll("[data-live-part][id]").forEach(function (el) {
+						var fresh = doc.getElementById(el.id);
+						if (fresh) {
+							el.replaceWith(document.importNode(fresh, true));
+						}
+					});
+					main.dispatchEvent(new CustomEvent("live:update", { bubbles: true }));
+				})
+				.catch(function () {})
+				.then(function () {
+					partsTimer = 0;
+					if (partsAgain) {
+						partsAgain = false;
+						refreshParts();
+					}
+				});
+		}, Math.max(0, partsAt + partsEvery - Date.now()));
 	}
 
 	// barFor is the new-rows bar of the list with that id, if it has one.

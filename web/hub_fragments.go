@@ -3,8 +3,10 @@ package web
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -107,6 +109,47 @@ func (h *Hub) sendChart(ctx context.Context) {
 	if f, ok := h.replace(ctx, views.FragmentID("depth-chart", ""), views.DepthChartFragment(c)); ok {
 		h.sendTo(pages, f)
 	}
+}
+
+// sendGroupPages sends recount to the pages of the groups whose counts,
+// status or name changed since the hub last looked (as each page's scope
+// sees them); a page the hub has not looked at yet is told too (once).
+func (h *Hub) sendGroupPages(all []dlq.GroupSummary) {
+	pages := onPage(views.LiveGroup)
+	seen := map[string]string{}
+	for _, sc := range h.scopes(pages) {
+		byKey := map[string]dlq.GroupSummary{}
+		for _, g := range scopeGroups(sc, all) {
+			byKey[g.ID] = g
+		}
+		for _, sub := range h.subscriptions(inScope(pages, sc)) {
+			k := sc.key() + "\x00" + sub.groupKey
+			if _, done := seen[k]; done {
+				continue
+			}
+			g, ok := byKey[sub.groupKey]
+			if !ok {
+				continue // not (yet) a group this scope sees
+			}
+			seen[k] = groupSignature(g)
+			if h.groupSigs[k] != seen[k] {
+				key := sub.groupKey
+				h.sendTo(func(s subscription) bool { return inScope(pages, sc)(s) && s.groupKey == key }, groupRecountFrame)
+			}
+		}
+	}
+	h.groupSigs = seen // the open pages' groups only
+}
+
+// groupSignature is what a group's page shows that changes with new dead
+// letters or triage: counts, last seen, status, owner, name.
+func groupSignature(g dlq.GroupSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d/%d/%s/%q/%q", g.Present, g.Total, g.LastSeenAt.UnixNano(), g.Triage.State(), g.Triage.Owner, g.DisplayName())
+	for _, n := range g.Namespaces {
+		fmt.Fprintf(&b, "|%q:%d/%d", n.Name, n.Present, n.Total)
+	}
+	return b.String()
 }
 
 // listQuery is what a message list's new rows depend on: its filter (as
@@ -236,18 +279,21 @@ func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
 	}
 }
 
-// sendGroups re-renders the failure groups page's table body.
+// sendGroups re-renders the failure groups page's table body, and tells
+// the pages of the groups that changed to fetch their counts again.
 func (h *Hub) sendGroups(ctx context.Context) {
 	pages := onPage(views.LiveGroups)
 	subs := h.subscriptions(pages)
-	if len(subs) == 0 {
+	groupPages := onPage(views.LiveGroup)
+	if len(subs) == 0 && len(h.subscriptions(groupPages)) == 0 {
 		return
 	}
 	all, err := h.catalog.ListGroups(ctx)
 	if err != nil {
-		h.failed(ctx, "groups", err, pages)
+		h.failed(ctx, "groups", err, func(s subscription) bool { return pages(s) || groupPages(s) })
 		return
 	}
+	h.sendGroupPages(all)
 	for _, include := range []bool{false, true} {
 		same := func(s subscription) bool { return s.page == views.LiveGroups && s.includeGone == include }
 		if !slices.ContainsFunc(subs, same) {

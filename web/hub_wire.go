@@ -24,6 +24,10 @@ import (
 //	    not its first, or messages left the broker): fetch the element with
 //	    that id again (the message list's count, from GET /messages/count);
 //	    a prepend implies it
+//	{"op":"recount","id":"group"}
+//	    the failure group of a group page changed (its counts, status or
+//	    name): the page fetches itself and swaps in its data-live-part
+//	    elements (never its triage form)
 //	{"op":"resync"}
 //	    something was missed or changed shape: refetch the page
 //
@@ -55,8 +59,9 @@ func encodeOp(op liveOp) []byte {
 }
 
 var (
-	resyncFrame  = encodeOp(liveOp{Op: "resync"})
-	recountFrame = encodeOp(liveOp{Op: "recount", ID: "matching"})
+	resyncFrame       = encodeOp(liveOp{Op: "resync"})
+	recountFrame      = encodeOp(liveOp{Op: "recount", ID: "matching"})
+	groupRecountFrame = encodeOp(liveOp{Op: "recount", ID: "group"})
 )
 
 // render renders c into a string.

@@ -216,6 +216,7 @@ func TestLivePagesSubscribe(t *testing.T) {
 		{"/groups?include_gone=true", "page=groups&include_gone=true"},
 		{"/inventory", "page=inventory"},
 		{"/messages/" + strconv.FormatInt(id, 10), "page=message&id=" + strconv.FormatInt(id, 10)},
+		{"/groups/" + groupKey(t, fx, "SqlTimeout"), "key=" + groupKey(t, fx, "SqlTimeout") + "&page=group"},
 	} {
 		res, err := http.Get(fx.srv.URL + tt.target)
 		if err != nil {
@@ -669,5 +670,56 @@ func TestLiveManyNewMessages(t *testing.T) {
 	}
 	if op := next(t, later); op.Op != "recount" || op.ID != "matching" {
 		t.Errorf("the later page got %+v, want recount", op)
+	}
+}
+
+// groupKey is the key of the group of reason's dead letters.
+func groupKey(t *testing.T, fx *liveFixture, reason string) string {
+	t.Helper()
+	gs, err := fx.st.ListGroups(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if g.Reason == reason {
+			return g.ID
+		}
+	}
+	t.Fatalf("no group of %s", reason)
+	return ""
+}
+
+// A failure group's page is told (recount) when its group changes, once
+// per change, and not when another group does; it then fetches itself.
+func TestLiveGroupPage(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	fx.deadLetter(t, "orders", "SqlTimeout", false)
+	fx.deadLetter(t, "orders", "Other", false)
+	mine := fx.dial(t, "page=group&key="+groupKey(t, fx, "SqlTimeout"))
+	other := fx.dial(t, "page=group&key="+groupKey(t, fx, "Other"))
+	// The first look: each page is told once (the hub had not seen them).
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeGroups})
+	for name, c := range map[string]*websocket.Conn{"mine": mine, "other": other} {
+		if op := next(t, c); op.Op != "recount" || op.ID != "group" {
+			t.Fatalf("%s: first got %+v, want a recount of the group", name, op)
+		}
+	}
+	id := fx.deadLetter(t, "orders", "SqlTimeout", false)
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: []int64{id}})
+	if op := next(t, mine); op.Op != "recount" || op.ID != "group" {
+		t.Errorf("the group's page got %+v, want a recount", op)
+	}
+	// Nothing changed for the other group: its next frame is the
+	// freshness published after.
+	fx.hub.Publish(freshness(true, ""))
+	if op := next(t, other); op.ID != "freshness" {
+		t.Errorf("another group's page got %+v before the freshness", op)
+	}
+	if op := next(t, mine); op.ID != "freshness" {
+		t.Errorf("the group's page was told twice: %+v", op)
+	}
+	// A page without a key is refused.
+	if _, resp, err := websocket.DefaultDialer.DialContext(t.Context(), wsURL(fx.srv, "page=group"), nil); err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("page=group without a key: %v %v", err, resp)
 	}
 }

@@ -297,6 +297,28 @@ func TestBrowserStableList(t *testing.T) {
 			t.Errorf("%d px: the 7 d range led to %s, want %s", width, loc, want)
 		}
 	}
+
+	// The group page follows its group live: a new dead letter of it
+	// changes its count and its chart, and leaves the triage form (notes
+	// being written) as it is.
+	run("the group page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+group),
+		chromedp.WaitVisible(`[data-testid="live-status"][data-state="live"]`, chromedp.ByQuery), chromedp.Sleep(time.Second))
+	var reason, counted string
+	run("the group's reason", liveText(`[data-testid="group-reason"]`, &reason), liveText(`[data-testid="group-count"]`, &counted))
+	var present int
+	if _, err := fmt.Sscanf(counted, "%d present", &present); err != nil {
+		t.Fatalf("the group's count reads %q", counted)
+	}
+	run("write notes", chromedp.Evaluate(`document.querySelector('[data-testid="group-notes-input"]').value = "half-written note"`, nil))
+	deadLetter(1, reason)
+	run("the group's count, live", chromedp.Poll(fmt.Sprintf(`(() => { const c = document.querySelector('[data-testid="group-count"]'); return !!c && c.textContent.trim().startsWith(%q) })()`, fmt.Sprintf("%d present", present+1)), nil,
+		chromedp.WithPollingTimeout(15*time.Second)))
+	chartSays(present + 1)
+	var notes string
+	run("the notes", chromedp.Evaluate(`document.querySelector('[data-testid="group-notes-input"]').value`, &notes))
+	if notes != "half-written note" {
+		t.Errorf("the group's live update lost the notes being written: %q", notes)
+	}
 	if dialogs.Load() > 0 {
 		t.Error("a dialog opened")
 	}

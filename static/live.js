@@ -315,7 +315,9 @@
 		}
 		var n = waiting[bar.getAttribute("data-list")] ? waiting[bar.getAttribute("data-list")].order.length : 0;
 		if (waitingRefetch) {
-			bar.textContent = n > 0 ? "Show " + rowWords(bar.getAttribute("data-list"), n) : "Show new messages";
+			// The page is fetched again on click: it may hold more than
+			// the rows counted, or (after a reconnect) nothing new.
+			bar.textContent = n > 0 ? rowWords(bar.getAttribute("data-list"), n) : "The list changed: show it";
 		} else if (n > 0) {
 			bar.textContent = rowWords(bar.getAttribute("data-list"), n);
 		}

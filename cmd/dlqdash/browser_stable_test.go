@@ -177,6 +177,19 @@ func TestBrowserStableList(t *testing.T) {
 			t.Errorf("%d px: the ticked row lost its tick, or the page reloaded", width)
 		}
 		run("untick", chromedp.Evaluate(`document.querySelector('[data-testid="select-row"]:checked').click()`, nil))
+
+		// "Select all matching" holds them too.
+		run("select all matching", chromedp.Evaluate(`document.querySelector('[data-testid="select-matching"]').click()`, nil))
+		before = rowIDs()
+		deadLetter(1, "Held")
+		barSays("1 new message")
+		countIs("the count with every match selected", total)
+		if got := rowIDs(); !slices.Equal(got, before) {
+			t.Errorf("%d px: with every match selected the rows moved: %v → %v", width, before, got)
+		}
+		run("show it", chromedp.Evaluate(`document.querySelector('[data-testid="new-rows"]').click()`, nil))
+		rowsAre("the waiting row", total)
+		run("unselect", chromedp.Evaluate(`document.querySelector('[data-testid="select-matching"]').click()`, nil))
 		if !sorted() {
 			t.Errorf("%d px: the rows are out of order", width)
 		}

@@ -297,15 +297,6 @@
 		return found;
 	}
 
-	// waitingCount is how many rows of this page's lists wait.
-	function waitingCount() {
-		var n = 0;
-		Object.keys(waiting).forEach(function (id) {
-			n += waiting[id].order.length;
-		});
-		return n;
-	}
-
 	// showBar shows how many new rows wait behind the bar (or that the
 	// list itself waits to be fetched again), or hides it.
 	function showBar(id) {

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -332,6 +334,26 @@ func TestBrowserStableList(t *testing.T) {
 	if notes != "half-written note" {
 		t.Errorf("the group's live update lost the notes being written: %q", notes)
 	}
+	// Resolved elsewhere (the API), then a new dead letter: the page
+	// says, live, that the group is new again.
+	req, err := http.NewRequestWithContext(t.Context(), "PATCH", base+"/api/v1"+group, strings.NewReader(`{"status":"resolved"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("resolve the group: %d", res.StatusCode)
+	}
+	run("resolved, live", chromedp.Poll(`(() => { const b = document.querySelector('#group-summary'); return !!b && b.textContent.includes('resolved') })()`, nil,
+		chromedp.WithPollingTimeout(15*time.Second)))
+	deadLetter(1, reason)
+	run("new again, live", chromedp.Poll(`!!document.querySelector('[data-testid="group-reopened"]')`, nil,
+		chromedp.WithPollingTimeout(15*time.Second)))
 	if dialogs.Load() > 0 {
 		t.Error("a dialog opened")
 	}

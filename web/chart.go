@@ -37,8 +37,9 @@ func chartRange(v string) (int, error) {
 // deadLetterChart is the chart of the dead letters of f's group or entity
 // (nil when f names neither, or the catalog cannot count them) over the
 // range rng, ending with the bucket that holds now. Its bars link to the
-// list of their slice of time, its ranges to the list with that range.
-func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now time.Time) (*views.DeadLetterChartData, error) {
+// list of their slice of time, its ranges to rangeURL of each range (nil:
+// the list with that range).
+func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now time.Time, rangeURL func(rng int) string) (*views.DeadLetterChartData, error) {
 	src, ok := s.catalog.(seriesSource)
 	if !ok || (f.Group == "" && f.Entity == "") {
 		return nil, nil
@@ -82,14 +83,28 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 		}
 		c.BarURLs = append(c.BarURLs, "/messages?"+p.Encode())
 	}
-	for i, o := range views.ChartRanges {
-		p := f.Encode()
-		if i != 0 {
-			p.Set(chartParam, o.Param)
+	if rangeURL == nil {
+		rangeURL = func(i int) string {
+			p := f.Encode()
+			if i != 0 {
+				p.Set(chartParam, views.ChartRanges[i].Param)
+			}
+			return listURL(p)
 		}
-		c.Ranges = append(c.Ranges, views.ChartRange{Label: o.Label, URL: listURL(p), Current: i == rng})
+	}
+	for i, o := range views.ChartRanges {
+		c.Ranges = append(c.Ranges, views.ChartRange{Label: o.Label, URL: rangeURL(i), Current: i == rng})
 	}
 	return c, nil
+}
+
+// groupChartURL is a failure group's page with the chart's range rng.
+func groupChartURL(key string, rng int) string {
+	u := views.GroupURL(key)
+	if rng != 0 {
+		u += "?" + url.Values{chartParam: {views.ChartRanges[rng].Param}}.Encode()
+	}
+	return u
 }
 
 func listURL(p url.Values) string {

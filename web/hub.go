@@ -136,6 +136,9 @@ type Hub struct {
 	// itemsSentAt throttles the job pages' message tables (Run's goroutine
 	// only).
 	itemsSentAt map[int64]time.Time
+	// groupSigs are, per scope and group key, what the open group pages
+	// were last told of their group (Run's goroutine only).
+	groupSigs map[string]string
 	// pendingNew are new message ids not yet sent to the message lists,
 	// held back by the newRowsEvery throttle (Run's goroutine only).
 	pendingNew []int64

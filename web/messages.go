@@ -73,7 +73,7 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 		}
 		ch := make(chan charted, 1)
 		go func() {
-			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now())
+			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now(), nil)
 			ch <- charted{c, err}
 		}()
 		err = s.fillMessageList(r, &l, f, cursor)
@@ -188,11 +188,20 @@ func (s *Server) countFilter(r *http.Request, f dlq.Filter) dlq.Filter {
 
 // messageCountFragment answers GET /messages/count: the message list's
 // count paragraph (views.MatchingCount) for the filter in the URL, which
-// the list page fetches once it has loaded (count.js).
+// the list page fetches once it has loaded (count.js). With the parameter
+// chart (the live page asking again after new dead letters) it adds the
+// dead-letter chart of the filter's group or entity, so that its counts
+// follow too.
 func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) error {
-	f, _, _, err := parseListForm(r)
+	f, _, rng, err := parseListForm(r)
 	if err != nil {
 		return err
+	}
+	var chart *views.DeadLetterChartData
+	if r.URL.Query().Has(chartParam) {
+		if chart, err = s.deadLetterChart(r.Context(), f, rng, time.Now(), nil); err != nil {
+			return err
+		}
 	}
 	l := views.MessageList{CountCap: countCap}
 	f = s.countFilter(r, f)
@@ -206,6 +215,9 @@ func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) er
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	if chart != nil {
+		return s.render(w, r, views.CountAndChart(l, *chart))
+	}
 	return s.render(w, r, views.MatchingCount(l))
 }
 

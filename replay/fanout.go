@@ -1,0 +1,166 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// SubscriptionLister is a Broker that lists a topic's subscriptions with
+// their rules (package servicebus's Client does, over the admin API): who
+// receives a copy sent to a topic, which a plan says in words.
+type SubscriptionLister interface {
+	// Subscriptions lists topic's subscriptions in the admin API's
+	// order; their rules are read (one request each) only when the topic
+	// has at most rulesUpTo subscriptions, else RulesRead is false.
+	Subscriptions(ctx context.Context, topic string, rulesUpTo int) ([]Subscription, error)
+}
+
+// RulesUpTo is how many subscriptions a plan reads the rules of: a topic
+// with more is described by its subscriptions' names alone (each
+// subscription's rules cost one request of the admin API).
+const RulesUpTo = 20
+
+// Subscription is one subscription of a topic.
+type Subscription struct {
+	Name string
+	// Rules are its rules' filters (read when RulesRead).
+	Rules     []Rule
+	RulesRead bool
+}
+
+// Rule is one rule of a subscription: its name and filter.
+type Rule struct {
+	Name string
+	// Kind is the filter's kind: true (every message), false (none), sql,
+	// correlation, or unknown.
+	Kind RuleKind
+	// Filter is a sql filter's expression, or a correlation filter's
+	// conditions in words ("subject = 'x', region = 'eu'"); empty
+	// otherwise.
+	Filter string
+}
+
+// RuleKind is the kind of a rule's filter.
+type RuleKind string
+
+// The kinds of filter.
+const (
+	RuleTrue        RuleKind = "true"
+	RuleFalse       RuleKind = "false"
+	RuleSQL         RuleKind = "sql"
+	RuleCorrelation RuleKind = "correlation"
+	RuleUnknown     RuleKind = "unknown"
+)
+
+// Receives says which copies a subscription gets.
+type Receives string
+
+// What a subscription receives of the copies sent to its topic.
+const (
+	// ReceivesAll: a rule with a true filter (the default rule, $Default
+	// 1=1) takes every copy.
+	ReceivesAll Receives = "all"
+	// ReceivesNone: no rule, or only false filters: no copy.
+	ReceivesNone Receives = "none"
+	// ReceivesIfMatch: a copy arrives when one of the rules' filters
+	// matches it (the copy carries the original's properties, so the
+	// original would have matched the same way, unless the rules changed
+	// since or an edit changed the properties).
+	ReceivesIfMatch Receives = "if_filter_matches"
+	// ReceivesUnknown: the rules were not read.
+	ReceivesUnknown Receives = "unknown"
+)
+
+// Receives is what the subscription gets of the copies sent to its topic.
+func (s Subscription) Receives() Receives {
+	if !s.RulesRead {
+		return ReceivesUnknown
+	}
+	out := ReceivesNone
+	for _, r := range s.Rules {
+		switch {
+		case r.Kind == RuleTrue || r.Kind == RuleSQL && isTrueSQL(r.Filter):
+			return ReceivesAll
+		case r.Kind == RuleFalse || r.Kind == RuleSQL && isFalseSQL(r.Filter):
+		default:
+			out = ReceivesIfMatch
+		}
+	}
+	return out
+}
+
+// isTrueSQL and isFalseSQL know the expressions Service Bus writes for its
+// true and false filters.
+func isTrueSQL(expr string) bool {
+	e := strings.ToLower(strings.Join(strings.Fields(expr), ""))
+	return e == "1=1" || e == "true"
+}
+
+func isFalseSQL(expr string) bool {
+	e := strings.ToLower(strings.Join(strings.Fields(expr), ""))
+	return e == "1=0" || e == "false"
+}
+
+// FanOutWords says in words who receives a copy sent to a topic: the
+// subscriptions that take every copy, and those that take the copies their
+// filters match, by name. Nothing when the list is empty.
+func FanOutWords(topic string, subs []Subscription) string {
+	if len(subs) == 0 {
+		return fmt.Sprintf("the topic %s has no subscriptions: a copy sent there reaches nobody", topic)
+	}
+	var all, match, unknown, none []string
+	for _, s := range subs {
+		switch s.Receives() {
+		case ReceivesAll:
+			all = append(all, s.Name)
+		case ReceivesIfMatch:
+			match = append(match, s.Name)
+		case ReceivesNone:
+			none = append(none, s.Name)
+		default:
+			unknown = append(unknown, s.Name)
+		}
+	}
+	var parts []string
+	if len(all) > 0 {
+		parts = append(parts, "every copy reaches "+nameList(all))
+	}
+	if len(match) > 0 {
+		parts = append(parts, "a copy reaches "+nameList(match)+" when "+theirFilter(len(match))+" matches it")
+	}
+	if len(unknown) > 0 {
+		parts = append(parts, "a copy reaches every subscription whose filter matches it: "+nameList(unknown))
+	}
+	if len(none) > 0 {
+		parts = append(parts, nameList(none)+" "+receiveVerb(len(none))+" none (no rule takes a message)")
+	}
+	return "copies sent to the topic " + topic + ": " + strings.Join(parts, "; ")
+}
+
+func theirFilter(n int) string {
+	if n == 1 {
+		return "its filter"
+	}
+	return "its own filter"
+}
+
+func receiveVerb(n int) string {
+	if n == 1 {
+		return "receives"
+	}
+	return "receive"
+}
+
+// nameList is "a", "a and b", "a, b and c"; past 10 names, "a, b, … and
+// 12 more".
+func nameList(names []string) string {
+	const show = 10
+	switch {
+	case len(names) == 1:
+		return names[0]
+	case len(names) <= show:
+		return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	}
+	return strings.Join(names[:show], ", ") + fmt.Sprintf(" and %d more", len(names)-show)
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/views"
 )
@@ -39,7 +40,7 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now()
 	hide := !s.canSeeBodies(r.Context())
-	inv := views.Inventory{OrphanAfter: s.orphanAfter}
+	inv := views.Inventory{OrphanAfter: s.orphanAfter, Actions: s.jobs != nil}
 	deferred, dnext, err := s.catalog.ListWaiting(r.Context(), dlq.StateDeferred, inventoryPage, dc)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
@@ -55,7 +56,8 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 		deferred, scheduled = slices.DeleteFunc(deferred, in), slices.DeleteFunc(scheduled, in)
 	}
 	for _, rec := range deferred {
-		it := views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Since: rec.EnqueuedAt}
+		it := views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Since: rec.EnqueuedAt,
+			CanReplay: s.jobs != nil && s.roleIn(r.Context(), rec.Namespace).Includes(auth.Operator)}
 		if rec.EnqueuedAt != nil {
 			it.Age = now.Sub(*rec.EnqueuedAt)
 			it.Orphan = it.Age > s.orphanAfter
@@ -63,7 +65,8 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 		inv.Deferred = append(inv.Deferred, it)
 	}
 	for _, rec := range scheduled {
-		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Due: rec.ScheduledEnqueueAt})
+		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Due: rec.ScheduledEnqueueAt,
+			CanCancel: s.canCancel(r.Context(), rec)})
 	}
 	link := func(name, cursor string) string {
 		if cursor == "" {

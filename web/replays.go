@@ -327,7 +327,16 @@ func planView(p replay.Plan, selectionOnly bool) *views.ReplayPlan {
 	}
 	for _, t := range p.Targets {
 		tv := views.ReplayTarget{Source: text(t.Source), Destination: text(t.Path), Kind: string(t.Kind),
-			DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut}
+			DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut, SubscriptionsListed: t.SubscriptionsListed}
+		for _, sub := range t.Subscriptions {
+			vs := views.ReplaySubscription{Name: text(sub.Name), Receives: string(sub.Receives())}
+			for _, r := range sub.Rules {
+				if r.Filter != "" && (r.Kind == replay.RuleSQL || r.Kind == replay.RuleCorrelation) {
+					vs.Filters = append(vs.Filters, text(r.Filter))
+				}
+			}
+			tv.Subscriptions = append(tv.Subscriptions, vs)
+		}
 		if t.DuplicateDetection {
 			tv.DuplicateDetectionWindow = t.DuplicateDetectionWindow.Round(time.Second).String()
 		}

@@ -141,9 +141,23 @@
 // A lineage replayed PoisonCap times (3; the copy's dlqdash.replay_count) is
 // skipped as poison unless the job allows it. Replaying a subscription's
 // dead letters to its topic (the default destination) would deliver a copy
-// to every subscription of the topic: refused unless acknowledged. A dry
-// run (Submit with DryRun) says all of this, and what the destinations'
-// duplicate detection and time-to-live imply, without changing anything.
+// to every subscription of the topic whose filter matches: refused unless
+// acknowledged. A plan whose destination is a topic lists its
+// subscriptions (a broker that is a SubscriptionLister) with what their
+// rules take (FanOutWords: "every copy reaches audit and billing; a copy
+// reaches eu-only when its filter matches it"); rules are read for topics
+// of at most RulesUpTo subscriptions and never evaluated. A dry run (Submit
+// with DryRun) says all of this, and what the destinations' duplicate
+// detection and time-to-live imply, without changing anything.
+//
+// # Scheduled messages
+//
+// Jobs skip scheduled messages; CancelScheduled cancels them instead (a
+// broker that is a ScheduledCanceller): one request per entity, audited
+// (scheduled_cancelled, with the reason a person must give), the catalog's
+// reader told. It is not a job: a cancel is one idempotent broker call
+// (Service Bus ignores numbers no longer scheduled), so it needs no state
+// machine to be safe to repeat.
 //
 // # Outcomes, canary and ramp
 //

@@ -299,7 +299,7 @@ func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.Re
 // pageWords turns the engine's words for API callers into the confirm
 // page's: the page has a checkbox where the API has acknowledge_fan_out.
 func pageWords(s string) string {
-	return strings.ReplaceAll(s, "set acknowledge_fan_out", "tick “I understand: copies sent to the topic reach every subscription of it” below")
+	return strings.ReplaceAll(s, "set acknowledge_fan_out", "tick “I understand …” below (it names who receives the copies)")
 }
 
 // selectionOf is req without its options: the action and the selection.

@@ -250,6 +250,38 @@ func TestInventoryReplayOfDeferred(t *testing.T) {
 	if len(created) != 1 || !slices.Equal(created[0].MessageIDs, []string{id}) || created[0].Actor != "proxy:ops-user" {
 		t.Fatalf("job created entries %+v", created)
 	}
+	// The inventory says the message is in that job instead of offering
+	// it again; once the job resolved it, says so until the catalog sees
+	// it leave.
+	var jobID int64
+	if err := json.Unmarshal(created[0].Params, &struct {
+		JobID *int64 `json:"job_id,string"`
+	}{&jobID}); err != nil {
+		t.Fatal(err)
+	}
+	rowOf := func(body string) string {
+		i := strings.Index(body, `data-testid="deferred-row" data-id="`+id+`"`)
+		if i < 0 {
+			t.Fatalf("no inventory row for %s", id)
+		}
+		j := strings.Index(body[i:], "</tr>")
+		return body[i : i+j]
+	}
+	_, body = fx.as(t, "ops", "GET", "/inventory", "", "")
+	if row := rowOf(body); !strings.Contains(row, `data-testid="deferred-in-job"`) || !strings.Contains(row, fmt.Sprintf(`href="/jobs/%d"`, jobID)) ||
+		strings.Contains(row, "deferred-replay") {
+		t.Errorf("the row of a message in a job:\n%s", row)
+	}
+	if _, err := fx.st.UpdateItems(t.Context(), jobID, []replay.Update{{MessageID: fx.ids["prod-eu deferred"], State: replay.ItemLocked}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.st.UpdateItems(t.Context(), jobID, []replay.Update{{MessageID: fx.ids["prod-eu deferred"], State: replay.ItemCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	_, body = fx.as(t, "ops", "GET", "/inventory", "", "")
+	if row := rowOf(body); !strings.Contains(row, `data-testid="deferred-resolved"`) || strings.Contains(row, "deferred-replay") {
+		t.Errorf("the row of a resolved message:\n%s", row)
+	}
 	// Discard… needs a reason, as for dead letters.
 	status, body = fx.as(t, "ops", "POST", "/jobs", formType, url.Values{"action": {"discard"}, "id": {fx.id("prod-us deferred")}}.Encode())
 	if status != http.StatusBadRequest || !strings.Contains(body, `data-field="reason"`) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )
 
@@ -61,6 +62,23 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 		if rec.EnqueuedAt != nil {
 			it.Age = now.Sub(*rec.EnqueuedAt)
 			it.Orphan = it.Age > s.orphanAfter
+		}
+		if s.jobs != nil {
+			// A job acting on it, or the one that resolved it: the catalog
+			// sees it leave only at its next read of the entity, so the
+			// row says so instead of offering it again.
+			items, _, err := s.jobs.History(r.Context(), rec.ID)
+			if err != nil {
+				return fmt.Errorf("inventory: %w", err)
+			}
+			if len(items) > 0 {
+				switch st := items[0].State; {
+				case st == replay.ItemCompleted:
+					it.JobID, it.JobResolved = items[0].JobID, true
+				case !st.Finished():
+					it.JobID, it.JobActive = items[0].JobID, true
+				}
+			}
 		}
 		inv.Deferred = append(inv.Deferred, it)
 	}

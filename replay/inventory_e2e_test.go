@@ -21,19 +21,30 @@ import (
 // is completed, and the catalog no longer lists it as deferred.
 func TestReplayDeferredToItsQueue(t *testing.T) {
 	e := newEnv(t, queues("stock"), envOptions{})
-	e.send("stock", &azservicebus.Message{MessageID: ptr("sku-1"), Body: []byte(`{"sku":1}`)})
+	e.send("stock", &azservicebus.Message{MessageID: ptr("sku-1"), Body: []byte(`{"sku":1}`)},
+		&azservicebus.Message{MessageID: ptr("sku-2"), Body: []byte(`{"sku":2}`)})
 	r, err := e.sb.NewReceiverForQueue("stock", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := r.ReceiveMessages(t.Context(), 1, nil)
-	if err != nil || len(ms) != 1 {
-		t.Fatalf("receive: %v %d", err, len(ms))
+	var ms []*azservicebus.ReceivedMessage
+	for len(ms) < 2 {
+		got, err := r.ReceiveMessages(t.Context(), 2-len(ms), nil)
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		ms = append(ms, got...)
 	}
-	if err := r.DeferMessage(t.Context(), ms[0], nil); err != nil {
-		t.Fatal(err)
+	for _, m := range ms {
+		if err := r.DeferMessage(t.Context(), m, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	ids := e.cataloged(dlq.Filter{Entity: "stock", State: dlq.StateDeferred}, 1)
+	all := e.cataloged(dlq.Filter{Entity: "stock", State: dlq.StateDeferred}, 2)
+	ids := all[:1]
+	if rec, err := e.st.GetMessage(t.Context(), ids[0]); err != nil || rec.MessageID != "sku-1" {
+		ids = all[1:]
+	}
 
 	plan, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
 	if plan.Summary.Deferred != 1 || len(plan.Targets) != 1 || plan.Targets[0].Path != "stock" || plan.Targets[0].FanOut {
@@ -51,7 +62,17 @@ func TestReplayDeferredToItsQueue(t *testing.T) {
 	if _, err := r.ReceiveDeferredMessages(t.Context(), []int64{*ms[0].SequenceNumber}, nil); err == nil {
 		t.Error("the deferred original can still be received")
 	}
-	waitFor(t, "the deferred message to leave the inventory", 20*time.Second, func() bool {
+	// The other one by a filter (the API's {"filter": {"state": "deferred", ...}}),
+	// discarded.
+	_, job = e.submit(replay.Request{Action: replay.ActionDiscard, Reason: "stale stock update",
+		Selection: replay.Selection{Filter: &dlq.Filter{Entity: "stock", State: dlq.StateDeferred}}})
+	if j := e.finished(job.ID, 20*time.Second); j.Status != replay.StatusCompleted || j.Counts.Completed != 1 || j.Total != 1 {
+		t.Fatalf("discard job %+v", j)
+	}
+	if n := len(e.peekAll("stock", 0)); n != 0 {
+		t.Errorf("%d messages left in stock, want none", n)
+	}
+	waitFor(t, "the deferred messages to leave the inventory", 20*time.Second, func() bool {
 		recs, _, err := e.st.ListWaiting(t.Context(), dlq.StateDeferred, 10, "")
 		return err == nil && len(recs) == 0
 	})
@@ -65,7 +86,7 @@ func TestReplayDeferredToItsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resolved != 1 {
-		t.Errorf("%d deferred_resolved entries for the message, want 1", resolved)
+		t.Errorf("%d deferred_resolved replay entries for the message, want 1", resolved)
 	}
 }
 

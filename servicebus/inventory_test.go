@@ -145,3 +145,63 @@ func TestSubscriptions(t *testing.T) {
 		t.Errorf("subscriptions of a missing topic: %v, want ErrEntityNotFound", err)
 	}
 }
+
+// A topic holds its scheduled messages until they are due, so cancelling
+// goes to the topic; a subscription's deferred messages are received by
+// sequence number on the subscription. Both through the adapter, the real
+// SDK and the emulator.
+func TestTopicScheduledAndSubscriptionDeferred(t *testing.T) {
+	e := newReplayEnv(t)
+	if _, err := e.ns.CreateTopic("events", broker.DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ns.CreateSubscription("events", "audit", broker.DefaultSubscriptionProperties()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.sb.NewSender("events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	seqs, err := s.ScheduleMessages(ctxFor(t), []*azservicebus.Message{{MessageID: ptr("later"), Body: []byte("x")}}, time.Now().Add(2*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.CancelScheduled(ctxFor(t), "events", seqs); err != nil {
+		t.Fatalf("cancel on the topic: %v", err)
+	}
+	if err := s.SendMessage(ctxFor(t), &azservicebus.Message{MessageID: ptr("now"), Body: []byte("y")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sr, err := e.sb.NewReceiverForSubscription("events", "audit", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Close(context.Background())
+	got, err := sr.ReceiveMessages(ctxFor(t), 1, nil)
+	if err != nil || len(got) != 1 || got[0].MessageID != "now" {
+		t.Fatalf("the subscription received %v, %v: want only the message sent now (the cancelled one never arrives)", got, err)
+	}
+	if err := sr.DeferMessage(ctxFor(t), got[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.c.OpenReceiver(ctxFor(t), "events/Subscriptions/audit", dlq.SubQueueMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	rec, err := r.ReceiveDeferred(ctxFor(t), []int64{*got[0].SequenceNumber})
+	if err != nil || len(rec) != 1 || rec[0].MessageID != "now" {
+		t.Fatalf("ReceiveDeferred on the subscription: %v, %v", rec, err)
+	}
+	if err := r.Complete(ctxFor(t), rec[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Past the cancelled message's due time, nothing more arrives.
+	time.Sleep(2500 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if more, _ := sr.ReceiveMessages(wctx, 1, nil); len(more) != 0 {
+		t.Errorf("a cancelled scheduled message arrived: %q", more[0].MessageID)
+	}
+}

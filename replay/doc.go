@@ -146,7 +146,11 @@
 // subscriptions (a broker that is a SubscriptionLister) with what their
 // rules take (FanOutWords: "every copy reaches audit and billing; a copy
 // reaches eu-only when its filter matches it"); rules are read for topics
-// of at most RulesUpTo subscriptions and never evaluated. A dry run (Submit
+// of at most RulesUpTo subscriptions. For a selection the dry run's sample
+// holds whole (SampleSize), true, false and correlation filters are
+// evaluated against each message, so the plan says exactly which
+// subscriptions take each copy (Subscription.Copies); SQL filters are not
+// evaluated. A dry run (Submit
 // with DryRun) says all of this, and what the destinations' duplicate
 // detection and time-to-live imply, without changing anything.
 //

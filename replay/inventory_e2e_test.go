@@ -3,6 +3,7 @@ package replay_test
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -216,31 +217,74 @@ func TestFanOutListsSubscriptions(t *testing.T) {
 				panic(err)
 			}
 		}
-		if _, err := ns.CreateSubscription("payments", "eu-only", p, broker.Rule{Name: "eu", Kind: broker.FilterSQL, SQLExpression: "region = 'eu'"}); err != nil {
-			panic(err)
+		for name, r := range map[string]broker.Rule{
+			"eu-cards": {Name: "eu", Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{Properties: map[string]any{"region": "EU"}}},
+			"eu-only":  {Name: "eu", Kind: broker.FilterSQL, SQLExpression: "region = 'eu'"},
+			"placed":   {Name: "placed", Kind: broker.FilterCorrelation, Correlation: &broker.CorrelationFilter{Subject: "PaymentPlaced"}},
+		} {
+			if _, err := ns.CreateSubscription("payments", name, p, r); err != nil {
+				panic(err)
+			}
 		}
 	}, envOptions{})
-	e.send("payments", &azservicebus.Message{MessageID: ptr("p-1"), Body: []byte("pay")})
+	e.send("payments", &azservicebus.Message{MessageID: ptr("p-1"), Body: []byte("pay"), Subject: ptr("PaymentPlaced"),
+		ApplicationProperties: map[string]any{"region": "US"}})
 	e.deadLetter("payments", "audit", 1, "Boom")
 	ids := e.cataloged(dlq.Filter{Entity: "payments/Subscriptions/audit", SubQueue: dlq.SubQueueDeadLetter}, 1)
+	// What the publish delivered, before the replay.
+	before := map[string]int{}
+	for _, s := range []string{"billing", "eu-cards", "eu-only", "placed"} {
+		before[s] = len(e.receiveAll("payments", s, 0))
+	}
 
 	plan, _, err := e.engine.Submit(t.Context(), replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.Targets) != 1 || !plan.Targets[0].FanOut || !plan.Targets[0].SubscriptionsListed || len(plan.Targets[0].Subscriptions) != 3 {
+	if len(plan.Targets) != 1 || !plan.Targets[0].FanOut || !plan.Targets[0].SubscriptionsListed || len(plan.Targets[0].Subscriptions) != 5 {
 		t.Fatalf("targets %+v", plan.Targets)
 	}
+	// The correlation filters are evaluated against the message (one
+	// message: the whole selection); the SQL one is not.
+	predicted := map[string]int{}
+	for _, s := range plan.Targets[0].Subscriptions {
+		if s.CopiesKnown {
+			predicted[s.Name] = s.Copies
+		} else {
+			predicted[s.Name] = -1
+		}
+	}
+	if want := map[string]int{"audit": 1, "billing": 1, "eu-cards": 0, "eu-only": -1, "placed": 1}; !maps.Equal(predicted, want) {
+		t.Errorf("copies predicted %v, want %v", predicted, want)
+	}
 	words := strings.Join(plan.Warnings, "\n")
-	for _, want := range []string{"every copy reaches audit and billing", "a copy reaches eu-only when its filter matches it"} {
+	for _, want := range []string{"every copy reaches audit, billing and placed", "a copy reaches eu-only when its filter matches it",
+		"eu-cards receives none"} {
 		if !strings.Contains(words, want) {
 			t.Errorf("the warnings do not say %q:\n%s", want, words)
 		}
 	}
 	_, _, err = e.engine.Submit(t.Context(), replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
 	var pre *replay.PreconditionError
-	if !errors.As(err, &pre) || !strings.Contains(err.Error(), "(audit, billing and eu-only)") {
+	if !errors.As(err, &pre) || !strings.Contains(err.Error(), "(audit, billing, eu-only and placed)") {
 		t.Fatalf("without acknowledge_fan_out: %v, want the subscriptions named", err)
+	}
+	// Acknowledged, the copy goes where the plan said (the emulator
+	// evaluates the rules itself).
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, AcknowledgeFanOut: true})
+	if j := e.finished(job.ID, 20*time.Second); j.Status != replay.StatusCompleted {
+		t.Fatalf("job %+v", j)
+	}
+	for s, want := range map[string]int{"audit": 1, "billing": 1, "eu-cards": 0, "placed": 1} {
+		if got := len(e.receiveAll("payments", s, 0)); got != want {
+			t.Errorf("%s received %d copies, the plan said %d", s, got, want)
+		}
+	}
+	if got := len(e.receiveAll("payments", "eu-only", 0)); got != 0 {
+		t.Errorf("eu-only received %d copies of a US message", got)
+	}
+	if before["placed"] != 1 || before["billing"] != 1 || before["eu-cards"] != 0 {
+		t.Errorf("the publish delivered %v", before)
 	}
 
 	// A queue's message sent to the topic as its destination: not the

@@ -85,15 +85,17 @@ type Target struct {
 	SubscriptionsError  string
 }
 
-// subscriptionNames is " (a, b and c)" when the target's subscriptions
-// are known, else "".
+// subscriptionNames is " (a, b and c)", the subscriptions that may take
+// a copy, when the target's subscriptions are known, else "".
 func (t Target) subscriptionNames() string {
-	if !t.SubscriptionsListed || len(t.Subscriptions) == 0 {
-		return ""
+	var names []string
+	for _, s := range t.Subscriptions {
+		if s.Receives() != ReceivesNone && !(s.CopiesKnown && s.Copies == 0) {
+			names = append(names, s.Name)
+		}
 	}
-	names := make([]string, len(t.Subscriptions))
-	for i, s := range t.Subscriptions {
-		names[i] = s.Name
+	if !t.SubscriptionsListed || len(names) == 0 {
+		return ""
 	}
 	return " (" + nameList(names) + ")"
 }
@@ -320,6 +322,19 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 		t, err := e.target(ctx, p.Namespace, src.Entity, p.sendsTo(), req.Destination)
 		if err != nil {
 			return p, err
+		}
+		if t.SubscriptionsListed && sum.Total <= len(sum.Sample) && req.Selection.Edit == nil && len(req.Selection.Edits) == 0 {
+			// The whole selection is at hand (a few messages): who takes
+			// each copy can be said exactly where the rules are simple.
+			var recs []dlq.Record
+			for _, r := range sum.Sample {
+				if r.Entity == src.Entity && r.GoneAt == nil && r.State != dlq.StateScheduled {
+					recs = append(recs, r)
+				}
+			}
+			if len(recs) > 0 {
+				countCopies(t.Subscriptions, recs)
+			}
 		}
 		p.Targets = append(p.Targets, t)
 		if t.FanOut {

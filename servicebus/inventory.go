@@ -126,9 +126,22 @@ func ruleOf(r admin.RuleProperties) replay.Rule {
 	case *admin.SQLFilter:
 		out.Kind, out.Filter = replay.RuleSQL, f.Expression
 	case *admin.CorrelationFilter:
-		out.Kind, out.Filter = replay.RuleCorrelation, correlationWords(f)
+		out.Kind, out.Filter, out.Correlation = replay.RuleCorrelation, correlationWords(f), correlationOf(f)
 	}
 	return out
+}
+
+// correlationOf is a correlation filter's conditions as the engine
+// evaluates them.
+func correlationOf(f *admin.CorrelationFilter) *replay.Correlation {
+	c := &replay.Correlation{System: map[string]string{}, Properties: maps.Clone(f.ApplicationProperties)}
+	for name, v := range map[string]*string{"correlation_id": f.CorrelationID, "message_id": f.MessageID, "subject": f.Subject,
+		"to": f.To, "reply_to": f.ReplyTo, "reply_to_session_id": f.ReplyToSessionID, "session_id": f.SessionID, "content_type": f.ContentType} {
+		if v != nil {
+			c.System[name] = *v
+		}
+	}
+	return c
 }
 
 // correlationWords writes a correlation filter's conditions:
@@ -149,7 +162,11 @@ func correlationWords(f *admin.CorrelationFilter) string {
 	add("session id", f.SessionID)
 	add("content type", f.ContentType)
 	for _, k := range slices.Sorted(maps.Keys(f.ApplicationProperties)) {
-		conds = append(conds, fmt.Sprintf("%s = %v", k, f.ApplicationProperties[k]))
+		if v, ok := f.ApplicationProperties[k].(string); ok {
+			conds = append(conds, fmt.Sprintf("%s = %q", k, v))
+		} else {
+			conds = append(conds, fmt.Sprintf("%s = %v", k, f.ApplicationProperties[k]))
+		}
 	}
 	return strings.Join(conds, " and ")
 }

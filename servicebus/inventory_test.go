@@ -121,7 +121,9 @@ func TestSubscriptions(t *testing.T) {
 	if r := got["eu-only"].Rules; len(r) != 1 || r[0].Kind != replay.RuleSQL || r[0].Filter != "region = 'eu'" {
 		t.Errorf("eu-only's rules %+v", r)
 	}
-	if r := got["audit"].Rules; len(r) != 1 || r[0].Kind != replay.RuleCorrelation || r[0].Filter != `subject = "OrderPlaced" and tenant = t1` {
+	if r := got["audit"].Rules; len(r) != 1 || r[0].Kind != replay.RuleCorrelation || r[0].Filter != `subject = "OrderPlaced" and tenant = "t1"` ||
+		r[0].Correlation == nil || len(r[0].Correlation.System) != 1 || r[0].Correlation.System["subject"] != "OrderPlaced" ||
+		len(r[0].Correlation.Properties) != 1 || r[0].Correlation.Properties["tenant"] != "t1" {
 		t.Errorf("audit's rules %+v", r)
 	}
 	words := replay.FanOutWords("orders", subs)

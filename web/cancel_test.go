@@ -52,6 +52,8 @@ func (b *inventoryBroker) Subscriptions(ctx context.Context, topic string, rules
 		{Name: "audit", RulesRead: true, Rules: []replay.Rule{{Name: "$Default", Kind: replay.RuleTrue}}},
 		{Name: "billing", RulesRead: true, Rules: []replay.Rule{{Name: "$Default", Kind: replay.RuleSQL, Filter: "1=1"}}},
 		{Name: "eu-only", RulesRead: true, Rules: []replay.Rule{{Name: "eu", Kind: replay.RuleSQL, Filter: "region = '<eu>'"}}},
+		{Name: "eu-cards", RulesRead: true, Rules: []replay.Rule{{Name: "eu", Kind: replay.RuleCorrelation, Filter: `region = "EU"`,
+			Correlation: &replay.Correlation{Properties: map[string]any{"region": "EU"}}}}},
 	}, nil
 }
 
@@ -448,13 +450,17 @@ func TestFanOutListedOnConfirmPage(t *testing.T) {
 	for _, m := range subs {
 		got = append(got, m[1]+"="+m[2])
 	}
-	if want := []string{"audit=all", "billing=all", "eu-only=if_filter_matches"}; !slices.Equal(got, want) {
+	if want := []string{"audit=all", "billing=all", "eu-only=if_filter_matches", "eu-cards=if_filter_matches"}; !slices.Equal(got, want) {
 		t.Errorf("subscriptions listed %v, want %v", got, want)
 	}
 	for _, want := range []string{
 		"a copy its filter matches: region = &#39;&lt;eu&gt;&#39;", // escaped
 		"I understand: copies sent to the topic payments reach audit, billing and eu-only (every subscription whose filter matches), not only payments/Subscriptions/audit",
 		"every copy reaches audit and billing",
+		// The correlation filter is evaluated against the one message
+		// selected (it has no region): not the copy.
+		"not the copy (its filter: region = &#34;EU&#34;)",
+		"eu-cards receives none",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the confirm page does not say %q", want)
@@ -475,14 +481,26 @@ func TestFanOutListedOnConfirmPage(t *testing.T) {
 			Subscriptions []struct {
 				Name, Receives string
 				Rules          []struct{ Name, Kind, Filter string }
+				Copies         *int
 			}
 		}
 	}
 	if err := json.Unmarshal([]byte(body), &dr); err != nil || status != 200 {
 		t.Fatalf("API dry run %d: %v %s", status, err, body)
 	}
-	if len(dr.Targets) != 1 || !dr.Targets[0].FanOut || len(dr.Targets[0].Subscriptions) != 3 ||
+	if len(dr.Targets) != 1 || !dr.Targets[0].FanOut || len(dr.Targets[0].Subscriptions) != 4 ||
 		dr.Targets[0].Subscriptions[2].Receives != "if_filter_matches" || dr.Targets[0].Subscriptions[2].Rules[0].Filter != "region = '<eu>'" {
 		t.Errorf("API dry run targets %s", body)
+	}
+	var copies []string
+	for _, s := range dr.Targets[0].Subscriptions {
+		if s.Copies == nil {
+			copies = append(copies, s.Name+"=?")
+		} else {
+			copies = append(copies, fmt.Sprintf("%s=%d", s.Name, *s.Copies))
+		}
+	}
+	if want := []string{"audit=1", "billing=1", "eu-only=?", "eu-cards=0"}; !slices.Equal(copies, want) {
+		t.Errorf("copies %v, want %v", copies, want)
 	}
 }

@@ -329,7 +329,8 @@ func planView(p replay.Plan, selectionOnly bool) *views.ReplayPlan {
 		tv := views.ReplayTarget{Source: text(t.Source), Destination: text(t.Path), Kind: string(t.Kind),
 			DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut, SubscriptionsListed: t.SubscriptionsListed}
 		for _, sub := range t.Subscriptions {
-			vs := views.ReplaySubscription{Name: text(sub.Name), Receives: string(sub.Receives())}
+			vs := views.ReplaySubscription{Name: text(sub.Name), Receives: string(sub.Receives()),
+				Copies: sub.Copies, Of: sub.Of, Known: sub.CopiesKnown}
 			for _, r := range sub.Rules {
 				if r.Filter != "" && (r.Kind == replay.RuleSQL || r.Kind == replay.RuleCorrelation) {
 					vs.Filters = append(vs.Filters, text(r.Filter))

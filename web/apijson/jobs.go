@@ -190,6 +190,10 @@ type DrySubscription struct {
 	Receives string `json:"receives"`
 	// Rules are null when they were not read.
 	Rules []DryRule `json:"rules"`
+	// Copies is how many of the copies it takes, when known exactly (a
+	// selection of at most 10 messages, rules without SQL filters); null
+	// otherwise.
+	Copies *int `json:"copies"`
 }
 
 // DryRule is one rule of a subscription: its filter's kind and text.
@@ -224,6 +228,10 @@ func NewDryRun(p replay.Plan) DryRun {
 			dt.Subscriptions = []DrySubscription{}
 			for _, sub := range t.Subscriptions {
 				ds := DrySubscription{Name: sub.Name, Receives: string(sub.Receives())}
+				if sub.CopiesKnown {
+					n := sub.Copies
+					ds.Copies = &n
+				}
 				if sub.RulesRead {
 					ds.Rules = []DryRule{}
 					for _, r := range sub.Rules {

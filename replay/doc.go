@@ -35,7 +35,12 @@
 // deferred; everything else is received from the head of the queue, in
 // sequence order, under a lock that lasts the entity's lock duration L (at
 // most 5 minutes). Deferred messages are received by sequence number, in
-// batches. For the rest, the engine scans with one peek-lock receiver per
+// batches; one received but not removed (its copy refused, a pause, a stop)
+// is given back when the work on its queue ends, still deferred, so the
+// next run (a resume, a new job) receives it at once. A deferred message
+// missing from a receive is waited for one lock duration before it is
+// taken for gone when an earlier run of the job may hold its lock (after a
+// restart, or an item an earlier run got as far as sending). For the rest, the engine scans with one peek-lock receiver per
 // (job, entity, subqueue), open for the whole of the job's work there:
 //
 //   - It receives batches (Config.Batch, 250) and acts at once on the

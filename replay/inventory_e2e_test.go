@@ -300,3 +300,127 @@ func TestFanOutListsSubscriptions(t *testing.T) {
 		t.Errorf("plan to a topic destination: %+v", plan)
 	}
 }
+
+// A deferred message whose copy cannot be sent stays deferred: the engine
+// completes it only after a successful send. Here the destination refuses
+// sends (SendDisabled): the message fails in the job, saying why, and is
+// still deferred in the broker; once the destination takes messages again,
+// a new job sends the copy once and then completes the original.
+func TestDeferredStaysWhenItsCopyCannotBeSent(t *testing.T) {
+	e := newEnv(t, queues("stock", "archive"), envOptions{giveUp: time.Second})
+	e.send("stock", &azservicebus.Message{MessageID: ptr("sku-9"), Body: []byte("nine")})
+	r, err := e.sb.NewReceiverForQueue("stock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(t.Context())
+	ms, err := r.ReceiveMessages(t.Context(), 1, nil)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %v", err)
+	}
+	if err := r.DeferMessage(t.Context(), ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.cataloged(dlq.Filter{Entity: "stock", State: dlq.StateDeferred}, 1)
+	setStatus := func(s broker.EntityStatus) {
+		t.Helper()
+		info, err := e.ns.Queue("archive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := info.Properties
+		p.Status = s
+		if _, err := e.ns.UpdateQueue("archive", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStatus(broker.StatusSendDisabled)
+
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, Destination: "archive"})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Counts.Completed != 0 || j.Counts.Sent != 0 || j.Counts.Failed != 1 {
+		t.Fatalf("job with a destination that refuses sends: %+v, want the message failed, nothing sent", j)
+	}
+	items, _, err := e.st.ListItems(t.Context(), job.ID, "", 10, "")
+	if err != nil || len(items) != 1 || !strings.Contains(items[0].Error, "archive") {
+		t.Fatalf("the failed item %+v (%v) does not say why", items, err)
+	}
+	t.Logf("failed: %s", items[0].Error)
+	still := e.peekAll("stock", 0)
+	if len(still) != 1 || still[0].State != azservicebus.MessageStateDeferred || *still[0].SequenceNumber != *ms[0].SequenceNumber {
+		t.Fatalf("stock after the failed send: %d messages (%v), want the deferred original", len(still), still)
+	}
+
+	setStatus(broker.StatusActive)
+	_, job = e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, Destination: "archive"})
+	if j := e.finished(job.ID, 30*time.Second); j.Status != replay.StatusCompleted || j.Counts.Completed != 1 {
+		items, _, _ := e.st.ListItems(t.Context(), job.ID, "", 10, "")
+		t.Fatalf("the second job %+v: %+v", j, items)
+	}
+	if got := e.receiveAll("archive", "", 0); len(got) != 1 || string(got[0].Body) != "nine" {
+		t.Fatalf("%d copies in archive, want 1", len(got))
+	}
+	if n := len(e.peekAll("stock", 0)); n != 0 {
+		t.Errorf("%d messages left in stock after the second job", n)
+	}
+}
+
+// A job that pauses while a deferred message is received (its destination
+// keeps answering "server busy") gives the message back still deferred, so
+// a resume right away (not a lock duration later) sends its copy once and
+// completes it.
+func TestDeferredGivenBackWhenTheJobPauses(t *testing.T) {
+	e := newEnv(t, func(ns *broker.Namespace) {
+		p := broker.DefaultQueueProperties()
+		p.LockDuration = 5 * time.Minute // a lapse would not come within the test
+		for _, q := range []string{"stock", "archive"} {
+			if _, err := ns.CreateQueue(q, p); err != nil {
+				panic(err)
+			}
+		}
+	}, envOptions{giveUp: 500 * time.Millisecond})
+	e.send("stock", &azservicebus.Message{MessageID: ptr("sku-5"), Body: []byte("five")})
+	r, err := e.sb.NewReceiverForQueue("stock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(t.Context())
+	ms, err := r.ReceiveMessages(t.Context(), 1, nil)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %v", err)
+	}
+	if err := r.DeferMessage(t.Context(), ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	ids := e.cataloged(dlq.Filter{Entity: "stock", State: dlq.StateDeferred}, 1)
+	e.ns.InjectServerBusy("archive", 1_000_000, time.Time{})
+
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, Destination: "archive"})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusPaused || j.Counts.Completed != 0 {
+		t.Fatalf("job with a busy destination: %+v, want paused", j)
+	}
+	still := e.peekAll("stock", 0)
+	if len(still) != 1 || still[0].State != azservicebus.MessageStateDeferred {
+		t.Fatalf("stock while paused: %d messages, want the deferred original", len(still))
+	}
+	e.ns.ClearFaults()
+	start := time.Now()
+	if _, err := e.engine.Resume(audit.WithActor(t.Context(), "tester"), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	j = e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 1 {
+		items, _, _ := e.st.ListItems(t.Context(), job.ID, "", 10, "")
+		t.Fatalf("resumed job %+v: %+v", j, items)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the resume took %s: it waited for a lock instead of finding the message given back", d)
+	}
+	if got := e.receiveAll("archive", "", 0); len(got) != 1 {
+		t.Fatalf("%d copies in archive, want 1", len(got))
+	}
+	if n := len(e.peekAll("stock", 0)); n != 0 {
+		t.Errorf("%d messages left in stock", n)
+	}
+}

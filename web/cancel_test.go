@@ -225,7 +225,29 @@ func TestInventoryActionsByRole(t *testing.T) {
 		if tt.replay < 2 && !strings.Contains(body, `disabled title="Replaying needs the operator role in this namespace"`) {
 			t.Errorf("%s: no disabled Replay… with its reason", tt.group)
 		}
+		if got, want := count(body, "deferred-replay-all"), min(tt.replay, 1); got != want {
+			t.Errorf("%s: %d Replay every deferred message… buttons, want %d", tt.group, got, want)
+		}
 	}
+
+	// Every deferred message at once: a frozen filter (state deferred)
+	// whose dry run, spanning both namespaces, offers each one's share.
+	_, body := fx.as(t, "admins", "GET", "/inventory", "", "")
+	if !strings.Contains(body, `<input type="hidden" name="filter.state" value="deferred">`) {
+		t.Fatalf("the every-deferred form does not freeze state=deferred")
+	}
+	status, body := fx.as(t, "admins", "POST", "/replays", formType, url.Values{"action": {"replay"}, "all_matching": {"true"}, "filter.state": {"deferred"}}.Encode())
+	if status != http.StatusBadRequest || strings.Count(body, `data-testid="split-namespace"`) != 2 ||
+		!strings.Contains(body, `data-namespace="prod-eu" data-count="1"`) || !strings.Contains(body, `data-namespace="prod-us" data-count="1"`) {
+		t.Errorf("every deferred message's dry run: %d\n%.3000s", status, body)
+	}
+	status, body = fx.as(t, "admins", "POST", "/replays", formType, url.Values{"action": {"discard"}, "all_matching": {"true"},
+		"filter.state": {"deferred"}, "filter.namespace": {"prod-eu"}}.Encode())
+	if status != 200 {
+		t.Fatalf("one namespace's deferred messages: %d", status)
+	}
+	wantTestid(t, body, "plan-total", "1")
+	wantTestid(t, body, "plan-deferred", "1")
 }
 
 // Replay… of a deferred message on the inventory posts its id to the

@@ -41,7 +41,13 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now()
 	hide := !s.canSeeBodies(r.Context())
-	inv := views.Inventory{OrphanAfter: s.orphanAfter, Actions: s.jobs != nil}
+	// Every deferred message at once: for an operator (somewhere, with
+	// access rules: the confirm page splits the selection by namespace).
+	actOnAll := auth.FromContext(r.Context()).Role.Includes(auth.Operator)
+	if s.limited() {
+		actOnAll = len(s.sendableNamespaces(r)) > 0
+	}
+	inv := views.Inventory{OrphanAfter: s.orphanAfter, Actions: s.jobs != nil, ActOnAll: s.jobs != nil && actOnAll}
 	deferred, dnext, err := s.catalog.ListWaiting(r.Context(), dlq.StateDeferred, inventoryPage, dc)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)

@@ -310,6 +310,9 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		// operator of another namespace sees the buttons disabled.
 		role := s.roleIn(r.Context(), rec.Namespace)
 		d.Replay, d.CanReplay = true, role.Includes(auth.Operator)
+		// A scheduled message is not replayed (a job skips it): an admin
+		// may cancel it instead.
+		d.Scheduled, d.CanCancel = rec.State == dlq.StateScheduled && rec.GoneAt == nil, s.canCancel(r.Context(), rec)
 		if role.Includes(auth.Admin) {
 			// Only admins may edit (and so see the body in the form).
 			d.Edit = true

@@ -69,6 +69,12 @@ type Store struct {
 	chunk chunkStatements
 	// A replay batch's prepared writes (jobs_stmts.go).
 	jobStmts jobStatements
+	// idx writes the search and property rows behind the ingest
+	// (ingest_index.go).
+	idx *indexer
+	// closeUnindexed, set by tests, leaves the unindexed tail to the next
+	// Open, as a crash would.
+	closeUnindexed bool
 }
 
 // Open opens (creating if needed) the database at path and migrates it to
@@ -87,6 +93,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	if err := checkWritable(path); err != nil {
 		return nil, err
+	}
+	if err := registerFunctions(); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 
 	writer, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, false))
@@ -123,6 +132,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, s.wrap("open read pool", err, opts.BusyTimeout)
 	}
 	s.reader = reader
+	s.idx = newIndexer(s)
+	// A tail a crash left unindexed is indexed at once.
+	if behind, err := s.indexBehind(ctx); err != nil {
+		s.Close()
+		return nil, err
+	} else if behind {
+		s.idx.poke()
+	}
 	return s, nil
 }
 
@@ -145,10 +162,16 @@ func setReadPool(reader *sql.DB) {
 	reader.SetConnMaxIdleTime(readIdleTime)
 }
 
-// Close closes both pools.
+// Close indexes the messages not yet indexed (at most a few seconds'
+// worth) and closes both pools.
 func (s *Store) Close() error {
+	first := s.idx != nil && s.idx.close()
+	var errs []error
+	if first && !s.closeUnindexed {
+		errs = append(errs, s.catchUpIndex(context.Background()))
+	}
 	s.jobStmts.mu.Lock()
-	errs := []error{s.jobStmts.close()}
+	errs = append(errs, s.jobStmts.close())
 	s.jobStmts.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.chunk.messages, s.chunk.bodies} {
 		if st != nil {

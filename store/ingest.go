@@ -130,6 +130,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err := tx.Commit(); err != nil {
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
 	}
+	s.ckpt.committed()
 	s.idx.added(len(res.New))
 	return res, nil
 }

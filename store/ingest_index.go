@@ -34,8 +34,9 @@ const (
 	// indexBatch is how many new messages start an index run at once.
 	indexBatch = 16384
 	// indexMax is the most messages one index transaction covers, so that
-	// the ingest never waits long behind it and memory stays bounded.
-	indexMax = 32768
+	// the ingest never waits long behind it and memory stays bounded (the
+	// sort of its property rows is in memory: temp_store).
+	indexMax = 16384
 	// indexLag is how long a message waits unindexed at most when nobody
 	// reads through the indexes meanwhile.
 	indexLag = time.Second
@@ -187,6 +188,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if err := tx.Commit(); err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
 	}
+	s.ckpt.committed()
 	return hi < newest, nil
 }
 

@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,6 +224,35 @@ func TestIndexerRunsWithoutReads(t *testing.T) {
 	for rawCount(t, path, ftsCount, "lonely") != 1 {
 		if ctx.Err() != nil {
 			t.Fatal("not indexed after 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The write-ahead log is copied into the database by the background
+// checkpoint, long before the writer's own checkpoint would (4,000 pages).
+func TestBackgroundCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s := indexStore(t, path)
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	var msgs []dlq.Message
+	for i := range 400 {
+		m := indexMessage(int64(i+1), "bulk", "acme")
+		m.Body = []byte(strings.Repeat("x", 2000))
+		msgs = append(msgs, m)
+	}
+	applyIndexPage(t, s, 1, 400, msgs...)
+	deadline := time.Now().Add(10 * time.Second)
+	for size() < before+600<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file grew from %d to %d bytes: nothing checkpointed", before, size())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -72,6 +72,9 @@ type Store struct {
 	// idx writes the search and property rows behind the ingest
 	// (ingest_index.go).
 	idx *indexer
+	// ckpt copies the write-ahead log into the database beside the writer
+	// (checkpoint.go).
+	ckpt *checkpointer
 	// closeUnindexed, set by tests, leaves the unindexed tail to the next
 	// Open, as a crash would.
 	closeUnindexed bool
@@ -132,6 +135,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, s.wrap("open read pool", err, opts.BusyTimeout)
 	}
 	s.reader = reader
+	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	s.idx = newIndexer(s)
 	// A tail a crash left unindexed is indexed at once.
 	if behind, err := s.indexBehind(ctx); err != nil {
@@ -178,7 +186,7 @@ func (s *Store) Close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	return errors.Join(append(errs, s.reader.Close(), s.writer.Close())...)
+	return errors.Join(append(errs, s.ckpt.close(), s.reader.Close(), s.writer.Close())...)
 }
 
 // Path is the database file's path.
@@ -192,6 +200,9 @@ func (s *Store) Path() string { return s.path }
 // (16 MB) writes each of those once per eight pages. Readers never wait for
 // a checkpoint (WAL); the log file stays about this size, unless a long read
 // holds a checkpoint back (it grows, and is reused from its start after).
+// Since the background checkpoint (checkpoint.go) the writer's is the
+// backstop: the log reaches this size only when the background one has not
+// caught up.
 const walCheckpointPages = 4000
 
 func dsn(path string, busy time.Duration, readOnly bool) string {
@@ -209,6 +220,10 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 		// The writer checkpoints the WAL into the database every
 		// walCheckpointPages pages instead of SQLite's 1,000.
 		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+		// Temporary data (the indexer's sort of a batch's property rows,
+		// statement journals) in memory, not in files: at most a batch's
+		// worth (indexMax), and a third fewer bytes written per message.
+		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	// SQLite reads the name as a URI: escape what would end the path or be
 	// decoded in it.

@@ -257,3 +257,47 @@ func TestBackgroundCheckpoint(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A page of a range the catalog has nothing of is prepared before the
+// writer is taken (groups, previews); the rows are the same as a page
+// prepared inside the transaction.
+func TestPreparedPageWritesTheSameRows(t *testing.T) {
+	var msgs []dlq.Message
+	for i := range 30 {
+		m := indexMessage(int64(i+2), fmt.Sprintf("word%d", i%4), "acme")
+		desc := fmt.Sprintf("order %d failed at 10.0.0.%d", 1000+i, i%3)
+		m.DeadLetterErrorDescription = &desc
+		if i%5 == 0 {
+			m.Body = []byte{0, 1, 2, 0xff}
+		}
+		msgs = append(msgs, m)
+	}
+	rows := func(s *store.Store, path string) string {
+		db, err := storetest.OpenSQL(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var out string
+		err = db.QueryRow(`SELECT group_concat(x, ';') FROM (SELECT m.sequence_number || ' ' || g.key || ' ' || g.description_pattern
+			|| ' ' || g.present || ' ' || m.body_preview AS x FROM messages m JOIN groups g ON g.id = m.group_id
+			WHERE m.sequence_number > 1 ORDER BY m.sequence_number)`).Scan(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// Prepared: the range 2..31 is new.
+	p1 := filepath.Join(t.TempDir(), "a.db")
+	s1 := indexStore(t, p1)
+	applyIndexPage(t, s1, 2, 31, msgs...)
+	// Not prepared: the range holds message 1 already.
+	p2 := filepath.Join(t.TempDir(), "b.db")
+	s2 := indexStore(t, p2)
+	applyIndexPage(t, s2, 1, 1, indexMessage(1, "first", "acme"))
+	applyIndexPage(t, s2, 1, 31, append([]dlq.Message{indexMessage(1, "first", "acme")}, msgs...)...)
+	a, b := rows(s1, p1), rows(s2, p2)
+	if a == "" || a != b {
+		t.Errorf("prepared:\n%s\nin the transaction:\n%s", a, b)
+	}
+}

@@ -51,7 +51,8 @@ type newMessage struct {
 	firstSeen, lastSeen int64
 	gone                any    // nil, or when it left the broker (Unix ms)
 	replayCount         int64  // at least what its properties say (replayCountOf)
-	preview             string // "" derives it from a text body
+	preview             string // "" derives it from a text body, unless previewDone
+	previewDone         bool
 }
 
 // insertMessages inserts msgs with their bodies and returns their ids, in
@@ -115,7 +116,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 			props = "{}"
 		}
 		preview := nm.preview
-		if preview == "" {
+		if preview == "" && !nm.previewDone {
 			if text, isText := bodyText(m.Body); isText {
 				preview = previewOf(text)
 			}

@@ -22,9 +22,4 @@ func TestIngestSettings(t *testing.T) {
 	if err := s.writer.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil || pages != walCheckpointPages {
 		t.Errorf("writer's wal_autocheckpoint = %d, %v; want %d", pages, err, walCheckpointPages)
 	}
-	// The indexer's sorts in memory (2 = MEMORY).
-	var temp int
-	if err := s.writer.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&temp); err != nil || temp != 2 {
-		t.Errorf("writer's temp_store = %d, %v; want 2 (memory)", temp, err)
-	}
 }

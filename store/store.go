@@ -220,10 +220,7 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 		// The writer checkpoints the WAL into the database every
 		// walCheckpointPages pages instead of SQLite's 1,000.
 		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
-		// Temporary data (the indexer's sort of a batch's property rows,
-		// statement journals) in memory, not in files: at most a batch's
-		// worth (indexMax), and a third fewer bytes written per message.
-		q.Add("_pragma", "temp_store(MEMORY)")
+
 	}
 	// SQLite reads the name as a URI: escape what would end the path or be
 	// decoded in it.

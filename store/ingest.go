@@ -124,9 +124,13 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err := upsertGroups(ctx, tx, eid, groups.byID); err != nil {
 		return res, fmt.Errorf("update failure groups: %w", err)
 	}
+	inline := false
 	if len(fresh) > 0 {
 		if res.New, err = insertMessages(ctx, tx, s.chunk, fresh); err != nil {
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
+		}
+		if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {
+			return res, err
 		}
 	}
 	if err := counters.write(ctx, tx, eid); err != nil {
@@ -144,7 +148,9 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
 	}
 	s.ckpt.committed()
-	s.idx.added(len(res.New))
+	if !inline {
+		s.idx.added(len(res.New))
+	}
 	return res, nil
 }
 

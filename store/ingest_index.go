@@ -70,7 +70,7 @@ type indexer struct {
 	paused atomic.Bool
 	// lastRead is when a read last went through the indexes (Unix ns).
 	lastRead atomic.Int64
-	closed sync.Once
+	closed   sync.Once
 }
 
 // indexRound is one run of the indexer: done closes when it ends.

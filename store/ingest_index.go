@@ -209,6 +209,20 @@ func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 	return nil
 }
 
+// indexTail indexes every message above the watermark in the caller's
+// transaction on the writer (a replay job freezing a filter's selection).
+func indexTail(ctx context.Context, tx *sql.Tx) error {
+	var through, newest int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0),
+		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
+		return fmt.Errorf("index new messages: %w", err)
+	}
+	if newest <= through {
+		return nil
+	}
+	return indexRange(ctx, tx, through, newest)
+}
+
 // readersActiveFor is how long after a read through the indexes the
 // ingest indexes its own pages (indexInline).
 const readersActiveFor = 10 * time.Second

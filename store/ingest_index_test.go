@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
@@ -331,4 +332,36 @@ func TestIngestIndexesInlineWhileReadersSearch(t *testing.T) {
 	if err != nil || through != newest {
 		t.Errorf("watermark %d, newest %d, %v", through, newest, err)
 	}
+}
+
+// A replay job's filter selection, summarised and frozen right after the
+// ingest, holds the messages the indexer has not indexed yet.
+func TestJobSelectionFindsUnindexedMessages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s := indexStore(t, path)
+	ctx := t.Context()
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "alpha", "umbrella"), indexMessage(2, "beta", "umbrella"))
+	f := dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "umbrella"}}, Query: "alpha"}
+	// Frozen in the writer's transaction, with the indexer paused.
+	j, err := s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Total != 1 {
+		t.Errorf("job of %d messages, want 1", j.Total)
+	}
+	applyIndexPage(t, s, 3, 3, indexMessage(3, "alpha", "umbrella"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sum, err := s.SummariseSelection(ctx, replay.Selection{Filter: &f}, 1, 5)
+		if err != nil || sum.Total != 2 {
+			t.Errorf("summary of %d messages, %v; want 2", sum.Total, err)
+		}
+	}()
+	// The summary is a read: it waits for the indexer.
+	time.Sleep(100 * time.Millisecond)
+	store.PauseIndexerForTest(s)()
+	<-done
 }

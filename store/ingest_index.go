@@ -314,8 +314,9 @@ const readOnlyIndexWait = 5 * indexLag
 // indexes, and gives up readOnlyIndexWait after start.
 func (s *Store) waitForWriter(ctx context.Context, start time.Time) error {
 	if time.Since(start) > readOnlyIndexWait {
-		return fmt.Errorf("the newest messages of %s are not indexed for search and property filters yet, and this read-only "+
-			"open cannot index them: start dlqdash serve on the file (it indexes them at once), then try again", s.path)
+		return fmt.Errorf("the newest messages of %s are still not indexed for search and property filters after %s, and this "+
+			"read-only open cannot index them: the dlqdash serve that writes the file indexes them (start it if it is not running), "+
+			"then try again", s.path, readOnlyIndexWait)
 	}
 	select {
 	case <-time.After(50 * time.Millisecond):

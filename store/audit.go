@@ -99,7 +99,7 @@ func auditWhere(f audit.Filter) ([]string, []any) {
 		args = append(args, string(names))
 	}
 	if f.Job != "" {
-		// The actions index (0017) knows each entry's job.
+		// The actions index (0016) knows each entry's job.
 		where = append(where, "seq IN (SELECT e.seq FROM audit_actions a JOIN audit_action_entries e ON e.action_id = a.id WHERE a.job_id = ?)")
 		args = append(args, f.Job)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/dlqdash/dlqdash/audit"
 )
 
-// This file reads the audit trail one row per action (0017_audit_actions):
+// This file reads the audit trail one row per action (0016_audit_actions):
 // the entries a job writes a batch of messages at a time grouped under
 // their job and action, every other entry a row of its own.
 
@@ -21,7 +21,7 @@ const auditActionColumns = "a.id, a.last_seq, a.first_at, a.last_at, a.actor, a.
 const auditActionCursorPrefix = "g1."
 
 // indexAuditAction records e, just appended in tx, in its action
-// (0017_audit_actions): a new action, or the one its GroupKey names grown.
+// (0016_audit_actions): a new action, or the one its GroupKey names grown.
 // An id already taken (an entry appended again by hand after its removal)
 // leaves the index as it is.
 func indexAuditAction(ctx context.Context, tx *sql.Tx, e audit.Entry) error {

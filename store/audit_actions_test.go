@@ -218,7 +218,7 @@ func TestAuditActionMessagesPages(t *testing.T) {
 	}
 }
 
-// TestAuditActionsBackfill: a trail kept before 0017 is indexed by the
+// TestAuditActionsBackfill: a trail kept before 0016 is indexed by the
 // migration as the trigger indexes new entries.
 func TestAuditActionsBackfill(t *testing.T) {
 	s, l := openAuditLog(t)
@@ -238,10 +238,10 @@ func TestAuditActionsBackfill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqlText := ms[16].sql
+	sqlText := ms[15].sql
 	i := indexOf(sqlText, "CREATE VIEW audit_log_index")
 	if i < 0 {
-		t.Fatal("0017 has no backfill")
+		t.Fatal("0016 has no backfill")
 	}
 	if _, err := s.writer.Exec(sqlText[i:]); err != nil {
 		t.Fatal(err)

@@ -51,23 +51,25 @@ type newMessage struct {
 	firstSeen, lastSeen int64
 	gone                any    // nil, or when it left the broker (Unix ms)
 	replayCount         int64  // at least what its properties say (replayCountOf)
-	preview             string // "" derives it from a text body
+	preview             string // "" derives it from a text body, unless previewDone
+	previewDone         bool
 }
 
-// insertMessages inserts msgs with their bodies and search rows and returns
-// their ids, in order. The caller counts them (counters, groups).
+// insertMessages inserts msgs with their bodies and returns their ids, in
+// order. The caller counts them (counters, groups) and tells the indexer
+// once it has committed (s.idx.added): the search and property rows are
+// written behind (ingest_index.go).
 func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs []newMessage) ([]int64, error) {
 	// Ids are assigned here rather than by SQLite so that rows can go in
 	// many to a statement: the store has one writer connection and this runs
 	// inside its transaction, so nobody else takes the next ids meanwhile.
+	// They are above the index's watermark even when the newest rows were
+	// pruned: the indexer indexes every id above it, and none below.
 	var next int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM messages`).Scan(&next); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(id) FROM messages), 0),
+		coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)) + 1`, metaIndexThrough).Scan(&next); err != nil {
 		return nil, err
 	}
-	// The search rows go in with one statement per page: FTS5 flushes its
-	// pending terms to a new segment at every statement, so a statement per
-	// row would write a segment per row and spend its time merging them.
-	ftsArgs := make([]any, 0, len(msgs)*5)
 	ids := make([]int64, 0, len(msgs))
 	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
 	bodyArgs := make([]any, 0, insertChunk*2)
@@ -113,12 +115,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 		if props == "" {
 			props = "{}"
 		}
-		text, isText := bodyText(m.Body)
 		preview := nm.preview
-		if !isText {
-			text = ""
-		} else if preview == "" {
-			preview = previewOf(text)
+		if preview == "" && !nm.previewDone {
+			if text, isText := bodyText(m.Body); isText {
+				preview = previewOf(text)
+			}
 		}
 		id := next
 		next++
@@ -132,7 +133,6 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 			b = []byte{}
 		}
 		bodyArgs = append(bodyArgs, id, b)
-		ftsArgs = append(ftsArgs, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props))
 		ids = append(ids, id)
 		if pending++; pending == insertChunk {
 			if err := flush(pending); err != nil {
@@ -143,21 +143,6 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	}
 	if err := flush(pending); err != nil {
 		return nil, err
-	}
-	if len(ids) > 0 {
-		if err := indexProperties(ctx, tx, ids[0], ids[len(ids)-1]); err != nil {
-			return nil, err
-		}
-	}
-	// One statement for the page, however many rows (a page is at most a
-	// few hundred messages: far below SQLite's 32,766 parameters).
-	for len(ftsArgs) > 0 {
-		n := min(len(ftsArgs)/5, 6000)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties) VALUES `+
-			placeholders(n, 5), ftsArgs[:n*5]...); err != nil {
-			return nil, fmt.Errorf("index for search: %w", err)
-		}
-		ftsArgs = ftsArgs[n*5:]
 	}
 	return ids, nil
 }

@@ -97,6 +97,11 @@ type searchDriven struct {
 // divided by the share of the catalog the other filters keep, or all the
 // hits if fewer.
 func (s *Store) searchDrive(ctx context.Context, f dlq.Filter, want int64) (searchDriven, error) {
+	// The hits come from the search index, written behind the ingest: wait
+	// for it to cover the newest message, as planList does.
+	if err := s.waitIndexed(ctx, -1); err != nil {
+		return searchDriven{}, err
+	}
 	c, err := compileFilter(ctx, s.reader, f)
 	if err != nil {
 		return searchDriven{}, err

@@ -357,6 +357,11 @@ var forceSearch string
 
 // planList compiles f and chooses how to find a page of it.
 func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan, error) {
+	if usesIndexes(f) {
+		if err := s.waitIndexed(ctx, -1); err != nil {
+			return listPlan{}, err
+		}
+	}
 	c, err := compileFilter(ctx, s.reader, f)
 	if err != nil {
 		return listPlan{}, err

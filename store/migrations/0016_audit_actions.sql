@@ -1,4 +1,4 @@
--- 0017_audit_actions: the audit trail read one row per action (issue 19).
+-- 0016_audit_actions: the audit trail read one row per action (issue 19).
 --
 -- A replay job writes an audit entry per batch of messages (replay,
 -- discard, message_failed, ...): thousands of entries for one job's one

@@ -82,6 +82,9 @@ func (e *Engine) claimJobs(ctx context.Context, wg *sync.WaitGroup) {
 			e.keepForLater(c)
 		}
 	}
+	// A job claimed twice in one round was released meanwhile (its run
+	// could not start): it waits for the next round, not a tight loop.
+	seen := map[int64]bool{}
 	for ctx.Err() == nil {
 		e.mu.Lock()
 		full := len(e.runs) >= e.cfg.MaxJobs
@@ -99,6 +102,11 @@ func (e *Engine) claimJobs(ctx context.Context, wg *sync.WaitGroup) {
 		if !ok {
 			return
 		}
+		if seen[c.JobID] {
+			e.release(ctx, c)
+			return
+		}
+		seen[c.JobID] = true
 		if c.AdoptedFrom != "" {
 			e.log.Info("replay: adopting a job whose replica went silent", "job_id", c.JobID, "from_replica", c.AdoptedFrom)
 		}

@@ -301,3 +301,46 @@ func TestClaimLostStopsTheRun(t *testing.T) {
 	checkSet(t, "copies in orders", brokerOriginals(t, e.ns, "orders", true), msgIDs(n, func(int) bool { return true }))
 	t.Logf("replica A stopped at %d of %d when its claim was taken, and finished after adopting it back", two.Counts.Completed, n)
 }
+
+// loopingClaims always offers the same job: one the store cannot read.
+type loopingClaims struct {
+	mu            sync.Mutex
+	claimed, left int
+}
+
+func (c *loopingClaims) Claim(context.Context) (replay.Claim, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.claimed++
+	return replay.Claim{JobID: 987654, Term: int64(c.claimed)}, true, nil
+}
+
+func (c *loopingClaims) Heartbeat(context.Context) ([]int64, error) { return nil, nil }
+
+func (c *loopingClaims) Release(context.Context, replay.Claim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.left++
+	return nil
+}
+
+// A claimed job the store cannot read is released, and the engine waits
+// for its next look for work before claiming again: it does not spin
+// claiming and releasing the same job (which the claims offer again at
+// once, as the oldest nobody holds) as fast as the database answers.
+func TestClaimedJobUnreadableDoesNotSpin(t *testing.T) {
+	e := claimEnv(t, 1)
+	c := &loopingClaims{}
+	_, stop := e.claimEngine(c)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A round every heartbeat (100 ms here), at most two claims a round.
+	if c.claimed > 20 {
+		t.Errorf("the engine claimed the unreadable job %d times in 0.5 s (released %d): it spins", c.claimed, c.left)
+	}
+	if c.left == 0 {
+		t.Errorf("the unreadable job's claim was never released")
+	}
+}

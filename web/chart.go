@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -48,10 +49,13 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 	width := r.Span / time.Duration(r.Buckets)
 	until := now.UTC().Truncate(width).Add(width)
 	since := until.Add(-r.Span)
-	cs, err := src.DeadLetterSeries(ctx, dlq.SeriesQuery{Namespace: f.Namespace, Entity: f.Entity, Group: f.Group,
+	cs, ok, err := scopedSeries(ctx, src, dlq.SeriesQuery{Namespace: f.Namespace, Entity: f.Entity, Group: f.Group,
 		Since: since, Until: until, Buckets: r.Buckets})
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter chart: %w", err)
+	}
+	if !ok {
+		return nil, nil // no namespace the reader may view
 	}
 	subject := chartSubject(f, "")
 	if f.Group != "" {
@@ -96,6 +100,41 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 		c.Ranges = append(c.Ranges, views.ChartRange{Label: o.Label, URL: rangeURL(i), Current: i == rng})
 	}
 	return c, nil
+}
+
+// scopedSeries is q's series over the namespaces ctx's reader may view
+// (access rules): a series per namespace of the scope, summed, when q names
+// none; ok is false when the scope holds none of q's.
+func scopedSeries(ctx context.Context, src seriesSource, q dlq.SeriesQuery) (cs dlq.CountSeries, ok bool, err error) {
+	sc := scopeFrom(ctx)
+	if sc.all {
+		cs, err = src.DeadLetterSeries(ctx, q)
+		return cs, err == nil, err
+	}
+	names := sc.names
+	if q.Namespace != "" {
+		names = nil
+		if sc.has(q.Namespace) {
+			names = []string{q.Namespace}
+		}
+	}
+	for i, ns := range names {
+		q.Namespace = ns
+		one, err := src.DeadLetterSeries(ctx, q)
+		if err != nil {
+			return cs, false, err
+		}
+		if i == 0 {
+			cs = one
+			continue
+		}
+		for b := range min(len(cs.Counts), len(one.Counts)) {
+			cs.Counts[b] += one.Counts[b]
+		}
+		cs.Jobs = append(cs.Jobs, one.Jobs...)
+	}
+	slices.SortStableFunc(cs.Jobs, func(a, b dlq.SeriesJob) int { return a.At.Compare(b.At) })
+	return cs, len(names) > 0, nil
 }
 
 // groupChartURL is a failure group's page with the chart's range rng.

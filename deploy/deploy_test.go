@@ -568,6 +568,23 @@ func TestKubernetes(t *testing.T) {
 	if len(secrets) != 1 {
 		t.Errorf("the secrets come from the Secrets %v, want one for every replica", secrets)
 	}
+	// The README's command creates that Secret with every key.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range secrets {
+		create := regexp.MustCompile(`kubectl create secret generic ` + regexp.QuoteMeta(name) + ` \\\n((?:\s+--from-literal=[a-z-]+=.*\n)+)`).FindSubmatch(readme)
+		if create == nil {
+			t.Errorf("the README does not show how to create the Secret %s", name)
+			continue
+		}
+		for env, key := range secretOf {
+			if !strings.Contains(string(create[1]), "--from-literal="+key+"=") {
+				t.Errorf("the README's Secret %s has no key %s (for %s)", name, key, env)
+			}
+		}
+	}
 	for _, need := range []string{"DLQDASH_DB", "DLQDASH_AUDIT_KEY", "SERVICEBUS_CONNECTION_STRING"} {
 		if secretOf[need] == "" {
 			t.Errorf("%s is not from the Secret", need)

@@ -661,3 +661,60 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("the Ingress routes to %q", b)
 	}
 }
+
+// TestDockerfile checks what the deployments rely on in the image: the
+// binary as the entrypoint, a health check through a command dlqdash has
+// on the port both deployments use, and no database named in the image
+// (DLQDASH_DATABASE_URL is refused beside a DLQDASH_DB).
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := os.ReadFile("../cmd/dlqdash/commands.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasCommand := func(name string) bool { return bytes.Contains(cmds, []byte(`{"`+name+`", `)) }
+	// The run stage: from the last FROM on, continuation lines joined.
+	text := strings.ReplaceAll(string(b), "\\\n", " ")
+	text = text[strings.LastIndex(text, "\nFROM "):]
+	env := map[string]string{}
+	var entrypoint, health string
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch f[0] {
+		case "ENV":
+			for _, kv := range f[1:] {
+				k, v, _ := strings.Cut(kv, "=")
+				env[k] = v
+			}
+		case "ENTRYPOINT":
+			entrypoint = strings.Join(f[1:], " ")
+		case "HEALTHCHECK":
+			_, health, _ = strings.Cut(line, " CMD ")
+		}
+	}
+	for _, k := range []string{"DLQDASH_DB", "DLQDASH_DATABASE_URL"} {
+		if _, ok := env[k]; ok {
+			t.Errorf("the image sets %s: a deployment's DLQDASH_DATABASE_URL would be refused beside DLQDASH_DB", k)
+		}
+	}
+	if env["DLQDASH_ADDR"] != ":8080" {
+		t.Errorf("the image's DLQDASH_ADDR is %q; the deployments and the health check expect :8080", env["DLQDASH_ADDR"])
+	}
+	if entrypoint != `["/dlqdash"]` {
+		t.Errorf("the entrypoint is %s; the deployments pass dlqdash's command as arguments", entrypoint)
+	}
+	if strings.TrimSpace(health) != `["/dlqdash", "healthcheck"]` || !hasCommand("healthcheck") {
+		t.Errorf("the health check runs %q", health)
+	}
+	for _, c := range []string{"serve", "emulator"} {
+		if !hasCommand(c) {
+			t.Errorf("cmd/dlqdash has no command %s, which the deployments run", c)
+		}
+	}
+}

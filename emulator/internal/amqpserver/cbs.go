@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 
@@ -62,6 +63,11 @@ func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
 	case sasTokenType, "":
 		if err := s.checkSAS(token, audience); err != nil {
 			s.log.Info("emulator: put-token rejected", "audience", audience, "error", err)
+			var expired expiredTokenError
+			if errors.As(err, &expired) {
+				// Azure's words, which the SDK's callers match on.
+				return rpcResponse(statusUnauthorized, expired.Error(), nil)
+			}
 			return rpcResponse(statusUnauthorized, "Unauthorized: "+err.Error(), nil)
 		}
 	default:
@@ -78,6 +84,15 @@ func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
 		}
 	}
 	return rpcResponse(statusAccepted, "Accepted", nil)
+}
+
+// expiredTokenError is a SAS token past its se, described as Azure describes
+// it on $cbs: "ExpiredToken: The token is expired. Expiration time:
+// '2019-04-11 21:12:56Z'" (UTC).
+type expiredTokenError struct{ at time.Time }
+
+func (e expiredTokenError) Error() string {
+	return "ExpiredToken: The token is expired. Expiration time: '" + e.at.UTC().Format("2006-01-02 15:04:05Z") + "'"
 }
 
 // entityFromAudience turns amqp://host:port/q1/$management into q1.
@@ -136,7 +151,7 @@ func (s *Server) checkSAS(token, audience string) error {
 		return fmt.Errorf("bad expiry %q: %w", se, err)
 	}
 	if exp <= s.opts.Now().Unix() {
-		return errors.New("token expired")
+		return expiredTokenError{at: time.Unix(exp, 0)}
 	}
 	mac := hmac.New(sha256.New, []byte(s.opts.Key))
 	mac.Write([]byte(sr + "\n" + se))

@@ -54,6 +54,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,16 @@ type Config struct {
 
 	KeyName string // SAS key name clients must use; default DefaultKeyName
 	Key     string // SAS key; default DefaultKey
+
+	// AuthorizationRules are further namespace-level shared access rules
+	// (every namespace of the Config has them): a key name, a primary and
+	// optionally a secondary key, and rights among Manage, Send and Listen
+	// (Manage needs the other two), as an Azure namespace's shared access
+	// policies. KeyName/Key above has every right. A token of a rule
+	// without Send cannot attach a sender, without Listen a receiver, and
+	// without Manage cannot use the admin API's entity operations, each
+	// refused in Azure's words.
+	AuthorizationRules []broker.AuthorizationRule
 
 	// JWTKey is the HS256 key Entra-style tokens (token type jwt on $cbs,
 	// a bearer token on the admin API) must be signed with; their audience
@@ -183,6 +194,9 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	}
 	if cfg.Key == "" {
 		cfg.Key = DefaultKey
+	}
+	if err := checkRules(cfg.KeyName, cfg.AuthorizationRules); err != nil {
+		return nil, err
 	}
 	nss, err := namespaceConfigs(cfg)
 	if err != nil {
@@ -276,6 +290,7 @@ func startNamespace(cfg Config, n NamespaceConfig, tlsCfg *tls.Config, logger *s
 		Namespace:         ns,
 		KeyName:           cfg.KeyName,
 		Key:               cfg.Key,
+		Rules:             cfg.AuthorizationRules,
 		JWTKey:            cfg.JWTKey,
 		TLS:               tlsCfg,
 		Logger:            logger.With("component", "emulator"),
@@ -301,6 +316,7 @@ func startNamespace(cfg Config, n NamespaceConfig, tlsCfg *tls.Config, logger *s
 			Handler: withWebSockets(atom.NewHandler(ns, atom.Options{
 				KeyName: cfg.KeyName,
 				Key:     cfg.Key,
+				Rules:   cfg.AuthorizationRules,
 				JWTKey:  cfg.JWTKey,
 				Logger:  logger.With("component", "emulator-admin"),
 				Now:     cfg.Now,
@@ -472,4 +488,33 @@ func (e *Emulator) Close() error {
 		e.closeErr = errors.Join(errs...)
 	})
 	return e.closeErr
+}
+
+// checkRules validates Config.AuthorizationRules: each has a key name of
+// its own (not KeyName's), a primary key, and rights among Manage, Send and
+// Listen, Manage only with the other two (as Azure requires).
+func checkRules(mainKeyName string, rules []broker.AuthorizationRule) error {
+	seen := map[string]bool{strings.ToLower(mainKeyName): true}
+	for i, r := range rules {
+		switch {
+		case r.KeyName == "":
+			return fmt.Errorf("emulator authorization rule %d: a key name is required", i+1)
+		case seen[strings.ToLower(r.KeyName)]:
+			return fmt.Errorf("emulator authorization rule %q: the key name is used twice (or is KeyName's)", r.KeyName)
+		case r.PrimaryKey == "":
+			return fmt.Errorf("emulator authorization rule %q: a primary key is required", r.KeyName)
+		case len(r.Rights) == 0:
+			return fmt.Errorf("emulator authorization rule %q: give at least one of the rights Manage, Send, Listen", r.KeyName)
+		}
+		seen[strings.ToLower(r.KeyName)] = true
+		for _, right := range r.Rights {
+			if right != "Manage" && right != "Send" && right != "Listen" {
+				return fmt.Errorf("emulator authorization rule %q: right %q is not one of Manage, Send, Listen", r.KeyName, right)
+			}
+		}
+		if slices.Contains(r.Rights, "Manage") && (!slices.Contains(r.Rights, "Send") || !slices.Contains(r.Rights, "Listen")) {
+			return fmt.Errorf("emulator authorization rule %q: the Manage right requires the Send and Listen rights", r.KeyName)
+		}
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ const (
 	envEmulatorConfig   = "DLQDASH_EMULATOR_CONFIG"
 	envEmulatorKeyName  = "DLQDASH_EMULATOR_KEY_NAME"
 	envEmulatorKey      = "DLQDASH_EMULATOR_KEY"
+	envEmulatorSASRules = "DLQDASH_EMULATOR_SAS_RULES"
 	envHealthcheckURL   = "DLQDASH_HEALTHCHECK_URL"
 	envPoll             = "DLQDASH_POLL"
 	envSBTimeout        = "DLQDASH_SERVICEBUS_TIMEOUT"
@@ -125,6 +126,14 @@ type Config struct {
 	Token TokenConfig
 }
 
+// EmulatorSASRule is a namespace shared access rule of the emulator besides
+// its main key: a key name, its rights (Manage, Send, Listen) and its key.
+type EmulatorSASRule struct {
+	KeyName string
+	Rights  []string
+	Key     secret
+}
+
 // EmulatorConfig configures `dlqdash emulator`.
 type EmulatorConfig struct {
 	AMQPAddr   string
@@ -135,6 +144,8 @@ type EmulatorConfig struct {
 	// defaults to the well-known key of Microsoft's emulator.
 	KeyName string
 	Key     secret
+	// SASRules are further keys with fewer rights (DLQDASH_EMULATOR_SAS_RULES).
+	SASRules []EmulatorSASRule
 
 	// Namespaces from --namespace; empty serves one namespace as above.
 	Namespaces []EmulatorNamespace

@@ -85,6 +85,11 @@ func parseEmulatorConfig(cfg *Config, f *flagSet, getenv func(string) string, ba
 	cfg.Emulator.ConfigPath = f.get("config")
 	cfg.Emulator.KeyName = cmp.Or(strings.TrimSpace(getenv(envEmulatorKeyName)), emulator.DefaultKeyName)
 	cfg.Emulator.Key = secret(cmp.Or(getenv(envEmulatorKey), emulator.DefaultKey))
+	rules, err := parseSASRules(getenv(envEmulatorSASRules), cfg.Emulator.KeyName)
+	if err != nil {
+		return bad("%s: %v", envEmulatorSASRules, err)
+	}
+	cfg.Emulator.SASRules = rules
 
 	specs := f.fs.Lookup("namespace").Value.(*namespaceSpecs)
 	seen := map[string]bool{}
@@ -115,6 +120,42 @@ func parseEmulatorConfig(cfg *Config, f *flagSet, getenv func(string) string, ba
 		return bad("%s has %d bytes; use at least %d (for example: openssl rand -base64 32)", envEmulatorJWTKey, len(k), minJWTKey)
 	}
 	return nil
+}
+
+// parseSASRules reads DLQDASH_EMULATOR_SAS_RULES: rules separated by ';',
+// each KEYNAME:RIGHTS:KEY with RIGHTS among Manage, Send and Listen joined
+// by ',' (Manage needs the other two), e.g.
+// "SendOnly:Send:c2VuZA==;ListenOnly:Listen:bGlzdGVu". The key is the rest
+// after the second ':' and never appears in an error.
+func parseSASRules(v, mainKeyName string) ([]EmulatorSASRule, error) {
+	var rules []EmulatorSASRule
+	seen := map[string]bool{strings.ToLower(mainKeyName): true}
+	for i, part := range strings.Split(v, ";") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		name, rest, ok1 := strings.Cut(part, ":")
+		rights, key, ok2 := strings.Cut(rest, ":")
+		name = strings.TrimSpace(name)
+		if !ok1 || !ok2 || name == "" || strings.TrimSpace(key) == "" {
+			return nil, fmt.Errorf("rule %d is not KEYNAME:RIGHTS:KEY (e.g. SendOnly:Send:c2VuZA==)", i+1)
+		}
+		if seen[strings.ToLower(name)] {
+			return nil, fmt.Errorf("rule %d: the key name %q is used twice (or is the main key's, %s)", i+1, name, envEmulatorKeyName)
+		}
+		seen[strings.ToLower(name)] = true
+		r := EmulatorSASRule{KeyName: name, Key: secret(strings.TrimSpace(key))}
+		for _, right := range strings.Split(rights, ",") {
+			switch right = strings.TrimSpace(right); right {
+			case "Manage", "Send", "Listen":
+				r.Rights = append(r.Rights, right)
+			default:
+				return nil, fmt.Errorf("rule %q: right %q is not Manage, Send or Listen", name, right)
+			}
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
 }
 
 // minJWTKey is the shortest JWT key the emulator takes, in bytes: an HS256

@@ -271,3 +271,32 @@ func TestParseConfigHelp(t *testing.T) {
 		})
 	}
 }
+
+// TestParseEmulatorSASRules: DLQDASH_EMULATOR_SAS_RULES gives the emulator
+// keys with fewer rights; a malformed list is a usage error that never
+// repeats a key.
+func TestParseEmulatorSASRules(t *testing.T) {
+	c, err := parseConfig([]string{"emulator"}, env(envEmulatorSASRules, " SendOnly:Send:c2VuZA== ; NoManage:Send,Listen:a:b;"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []EmulatorSASRule{
+		{KeyName: "SendOnly", Rights: []string{"Send"}, Key: "c2VuZA=="},
+		{KeyName: "NoManage", Rights: []string{"Send", "Listen"}, Key: "a:b"},
+	}
+	if !reflect.DeepEqual(c.Emulator.SASRules, want) {
+		t.Errorf("rules = %+v, want %+v", c.Emulator.SASRules, want)
+	}
+	for name, v := range map[string]string{
+		"no key":        "SendOnly:Send",
+		"bad right":     "R:Read:c2VjcmV0LWtleQ==",
+		"main key name": "RootManageSharedAccessKey:Send:c2VjcmV0LWtleQ==",
+		"twice":         "A:Send:c2VjcmV0LWtleQ==;a:Listen:c2VjcmV0LWtleQ==",
+	} {
+		_, err := parseConfig([]string{"emulator"}, env(envEmulatorSASRules, v))
+		var ue *usageError
+		if !errors.As(err, &ue) || strings.Contains(err.Error(), "c2VjcmV0LWtleQ") {
+			t.Errorf("%s: %v, want a usage error without the key", name, err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/emulator/config"
 )
 
@@ -34,6 +35,10 @@ func runEmulator(ctx context.Context, cfg Config, logger *slog.Logger, stdout io
 		KeyName: ec.KeyName,
 		Key:     string(ec.Key),
 		Logger:  logger,
+	}
+	for _, r := range ec.SASRules {
+		emuCfg.AuthorizationRules = append(emuCfg.AuthorizationRules,
+			broker.AuthorizationRule{KeyName: r.KeyName, Rights: r.Rights, PrimaryKey: string(r.Key)})
 	}
 	if len(ec.Namespaces) == 0 {
 		emuCfg.AMQPAddr, emuCfg.AdminAddr, emuCfg.Entities = ec.AMQPAddr, ec.AdminAddr, entities

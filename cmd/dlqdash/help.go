@@ -57,6 +57,7 @@ func commandHelp(c command, getenv func(string) string) string {
 	if c.name == "emulator" {
 		fmt.Fprintf(&b, "\nEnvironment:\n  %s, %s\n        the SAS key name and key clients must sign with (default %s and\n        %s, the well-known key of Microsoft's emulator). Only from the environment.\n",
 			envEmulatorKeyName, envEmulatorKey, emulator.DefaultKeyName, emulator.DefaultKey)
+		fmt.Fprintf(&b, "  %s\n        further SAS keys with fewer rights, as an Azure namespace's shared access\n        policies: KEYNAME:RIGHTS:KEY;... with RIGHTS among Manage, Send, Listen joined\n        by ',', e.g. SendOnly:Send:c2VuZA==;ListenOnly:Listen:bGlzdGVu. Without Send a\n        key cannot attach senders, without Listen receivers, without Manage it gets\n        401 from the admin API (reading a missing entity is still 404).\n", envEmulatorSASRules)
 		fmt.Fprintf(&b, "  %s\n        the key itself instead of --jwt-key-file (at least 32 bytes). Tokens of type\n        jwt ($cbs) and bearer tokens (admin API) must be HS256-signed with it, for the\n        audience https://servicebus.azure.net, and not expired; servicebus/devcred signs\n        such tokens. SAS keeps working beside them.\n", envEmulatorJWTKey)
 		fmt.Fprintf(&b, "\nEntities:\n%s\n", indent(config.DefaultsHelp(), "  "))
 		b.WriteString(webSocketHelp)

@@ -20,10 +20,15 @@ import (
 
 // Options configure NewHandler.
 type Options struct {
-	KeyName string           // SAS key name; default "RootManageSharedAccessKey"
-	Key     string           // SAS key; default "SAS_KEY_VALUE"
-	Logger  *slog.Logger     // default: discard
-	Now     func() time.Time // default time.Now; token expiry and $namespaceinfo times
+	KeyName string // SAS key name; default "RootManageSharedAccessKey"
+	Key     string // SAS key; default "SAS_KEY_VALUE"
+	// Rules are further namespace-level shared access rules (key name,
+	// primary and secondary key, rights). KeyName/Key has every right; a
+	// token of a rule without Manage gets Azure's 401 for every entity
+	// operation except reading an entity that does not exist (404).
+	Rules  []broker.AuthorizationRule
+	Logger *slog.Logger     // default: discard
+	Now    func() time.Time // default time.Now; token expiry and $namespaceinfo times
 	// JWTKey checks Entra-style bearer tokens (HS256); empty refuses them.
 	JWTKey []byte
 	// Faults serves drop-connections and latency under /$emulator/faults
@@ -52,12 +57,13 @@ type handler struct {
 	created time.Time
 	faults  Faults // may be nil
 	jwtKey  []byte
+	rules   []broker.AuthorizationRule
 }
 
 // NewHandler serves the Service Bus admin HTTP/ATOM API for ns. Mount it at
 // the root: paths are entity paths ("/myqueue", "/$Resources/Queues").
 func NewHandler(ns *broker.Namespace, o Options) http.Handler {
-	h := &handler{ns: ns, keyName: o.KeyName, key: []byte(o.Key), log: o.Logger, now: o.Now, faults: o.Faults, jwtKey: o.JWTKey}
+	h := &handler{ns: ns, keyName: o.KeyName, key: []byte(o.Key), log: o.Logger, now: o.Now, faults: o.Faults, jwtKey: o.JWTKey, rules: o.Rules}
 	if h.keyName == "" {
 		h.keyName = DefaultKeyName
 	}
@@ -114,9 +120,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	h.countAdmin(r.URL.Path)
 	rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-	err := h.authorize(r)
-	if err == nil {
+	manage, err := h.authorize(r)
+	switch {
+	case err == nil && manage:
 		err = h.route(rec, r)
+	case err == nil:
+		err = h.withoutManage(r)
 	}
 	if err != nil {
 		h.writeError(rec, r, err)
@@ -250,7 +259,18 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", "SharedAccessSignature")
 	}
-	writeXML(w, code, errorXML{Code: code, Detail: detail})
+	writeErrorXML(w, code, detail)
+}
+
+// writeErrorXML writes <Error><Code>code</Code><Detail>detail</Detail></Error>
+// as the service does: only &, < and > escaped in the detail, so that
+// quotes stay quotes ('GetSubscription', which callers match on; Go's XML
+// encoder would write &#39;).
+func writeErrorXML(w http.ResponseWriter, code int, detail string) {
+	esc := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(detail)
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "%s<Error><Code>%d</Code><Detail>%s</Detail></Error>", xml.Header, code, esc)
 }
 
 // brokerDetail turns "broker: x: y" wrapping into readable text.

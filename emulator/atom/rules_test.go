@@ -29,7 +29,7 @@ func TestSQLRuleErrorsAre400s(t *testing.T) {
 		detail string
 	}{
 		{"filter", admin.CreateRuleOptions{Filter: &admin.SQLFilter{Expression: "a = 1 AND (b = 2"}},
-			"[Token line=1, column=17, Token in error= , Additional details= syntax error, unexpected end of expression, expecting &#39;)&#39;]"},
+			"[Token line=1, column=17, Token in error= , Additional details= syntax error, unexpected end of expression, expecting ')']"},
 		{"unknown sys", admin.CreateRuleOptions{Filter: &admin.SQLFilter{Expression: "sys.Colour = 'red'"}},
 			"[Token line=1, column=5, Token in error= Colour, Additional details= unknown system property sys.Colour]"},
 		{"missing parameter", admin.CreateRuleOptions{Filter: &admin.SQLFilter{Expression: "a = @x", Parameters: map[string]any{"@y": 1}}},
@@ -45,7 +45,7 @@ func TestSQLRuleErrorsAre400s(t *testing.T) {
 	}
 	_, err := e.client.CreateSubscription(ctx, "t", "s2", &admin.CreateSubscriptionOptions{Properties: &admin.SubscriptionProperties{
 		DefaultRule: &admin.RuleProperties{Name: "$Default", Filter: &admin.SQLFilter{Expression: "a LIKE 'x' ESCAPE 'yz'"}}}})
-	if statusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "column=19, Token in error= &#39;yz&#39;, Additional details= the ESCAPE character must be a string of length 1") {
+	if statusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "column=19, Token in error= 'yz', Additional details= the ESCAPE character must be a string of length 1") {
 		t.Errorf("subscription with a bad default rule: %v", err)
 	}
 	if _, err := e.ns.Subscription("t", "s2"); err == nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goamqp "github.com/Azure/go-amqp"
 
@@ -42,7 +43,8 @@ func rpcResponse(code int32, desc string, value any) *goamqp.Message {
 // expiry (package jwtcheck), and refused when no key is configured. A refused token gets
 // 401, as on Azure, which the SDK surfaces as CodeUnauthorizedAccess. An audience naming
 // a missing entity gets 404, which is how the SDK surfaces CodeNotFound.
-func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
+func (c *conn) handleCBS(req *goamqp.Message) *goamqp.Message {
+	s := c.s
 	op, _ := req.ApplicationProperties["operation"].(string)
 	if op != "put-token" {
 		return rpcResponse(statusBadRequest, fmt.Sprintf("unsupported $cbs operation %q", op), nil)
@@ -53,15 +55,23 @@ func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
 	if audience == "" {
 		return rpcResponse(statusBadRequest, "put-token without an audience (name)", nil)
 	}
+	var rights []string
 	switch tokenType {
 	case jwtTokenType:
 		if _, err := jwtcheck.Verify(token, s.opts.JWTKey, s.opts.Now(), hostOf(audience)); err != nil {
 			s.log.Info("emulator: put-token rejected", "audience", audience, "token_type", tokenType, "error", err)
 			return rpcResponse(statusUnauthorized, "Unauthorized: "+err.Error(), nil)
 		}
+		rights = allRights
 	case sasTokenType, "":
-		if err := s.checkSAS(token, audience); err != nil {
+		var err error
+		if rights, err = s.checkSAS(token, audience); err != nil {
 			s.log.Info("emulator: put-token rejected", "audience", audience, "error", err)
+			var expired expiredTokenError
+			if errors.As(err, &expired) {
+				// Azure's words, which the SDK's callers match on.
+				return rpcResponse(statusUnauthorized, expired.Error(), nil)
+			}
 			return rpcResponse(statusUnauthorized, "Unauthorized: "+err.Error(), nil)
 		}
 	default:
@@ -77,7 +87,17 @@ func (s *Server) handleCBS(req *goamqp.Message) *goamqp.Message {
 			return rpcResponse(status, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 		}
 	}
+	c.recordGrant(audience, rights)
 	return rpcResponse(statusAccepted, "Accepted", nil)
+}
+
+// expiredTokenError is a SAS token past its se, described as Azure describes
+// it on $cbs: "ExpiredToken: The token is expired. Expiration time:
+// '2019-04-11 21:12:56Z'" (UTC).
+type expiredTokenError struct{ at time.Time }
+
+func (e expiredTokenError) Error() string {
+	return "ExpiredToken: The token is expired. Expiration time: '" + e.at.UTC().Format("2006-01-02 15:04:05Z") + "'"
 }
 
 // entityFromAudience turns amqp://host:port/q1/$management into q1.
@@ -111,52 +131,62 @@ func stripScheme(s string) string {
 // checkSAS validates "SharedAccessSignature sr=..&sig=..&se=..&skn=..": the key name,
 // the expiry, the HMAC-SHA256 over the (already lower-cased, query-escaped) sr, and that
 // the token's resource covers the audience.
-func (s *Server) checkSAS(token, audience string) error {
+func (s *Server) checkSAS(token, audience string) ([]string, error) {
 	const prefix = "SharedAccessSignature "
 	if !strings.HasPrefix(token, prefix) {
-		return errors.New("token is not a SharedAccessSignature")
+		return nil, errors.New("token is not a SharedAccessSignature")
 	}
 	fields := map[string]string{}
 	for _, kv := range strings.Split(token[len(prefix):], "&") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return fmt.Errorf("malformed token field %q", kv)
+			return nil, fmt.Errorf("malformed token field %q", kv)
 		}
 		fields[k] = v
 	}
 	sr, sig, se, skn := fields["sr"], fields["sig"], fields["se"], fields["skn"]
 	if sr == "" || sig == "" || se == "" || skn == "" {
-		return errors.New("token lacks sr, sig, se or skn")
+		return nil, errors.New("token lacks sr, sig, se or skn")
 	}
-	if skn != s.opts.KeyName {
-		return fmt.Errorf("unknown key name %q", skn)
+	keys, rights, ok := s.keyFor(skn)
+	if !ok {
+		return nil, fmt.Errorf("unknown key name %q", skn)
 	}
 	exp, err := strconv.ParseInt(se, 10, 64)
 	if err != nil {
-		return fmt.Errorf("bad expiry %q: %w", se, err)
+		return nil, fmt.Errorf("bad expiry %q: %w", se, err)
 	}
 	if exp <= s.opts.Now().Unix() {
-		return errors.New("token expired")
+		return nil, expiredTokenError{at: time.Unix(exp, 0)}
 	}
-	mac := hmac.New(sha256.New, []byte(s.opts.Key))
-	mac.Write([]byte(sr + "\n" + se))
-	want := mac.Sum(nil)
 	sigText, err := url.QueryUnescape(sig)
 	if err != nil {
-		return fmt.Errorf("bad signature encoding: %w", err)
+		return nil, fmt.Errorf("bad signature encoding: %w", err)
 	}
 	got, err := base64.StdEncoding.DecodeString(sigText)
-	if err != nil || !hmac.Equal(got, want) {
-		return errors.New("invalid signature")
+	if err != nil || !signedByOne(got, sr+"\n"+se, keys) {
+		return nil, errors.New("invalid signature")
 	}
 	resource, err := url.QueryUnescape(sr)
 	if err != nil {
-		return fmt.Errorf("bad resource encoding: %w", err)
+		return nil, fmt.Errorf("bad resource encoding: %w", err)
 	}
 	res := strings.TrimSuffix(strings.ToLower(stripScheme(resource)), "/")
 	aud := strings.TrimSuffix(strings.ToLower(stripScheme(audience)), "/")
 	if aud != res && !strings.HasPrefix(aud, res+"/") {
-		return fmt.Errorf("token for %q does not cover %q", resource, audience)
+		return nil, fmt.Errorf("token for %q does not cover %q", resource, audience)
 	}
-	return nil
+	return rights, nil
+}
+
+// signedByOne reports whether sig is the HMAC-SHA256 of text with one of keys.
+func signedByOne(sig []byte, text string, keys []string) bool {
+	for _, k := range keys {
+		mac := hmac.New(sha256.New, []byte(k))
+		mac.Write([]byte(text))
+		if hmac.Equal(sig, mac.Sum(nil)) {
+			return true
+		}
+	}
+	return false
 }

@@ -48,8 +48,9 @@ type conn struct {
 	sessions      map[uint16]*session // by the client's channel (we use the same number)
 	peerMaxFrame  uint32
 	peerIdle      time.Duration
-	closing       bool // a close has been queued; ignore further frames
-	writerRunning bool // the writer goroutine owns the socket
+	closing       bool    // a close has been queued; ignore further frames
+	writerRunning bool    // the writer goroutine owns the socket
+	grants        []grant // accepted put-tokens: rights per audience (rights.go)
 
 	wg sync.WaitGroup // deliverers and pending attaches
 }

@@ -281,6 +281,9 @@ func (s *session) attachClientSender(l *link, a *amqp.Attach) error {
 		if addr.Kind == broker.KindSubscription || addr.SubQueue != broker.SubQueueMain {
 			return s.refuse(l, a, &amqp.Error{Condition: condNotAllowed, Description: fmt.Sprintf("cannot send to %q: only queues and topics accept messages", l.path)})
 		}
+		if e := c.checkRight(l.path, rightSend); e != nil {
+			return s.refuse(l, a, e)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,6 +333,9 @@ func (s *session) attachClientReceiver(l *link, a *amqp.Attach) error {
 	l.path = node
 	if _, err := ns.Resolve(l.path); err != nil {
 		return s.refuse(l, a, brokerError(err))
+	}
+	if e := c.checkRight(l.path, rightListen); e != nil {
+		return s.refuse(l, a, e)
 	}
 	l.mode = broker.PeekLock
 	if a.SndSettleMode != nil && *a.SndSettleMode == amqp.SenderSettleModeSettled {
@@ -612,7 +618,7 @@ func (s *session) handleTransfer(t *amqp.Transfer) error {
 		s.dispose(id, settled, &amqp.Accepted{})
 		var resp *goamqp.Message
 		if kind == linkCBS {
-			resp = c.s.handleCBS(&req)
+			resp = c.handleCBS(&req)
 		} else {
 			resp = c.s.handleMgmt(l.path, &req)
 		}

@@ -28,7 +28,8 @@ func sasToken(resource, keyName, key string, expiry time.Time) string {
 }
 
 // TestSASConnectionString: a connection string carrying a namespace-wide SAS works; an
-// expired one or one for another namespace gets CodeUnauthorizedAccess.
+// expired one or one for another namespace gets CodeUnauthorizedAccess, the expired one
+// in Azure's words with the expiry (the SDK's TestClientUnauthorizedCreds "Expired SAS").
 func TestSASConnectionString(t *testing.T) {
 	env := startEmulator(t, func(ns *broker.Namespace) { createQueue(t, ns, "q1", nil) })
 	ctx := testCtx(t)
@@ -60,6 +61,13 @@ func TestSASConnectionString(t *testing.T) {
 				t.Fatalf("send: %v", err)
 			case !tc.ok && sbCode(err) != azservicebus.CodeUnauthorizedAccess:
 				t.Fatalf("send: %v (code %q), want unauthorized", err, sbCode(err))
+			}
+			if tc.name == "expired" {
+				want := "rpc: failed, status code 401 and description: ExpiredToken: The token is expired. Expiration time: '" +
+					time.Unix(tc.expiry.Unix(), 0).UTC().Format("2006-01-02 15:04:05Z") + "'"
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("send with an expired SAS: %v\nwant it to contain %q", err, want)
+				}
 			}
 		})
 	}

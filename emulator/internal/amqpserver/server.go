@@ -30,14 +30,20 @@ const (
 
 // Options configure a Server. The zero value is usable.
 type Options struct {
-	Namespace         *broker.Namespace // nil → a fresh broker.New
-	KeyName           string            // default "RootManageSharedAccessKey"
-	Key               string            // default "SAS_KEY_VALUE"
-	Logger            *slog.Logger      // default discard
-	Now               func() time.Time  // default time.Now
-	MaxMessageSize    uint64            // default 262144 (advertised on sender attaches, enforced)
-	HeartbeatInterval time.Duration     // default 15s
-	TickInterval      time.Duration     // broker Tick period, default 100ms
+	Namespace *broker.Namespace // nil → a fresh broker.New
+	KeyName   string            // default "RootManageSharedAccessKey"
+	Key       string            // default "SAS_KEY_VALUE"
+	// Rules are further namespace-level shared access rules, each a key
+	// name with a primary (and optionally a secondary) key and its rights
+	// (Manage, Send, Listen). KeyName/Key has every right. A connection
+	// that put a token of a rule without Send (Listen) for an entity cannot
+	// attach a sender (receiver) to it.
+	Rules             []broker.AuthorizationRule
+	Logger            *slog.Logger     // default discard
+	Now               func() time.Time // default time.Now
+	MaxMessageSize    uint64           // default 262144 (advertised on sender attaches, enforced)
+	HeartbeatInterval time.Duration    // default 15s
+	TickInterval      time.Duration    // broker Tick period, default 100ms
 	// JWTKey checks the HS256 signature of Entra-style (jwt) CBS tokens;
 	// empty refuses every jwt token.
 	JWTKey []byte

@@ -552,7 +552,7 @@ func messagesCount(n int64) string {
 	if n == 1 {
 		return "List its message"
 	}
-	return "List its " + count(n) + " messages"
+	return "List its " + thousands(int(n)) + " messages"
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -40,3 +40,25 @@ func TestMessageListStableMarkup(t *testing.T) {
 		t.Error("the last page says a later page exists")
 	}
 }
+
+// The "select every match" box says its number, or, while count.js is
+// still fetching it, no number at all (it said "Select all all matching").
+func TestSelectMatchingWords(t *testing.T) {
+	for _, c := range []struct {
+		l    MessageList
+		want string
+	}{
+		{MessageList{CountURL: "/messages/count?entity=orders"}, "Select all matching"},
+		{MessageList{Matching: 1204, CountCap: 10_001}, "Select all 1,204 matching"},
+		{MessageList{Matching: 10_001, CountCap: 10_001}, "Select all more than 10,000 matching"},
+	} {
+		c.l.Messages = []MessageItem{{ID: 1, Entity: "orders", SubQueue: "dead_letter", State: "active"}}
+		var b strings.Builder
+		if err := MessagesPage(c.l).Render(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+		if page := b.String(); !strings.Contains(page, ">"+c.want+"<") || strings.Contains(page, "all all") {
+			t.Errorf("%+v: the box does not say %q", c.l.CountURL, c.want)
+		}
+	}
+}

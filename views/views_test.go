@@ -108,3 +108,19 @@ func TestDepthChart(t *testing.T) {
 		t.Errorf("an empty series is not a flat line at the bottom:\n%s", b.String())
 	}
 }
+
+func TestAgeWords(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second:                 "0s",
+		42 * time.Second:             "42s",
+		5 * time.Minute:              "5m",
+		24 * time.Hour:               "24h",
+		25*time.Hour + 7*time.Minute: "25h 7m",
+		72 * time.Hour:               "3d",
+		75 * time.Hour:               "3d 3h",
+	} {
+		if got := age(d); got != want {
+			t.Errorf("age(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -106,11 +106,7 @@ alerts:
 		"SB_PROD="+conn, "OPS_SLACK_URL="+srv.URL+hook.path, envConnectionString+"=")
 	defer c.kill()
 
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	sender, err := client.NewSender("orders", nil)
 	if err != nil {
 		t.Fatal(err)

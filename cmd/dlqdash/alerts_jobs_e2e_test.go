@@ -72,11 +72,7 @@ alerts:
 		}
 	}()
 
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	sender, err := client.NewSender("orders", nil)
 	if err != nil {
 		t.Fatal(err)

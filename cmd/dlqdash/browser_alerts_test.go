@@ -27,11 +27,7 @@ func byLabel(label string) string {
 func TestBrowserAlertsAndTriage(t *testing.T) {
 	exe := chromiumPath(t)
 	conn, adminAddr := startTestEmulator(t, "")
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	sender, err := client.NewSender("queue.1", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,11 +23,7 @@ func TestBrowserEditDryRun(t *testing.T) {
 	exe := chromiumPath(t)
 	ctx := t.Context()
 	conn, adminAddr := startTestEmulator(t, "")
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	s, err := client.NewSender("queue.1", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -30,11 +30,7 @@ func TestBrowserInventoryActions(t *testing.T) {
 	defer cancel()
 	conn, adminAddr := startTestEmulator(t, "")
 
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	s, err := client.NewSender("queue.1", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -24,11 +24,7 @@ func TestBrowserSearch(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	conn, adminAddr := startTestEmulator(t, "")
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	deadLetter := func(id, body, tenant string) {
 		t.Helper()
 		s, err := client.NewSender("queue.1", nil)

@@ -36,11 +36,7 @@ func TestBrowserStableList(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn, admin := startTestEmulator(t, emuCfg)
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	sender, err := client.NewSender("orders", nil)
 	if err != nil {
 		t.Fatal(err)

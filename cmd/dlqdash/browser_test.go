@@ -86,11 +86,7 @@ func TestBrowserTriage(t *testing.T) {
 
 	conn, adminAddr := startTestEmulator(t, "")
 
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	deadLetter := func(id, body, reason, desc string) {
 		t.Helper()
 		s, err := client.NewSender("queue.1", nil)
@@ -305,4 +301,16 @@ func liveText(sel string, out *string) chromedp.Action {
 			}
 		}
 	})
+}
+
+// testClient is the SDK's client of the test's emulator, closed when the
+// test ends.
+func testClient(t *testing.T, conn string) *azservicebus.Client {
+	t.Helper()
+	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(context.Background()) })
+	return client
 }

@@ -23,11 +23,7 @@ func TestServeCatalogsTheEmulator(t *testing.T) {
 	conn, adminAddr := startTestEmulator(t, "")
 
 	// Dead letters before serve starts, through the real SDK.
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	deadLetter := func(n int, reason string) {
 		t.Helper()
 		s, err := client.NewSender("queue.1", nil)

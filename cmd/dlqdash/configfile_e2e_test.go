@@ -24,11 +24,7 @@ func startQueueEmulator(t *testing.T, queue string) (conn, adminAddr string) {
 		t.Fatal(err)
 	}
 	conn, adminAddr = startTestEmulator(t, cfg)
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	s, err := client.NewSender(queue, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -111,11 +111,7 @@ func TestCrashDuringReplay(t *testing.T) {
 	ctx := t.Context()
 	conn, adminAddr := startTestEmulator(t, cfg)
 
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	const n = 300
 	for _, q := range []string{"dedup", "plain"} {
 		s, err := client.NewSender(q, nil)

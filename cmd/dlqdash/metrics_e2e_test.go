@@ -217,11 +217,7 @@ func getNoFail(t *testing.T, url string) (int, error) {
 func deadLetterN(t *testing.T, conn, queue string, n int) {
 	t.Helper()
 	ctx := t.Context()
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	s, err := client.NewSender(queue, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,11 +23,7 @@ func TestReplayAPI(t *testing.T) {
 	}
 	ctx := t.Context()
 	conn, adminAddr := startTestEmulator(t, cfg)
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	deadLetter := func(r *azservicebus.Receiver, n int, reason string) {
 		t.Helper()
 		defer r.Close(ctx)

@@ -48,11 +48,7 @@ func startEmulatorChild(t *testing.T) (conn, adminAddr string) {
 func TestServeCatalogsOverWebSockets(t *testing.T) {
 	conn, adminAddr := startEmulatorChild(t)
 
-	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close(context.Background())
+	client := testClient(t, conn)
 	s, err := client.NewSender("queue.1", nil)
 	if err != nil {
 		t.Fatal(err)

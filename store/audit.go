@@ -29,7 +29,7 @@ const auditColumns = "seq, at, actor, action, params, message_ids, outcome, prev
 // from this process queue on it, and another process waits for the file's
 // write lock, so every entry chains onto the one before it.
 func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastHash string) (audit.Entry, error)) (audit.Entry, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}

@@ -55,7 +55,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err != nil {
 		return res, err
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
 	}

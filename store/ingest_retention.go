@@ -11,7 +11,7 @@ import (
 // samples older than cutoff. Small batches keep each transaction short, so
 // the ingester never waits long for the writer.
 func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, s.wrap("prune", err, DefaultBusyTimeout)
 	}

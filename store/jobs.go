@@ -152,7 +152,7 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 // CreateJob implements replay.Store.
 func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int) (replay.Job, error) {
 	const op = "create job"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -528,7 +528,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -761,7 +761,7 @@ func itemStates(ctx context.Context, stmt *sql.Stmt, jobID int64, ids []int64) (
 // SetStatus implements replay.Store.
 func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, reason string, from ...replay.Status) (replay.Job, error) {
 	const op = "set job status"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -841,7 +841,7 @@ func finishPending(ctx context.Context, tx *sql.Tx, jobID int64, st, why string,
 // CancelUnsent implements replay.Store.
 func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, error) {
 	const op = "cancel unsent job messages"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -858,7 +858,7 @@ func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, erro
 // SetRetrying implements replay.Store.
 func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retrying) (replay.Job, error) {
 	const op = "record job retrying"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}

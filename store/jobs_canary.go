@@ -58,7 +58,7 @@ func (c canaryRow) into(j *replay.Job) error {
 // SetCanary implements replay.Store.
 func (s *Store) SetCanary(ctx context.Context, jobID int64, verdict string, sentBase, redeadletteredBase int) (replay.Job, error) {
 	const op = "record a job's canary"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}

@@ -77,6 +77,9 @@ func (e *SchemaTooOldError) Error() string {
 // Store fail. The schema must be exactly the one this binary knows
 // (*SchemaTooOldError or *SchemaTooNewError otherwise).
 func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error) {
+	if isPostgresURL(path) {
+		return openPostgres(ctx, path, opts, true)
+	}
 	if path == "" {
 		return nil, errors.New("open database: empty path")
 	}

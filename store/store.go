@@ -50,13 +50,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is the SQLite database. It is safe for concurrent use.
+// Store is the catalog's database: a SQLite file, or a PostgreSQL
+// database (Open). It is safe for concurrent use.
 type Store struct {
 	// Now returns the current time; tests replace it. Times are stored as
 	// Unix milliseconds UTC.
 	Now func() time.Time
 
+	// path is the SQLite file, or the PostgreSQL URL without its password.
 	path string
+	eng  engine
 	// writer has exactly one connection so that writes queue in Go rather
 	// than fight over SQLite's lock, and every transaction on it begins
 	// IMMEDIATE so that a read-then-write transaction never fails to upgrade.
@@ -71,9 +74,18 @@ type Store struct {
 	jobStmts jobStatements
 }
 
-// Open opens (creating if needed) the database at path and migrates it to
-// the newest schema this binary knows.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+// Open opens the database and migrates it to the newest schema this binary
+// knows. target is a postgres:// or postgresql:// URL for a PostgreSQL
+// database (postgres.go), else the path of a SQLite file, created if
+// needed.
+func Open(ctx context.Context, target string, opts Options) (*Store, error) {
+	if isPostgresURL(target) {
+		return openPostgres(ctx, target, opts, false)
+	}
+	return openSQLite(ctx, target, opts)
+}
+
+func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open database: empty path")
 	}
@@ -158,8 +170,26 @@ func (s *Store) Close() error {
 	return errors.Join(append(errs, s.reader.Close(), s.writer.Close())...)
 }
 
-// Path is the database file's path.
+// Path is the database file's path, or the PostgreSQL URL without its
+// password.
 func (s *Store) Path() string { return s.path }
+
+// Engine is "sqlite" or "postgres".
+func (s *Store) Engine() string { return s.eng.Name() }
+
+// beginWrite begins a write transaction (see engine.lockWriter): every
+// transaction that writes begins here.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.lockWriter(ctx, tx); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
 
 // walCheckpointPages is how many pages the write-ahead log grows to before
 // the writer's commit copies them into the database (wal_autocheckpoint).

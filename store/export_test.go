@@ -47,4 +47,6 @@ func ListQueryForTest(ctx context.Context, s *Store, f dlq.Filter) (string, []an
 func EncodeCursorForTest(at, id int64) string { return encodeCursor(pageKey{at, id}) }
 
 // SeriesQueryForTest is the count of one bucket of DeadLetterSeries.
-func SeriesQueryForTest(groupID int64, ents []int64) string { return seriesQuery(groupID, ents) }
+func SeriesQueryForTest(groupID int64, ents []int64) string {
+	return seriesQuery(sqliteEngine, groupID, ents)
+}

@@ -183,7 +183,7 @@ func (c counts) write(ctx context.Context, tx *sql.Tx, eid int64) error {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO catalog_counts (entity_id, subqueue, state, present) VALUES (?, ?, ?, ?)
-			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = present + excluded.present`,
+			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = catalog_counts.present + excluded.present`,
 			eid, k.subqueue, k.state, n); err != nil {
 			return fmt.Errorf("update counts: %w", err)
 		}

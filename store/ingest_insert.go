@@ -23,9 +23,11 @@ const messageColumnCount = 30
 // parameters per statement.
 const insertChunk = 100
 
-// chunkStatements are the prepared full-chunk INSERTs.
+// chunkStatements are the prepared full-chunk INSERTs, and the engine they
+// are for.
 type chunkStatements struct {
 	messages, bodies *sql.Stmt
+	eng              engine
 }
 
 // prepareChunks prepares the full-chunk INSERTs on the writer. Open calls
@@ -33,6 +35,7 @@ type chunkStatements struct {
 // connection, which that transaction holds.
 func (s *Store) prepareChunks(ctx context.Context) error {
 	var err1, err2 error
+	s.chunk.eng = s.eng
 	s.chunk.messages, err1 = s.writer.PrepareContext(ctx,
 		"INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(insertChunk, messageColumnCount))
 	s.chunk.bodies, err2 = s.writer.PrepareContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(insertChunk, 2))
@@ -132,7 +135,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 			b = []byte{}
 		}
 		bodyArgs = append(bodyArgs, id, b)
-		ftsArgs = append(ftsArgs, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props))
+		if full.eng.postgres {
+			ftsArgs = append(ftsArgs, id, tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props)))
+		} else {
+			ftsArgs = append(ftsArgs, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props))
+		}
 		ids = append(ids, id)
 		if pending++; pending == insertChunk {
 			if err := flush(pending); err != nil {
@@ -144,10 +151,17 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	if err := flush(pending); err != nil {
 		return nil, err
 	}
-	if len(ids) > 0 {
+	if full.eng.postgres {
+		if err := indexPropertiesPG(ctx, tx, msgs, ids); err != nil {
+			return nil, err
+		}
+	} else if len(ids) > 0 {
 		if err := indexProperties(ctx, tx, ids[0], ids[len(ids)-1]); err != nil {
 			return nil, err
 		}
+	}
+	if full.eng.postgres {
+		return ids, insertSearchRowsPG(ctx, tx, ftsArgs)
 	}
 	// One statement for the page, however many rows (a page is at most a
 	// few hundred messages: far below SQLite's 32,766 parameters).

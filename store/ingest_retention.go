@@ -22,10 +22,14 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 		return 0, fmt.Errorf("prune search index: %w", err)
 	}
 	// Property rows are found from the messages' own properties (their
-	// table has no index on message_id).
-	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (`+
-		propertyRowsOf+`m.id IN (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`+propertyRowsEnd+`)`,
-		c, batch); err != nil {
+	// table has no index on message_id), on PostgreSQL by that index.
+	pruneProperties := `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (` +
+		propertyRowsOf + `m.id IN (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)` + propertyRowsEnd + `)`
+	if s.eng.postgres {
+		pruneProperties = `DELETE FROM message_properties WHERE message_id IN (
+			SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`
+	}
+	if _, err := tx.ExecContext(ctx, pruneProperties, c, batch); err != nil {
 		return 0, fmt.Errorf("prune properties: %w", err)
 	}
 	r, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
@@ -48,7 +52,17 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 // (about pages pages written), so that its segments, which automerge 16
 // lets pile up during bulk writes, are combined while nothing else writes.
 // It reports whether there was work to do.
+//
+// On PostgreSQL it moves the GIN index's pending entries (fastupdate) into
+// the index, the same kind of deferred work.
 func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
+	if s.eng.postgres {
+		var moved int64
+		if err := s.writer.QueryRowContext(ctx, `SELECT gin_clean_pending_list('messages_fts_doc')`).Scan(&moved); err != nil {
+			return false, s.wrap("merge search index", err, DefaultBusyTimeout)
+		}
+		return moved > 0, nil
+	}
 	before := s.totalChanges(ctx)
 	if _, err := s.writer.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
 		return false, s.wrap("merge search index", err, DefaultBusyTimeout)

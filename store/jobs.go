@@ -37,22 +37,22 @@ const (
 func displayText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // selectionWhere turns a replay selection into WHERE terms over messages m.
-func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where []string, args []any, empty bool, err error) {
+func selectionWhere(ctx context.Context, eng engine, q queryer, sel replay.Selection) (where []string, args []any, empty bool, err error) {
 	switch {
 	case sel.Filter != nil && len(sel.IDs) > 0:
 		return nil, nil, false, &InvalidArgumentError{Param: "ids", Msg: "give ids or a filter, not both"}
 	case sel.Filter != nil:
-		c, err := compileFilter(ctx, q, *sel.Filter)
+		c, err := compileFilter(ctx, eng, q, *sel.Filter)
 		if err != nil {
 			return nil, nil, false, err
 		}
 		if c.empty {
 			return nil, nil, true, nil
 		}
-		where, args := c.scanWhere()
+		where, args := c.scanWhere(eng)
 		return where, args, false, nil
 	case len(sel.IDs) > 0:
-		return []string{"m.id IN (SELECT value FROM json_each(?))"}, []any{idList(sel.IDs)}, false, nil
+		return []string{"m.id IN (" + eng.jsonInts() + ")"}, []any{idList(sel.IDs)}, false, nil
 	case sel.Entity != "":
 		db := q
 		q := sel.SubQueue
@@ -75,7 +75,7 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 				"%d namespaces have an entity %s: say which one with namespace", len(ids), sel.Entity)}
 		}
 		return []string{"m.entity_id = ?", "m.subqueue = ?",
-				"m.sequence_number IN (SELECT value FROM json_each(?))", "m.gone_at IS NULL"},
+				"m.sequence_number IN (" + eng.jsonInts() + ")", "m.gone_at IS NULL"},
 			[]any{ids[0], code, idList(sel.SequenceNumbers)}, false, nil
 	}
 	return nil, nil, true, nil
@@ -89,7 +89,7 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 		return sum, fmt.Errorf("summarise selection: %w", err)
 	}
 	defer tx.Rollback()
-	where, args, empty, err := selectionWhere(ctx, tx, sel)
+	where, args, empty, err := selectionWhere(ctx, s.eng, tx, sel)
 	if err != nil {
 		return sum, fmt.Errorf("summarise selection: %w", err)
 	}
@@ -157,7 +157,7 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	where, args, empty, err := selectionWhere(ctx, tx, sel)
+	where, args, empty, err := selectionWhere(ctx, s.eng, tx, sel)
 	if err != nil {
 		return j, fmt.Errorf("%s: %w", op, err)
 	}

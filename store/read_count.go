@@ -31,7 +31,7 @@ func (s *Store) CountMessages(ctx context.Context, f dlq.Filter, max int64) (int
 		args = append(args, max)
 	}
 	var n int64
-	if err := s.reader.QueryRowContext(ctx, "SELECT count(*) FROM ("+inner+")", args...).Scan(&n); err != nil {
+	if err := s.reader.QueryRowContext(ctx, "SELECT count(*) FROM ("+inner+") AS matches", args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count messages: %w", err)
 	}
 	return n, nil

@@ -47,12 +47,11 @@ type compiled struct {
 	// reasonGroups, for a reason filter, is a term over group_id that
 	// lets an index other than messages_by_reason check it.
 	reasonGroups *term
-	// query is the search (an FTS5 expression every match satisfies); ""
-	// for none.
-	query string
-	// phrases are FTS5 expressions every match satisfies too, implied by
-	// the property terms in last: they may narrow the rows to check.
-	phrases []string
+	// query is the search every match satisfies; nil for none.
+	query match
+	// phrases are searches every match satisfies too, implied by the
+	// property terms in last: they may narrow the rows to check.
+	phrases []match
 	drivers []driver
 	// until is the exclusive upper bound on the sort key, if any. It is
 	// not in where: a page after a cursor has a bound of its own, and
@@ -106,7 +105,7 @@ func (c *compiled) and(term string, args ...any) {
 
 // compileFilter turns f into SQL terms. It reads the small tables (entities,
 // groups, counters) to resolve names to ids and to estimate each driver.
-func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, error) {
+func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*compiled, error) {
 	// Check the inputs before looking anything up: a bad value is an error
 	// even where an unknown entity would match nothing anyway.
 	var sq, st int
@@ -121,14 +120,17 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 			return nil, &InvalidArgumentError{Param: "state", Msg: fmt.Sprintf("unknown state %q: want active, deferred or scheduled", f.State)}
 		}
 	}
-	var query string
+	var query match
 	if strings.TrimSpace(f.Query) != "" {
-		if query, err = ftsQuery(f.Query); err != nil {
+		words, err := ftsQuery(f.Query)
+		if err != nil {
 			return nil, err
 		}
+		cols := allColumns
 		if f.QueryNotBodies {
-			query = "{reason description properties} : (" + query + ")"
+			cols = notBodyColumns
 		}
+		query = match{{cols: cols, words: words}}
 	}
 	for _, pm := range f.Properties {
 		if pm.Key == "" {
@@ -174,7 +176,7 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 			c.drivers = append(c.drivers, driver{index: "messages_by_entity", rows: n})
 		} else {
 			// Rarely driven by the entity index: its order is per entity.
-			c.and("m.entity_id IN (SELECT value FROM json_each(?))", idList(ids))
+			c.and("m.entity_id IN ("+eng.jsonInts()+")", idList(ids))
 		}
 	} else if f.Namespace != "" {
 		c.and("m.entity_id IN (SELECT id FROM entities WHERE namespace = ?)", f.Namespace)
@@ -203,7 +205,7 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 		if err != nil {
 			return nil, err
 		}
-		c.and("m.entity_id IN (SELECT id FROM entities WHERE namespace IN (SELECT value FROM json_each(?)))", string(names))
+		c.and("m.entity_id IN (SELECT id FROM entities WHERE namespace IN ("+eng.jsonTexts()+"))", string(names))
 	}
 	if f.SubQueue != "" {
 		code := sq
@@ -283,12 +285,10 @@ func compileFilter(ctx context.Context, db queryer, f dlq.Filter) (*compiled, er
 			continue
 		}
 		// A value too long for message_properties: the message's JSON.
-		path := "$." + jsonString(pm.Key)
 		// The property's text: a string's characters, anything else its JSON
 		// text (every digit of a number, true, false, null).
-		c.last = append(c.last, term{`CASE WHEN json_valid(m.properties) THEN (CASE json_type(m.properties, ?) WHEN 'text'
-			THEN json_extract(m.properties, ?) ELSE m.properties -> ? END) END = ?`, []any{path, path, path, pm.Value}})
-		if p := propertyPhrase(pm); p != "" {
+		c.last = append(c.last, term{eng.jsonProperty() + " = ?", append(eng.jsonPropertyArgs(pm.Key), pm.Value)})
+		if p := propertyPhrase(pm); p != nil {
 			c.phrases = append(c.phrases, p)
 		}
 	}
@@ -311,11 +311,18 @@ type listPlan struct {
 	prop  *propFilter
 	where []string
 	args  []any
+	// postgres: the plan is for PostgreSQL (engine).
+	postgres bool
 }
 
-// from is the plan's FROM clause, up to the record joins.
+// from is the plan's FROM clause, up to the record joins. SQLite's CROSS
+// JOIN keeps message_properties the outer loop; PostgreSQL plans the join
+// order itself (and has no CROSS JOIN ... ON).
 func (p *listPlan) from() string {
 	if p.prop != nil {
+		if p.postgres {
+			return "message_properties p JOIN messages m ON m.id = p.message_id"
+		}
 		return "message_properties p CROSS JOIN messages m ON m.id = p.message_id"
 	}
 	return "messages m " + p.index
@@ -363,7 +370,7 @@ var forceSearch string
 
 // planList compiles f and chooses how to find a page of it.
 func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan, error) {
-	c, err := compileFilter(ctx, s.reader, f)
+	c, err := compileFilter(ctx, s.eng, s.reader, f)
 	if err != nil {
 		return listPlan{}, err
 	}
@@ -407,10 +414,11 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		prop = nil
 	}
 	p := listPlan{
-		until: c.until,
-		index: "INDEXED BY " + best.index,
-		where: append([]string(nil), c.where...),
-		args:  append([]any(nil), c.args...),
+		postgres: s.eng.postgres,
+		until:    c.until,
+		index:    s.eng.indexedBy(best.index),
+		where:    append([]string(nil), c.where...),
+		args:     append([]any(nil), c.args...),
 	}
 	if prop != nil {
 		p.index, p.prop = "", prop
@@ -436,7 +444,7 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 			p.and(t.sql, t.args...)
 		}
 	}
-	if c.query == "" && len(c.phrases) == 0 {
+	if c.query == nil && len(c.phrases) == 0 {
 		indexTerms()
 		lastTerms()
 		return p, nil
@@ -461,8 +469,8 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 
 	// A property phrase with many hits narrows nothing: leave it to the
 	// JSON check. One with none means no message has the property.
-	var parts []string
-	if c.query != "" {
+	var parts []match
+	if c.query != nil {
 		parts = append(parts, c.query)
 	}
 	for _, ph := range c.phrases {
@@ -482,9 +490,12 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		lastTerms()
 		return p, nil
 	}
-	expr := strings.Join(parts, " AND ")
+	var expr match
+	for _, p := range parts {
+		expr = expr.and(p)
+	}
 	limitHits := capCheck
-	if c.query != "" {
+	if c.query != nil {
 		limitHits = capProbe
 	}
 	hits, err := s.ftsCount(ctx, expr, limitHits)
@@ -506,7 +517,7 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 	if hits <= int64(ftsFetchMax) {
 		cost["fetch"] = float64(hits) * costFetch
 	}
-	if c.query == "" {
+	if c.query == nil {
 		cost["check"] = walked * (costCheck + costWalk)
 	}
 	how := ""
@@ -526,8 +537,8 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		}
 		// NOT INDEXED still allows the rowid lookups. The hits drive, not
 		// a property: the terms are the filter's alone.
-		p = listPlan{until: c.until, index: "NOT INDEXED", where: slices.Clone(c.where), args: slices.Clone(c.args)}
-		p.and("m.id IN (SELECT value FROM json_each(?))", idList(ids))
+		p = listPlan{postgres: s.eng.postgres, until: c.until, index: s.eng.notIndexed(), where: slices.Clone(c.where), args: slices.Clone(c.args)}
+		p.and("m.id IN ("+s.eng.jsonInts()+")", idList(ids))
 		if c.reasonGroups != nil {
 			p.and(c.reasonGroups.sql, c.reasonGroups.args...)
 		}
@@ -537,30 +548,30 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		lastTerms()
 	case "collect":
 		indexTerms()
-		p.and("m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)", expr)
+		p.and("m.id IN (SELECT rowid FROM messages_fts WHERE "+s.eng.searchMatch()+")", s.eng.searchArg(expr))
 		lastTerms()
 	default:
 		indexTerms()
 		lastTerms()
-		p.and("EXISTS (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? AND rowid = m.id)", expr)
+		p.and("EXISTS (SELECT 1 FROM messages_fts WHERE "+s.eng.searchMatch()+" AND rowid = m.id)", s.eng.searchArg(expr))
 	}
 	return p, nil
 }
 
-// ftsCount counts the rows matching the FTS5 expression, up to max.
-func (s *Store) ftsCount(ctx context.Context, expr string, max int64) (int64, error) {
+// ftsCount counts the rows matching the search, up to max.
+func (s *Store) ftsCount(ctx context.Context, expr match, max int64) (int64, error) {
 	var n int64
-	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)`,
-		expr, max).Scan(&n)
+	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE `+s.eng.searchMatch()+` LIMIT ?) AS hits`,
+		s.eng.searchArg(expr), max).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("search: %w", err)
 	}
 	return n, nil
 }
 
-// ftsHits returns the rowids matching the FTS5 expression, at most max.
-func (s *Store) ftsHits(ctx context.Context, expr string, max int) ([]int64, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?`, expr, max)
+// ftsHits returns the rowids matching the search, at most max.
+func (s *Store) ftsHits(ctx context.Context, expr match, max int) ([]int64, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT rowid FROM messages_fts WHERE `+s.eng.searchMatch()+` LIMIT ?`, s.eng.searchArg(expr), max)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -592,16 +603,16 @@ func idList(ids []int64) string {
 	return string(append(b, ']'))
 }
 
-// ftsQuery turns what a person typed into an FTS5 expression that cannot be
-// a syntax error: every whitespace-separated word becomes a quoted phrase
-// (so "order-123" matches those two tokens in a row, and AND, OR, NOT and
+// ftsQuery turns what a person typed into search words that cannot be a
+// syntax error: every whitespace-separated word becomes a phrase (so
+// "order-123" matches those two tokens in a row, and AND, OR, NOT and
 // column names are plain words), and all of them must match. A word ending in
 // * matches as a prefix.
-func ftsQuery(q string) (string, error) {
+func ftsQuery(q string) ([]searchWord, error) {
 	if len(q) > maxQueryLen {
-		return "", &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("search text is longer than %d bytes", maxQueryLen)}
+		return nil, &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("search text is longer than %d bytes", maxQueryLen)}
 	}
-	var parts []string
+	var parts []searchWord
 	for _, w := range strings.Fields(q) {
 		prefix := false
 		if strings.HasSuffix(w, "*") {
@@ -610,19 +621,15 @@ func ftsQuery(q string) (string, error) {
 		if !hasToken(w) {
 			continue // the tokenizer would find nothing in it
 		}
-		p := ftsPhrase(w)
-		if prefix {
-			p += "*"
-		}
-		parts = append(parts, p)
+		parts = append(parts, searchWord{text: w, prefix: prefix})
 	}
 	if len(parts) == 0 {
-		return "", &InvalidArgumentError{Param: "q", Msg: "the search text has no letters or digits to search for"}
+		return nil, &InvalidArgumentError{Param: "q", Msg: "the search text has no letters or digits to search for"}
 	}
 	if len(parts) > maxQueryWords {
-		return "", &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("more than %d words", maxQueryWords)}
+		return nil, &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("more than %d words", maxQueryWords)}
 	}
-	return strings.Join(parts, " "), nil
+	return parts, nil
 }
 
 // ftsPhrase quotes s as one FTS5 phrase.
@@ -647,12 +654,12 @@ func hasToken(s string) bool {
 // text then those of the value's (escapes included, as they are indexed)
 // form a phrase that is there. A string value and a number or boolean
 // written as the same text have the same tokens, as they should.
-func propertyPhrase(pm dlq.PropertyMatch) string {
+func propertyPhrase(pm dlq.PropertyMatch) match {
 	text := jsonText(pm.Key) + " " + jsonText(pm.Value)
 	if !hasToken(text) {
-		return ""
+		return nil
 	}
-	return "properties : " + ftsPhrase(text)
+	return match{{cols: propertiesColumn, words: []searchWord{{text: text}}}}
 }
 
 // jsonText is s as JSON writes it inside the quotes.

@@ -55,7 +55,7 @@ const propertyCountCap = 4000
 func propertyRows(ctx context.Context, db queryer, key, value string, max int64) (int64, error) {
 	var n int64
 	err := db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_properties
-		WHERE key = ? AND value = ? LIMIT ?)`, key, value, max).Scan(&n)
+		WHERE key = ? AND value = ? LIMIT ?) AS rows_with_it`, key, value, max).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count property %s: %w", key, err)
 	}

@@ -35,9 +35,12 @@ var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 // everything the filters look at varied: subqueues, states, reasons and
 // descriptions (so groups), properties of every JSON type, words in bodies,
 // missing and equal enqueued times, gone messages, binary bodies.
-func newFixture(t *testing.T, n int) *fixture {
+func newFixture(t *testing.T, n int) *fixture { return newFixtureOn(t, "sqlite", n) }
+
+// newFixtureOn is newFixture on engine (store.Engines).
+func newFixtureOn(t *testing.T, engine string, n int) *fixture {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "catalog.db")
+	path := store.FreshTarget(t, engine)
 	s, err := store.Open(t.Context(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +320,11 @@ func referenceFilters(fx *fixture) []dlq.Filter {
 }
 
 func TestListMessagesMatchesReference(t *testing.T) {
-	fx := newFixture(t, 250)
+	store.ForEachEngine(t, func(t *testing.T, engine string) { testListMessagesMatchesReference(t, engine) })
+}
+
+func testListMessagesMatchesReference(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 250)
 	filters := referenceFilters(fx)
 	empty := 0
 	for _, f := range filters {
@@ -367,7 +374,11 @@ func TestListMessagesMatchesReference(t *testing.T) {
 }
 
 func TestListMessagesPagesAreStableUnderInserts(t *testing.T) {
-	fx := newFixture(t, 200)
+	store.ForEachEngine(t, testListMessagesPagesAreStableUnderInserts)
+}
+
+func testListMessagesPagesAreStableUnderInserts(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 200)
 	f := dlq.Filter{IncludeGone: true}
 	first, next, err := fx.s.ListMessages(t.Context(), f, 50, "")
 	if err != nil {
@@ -411,8 +422,10 @@ func countNull(fx *fixture) int {
 	return n
 }
 
-func TestListMessagesRecordFields(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fields.db")
+func TestListMessagesRecordFields(t *testing.T) { store.ForEachEngine(t, testListMessagesRecordFields) }
+
+func testListMessagesRecordFields(t *testing.T, engine string) {
+	path := store.FreshTarget(t, engine)
 	s, err := store.Open(t.Context(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +506,11 @@ func mustJSON(v any) string {
 }
 
 func TestListMessagesInvalidArguments(t *testing.T) {
-	fx := newFixture(t, 10)
+	store.ForEachEngine(t, testListMessagesInvalidArguments)
+}
+
+func testListMessagesInvalidArguments(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 10)
 	tests := []struct {
 		name   string
 		f      dlq.Filter
@@ -521,8 +538,10 @@ func TestListMessagesInvalidArguments(t *testing.T) {
 	}
 }
 
-func TestSearchSyntaxIsInert(t *testing.T) {
-	fx := newFixture(t, 100)
+func TestSearchSyntaxIsInert(t *testing.T) { store.ForEachEngine(t, testSearchSyntaxIsInert) }
+
+func testSearchSyntaxIsInert(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 100)
 	// Whatever a person types is words, never FTS5 syntax: none of these
 	// may fail, and each must find what its words find.
 	for _, q := range []string{`alpha OR bravo`, `NOT alpha`, `body:alpha`, `"alpha`, `alpha"bravo`, `(alpha`,
@@ -609,8 +628,10 @@ func explain(t *testing.T, s *store.Store, q string, args ...any) string {
 	return b.String()
 }
 
-func TestListEntities(t *testing.T) {
-	fx := newFixture(t, 300)
+func TestListEntities(t *testing.T) { store.ForEachEngine(t, testListEntities) }
+
+func testListEntities(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 300)
 	deleted := t0.Add(time.Hour)
 	storetest.AddEntities(t, fx.path,
 		storetest.Entity{Path: "orders", Counts: dlq.Counts{Active: 5, DeadLetter: 6, TransferDeadLetter: 7, Scheduled: 8}, Status: "SendDisabled"},
@@ -660,8 +681,10 @@ func TestListEntities(t *testing.T) {
 	}
 }
 
-func TestListGroups(t *testing.T) {
-	fx := newFixture(t, 400)
+func TestListGroups(t *testing.T) { store.ForEachEngine(t, testListGroups) }
+
+func testListGroups(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 400)
 	gs, err := fx.s.ListGroups(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -724,8 +747,10 @@ func TestListGroups(t *testing.T) {
 	}
 }
 
-func TestExportMessages(t *testing.T) {
-	fx := newFixture(t, 300)
+func TestExportMessages(t *testing.T) { store.ForEachEngine(t, testExportMessages) }
+
+func testExportMessages(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 300)
 	since := t0.Add(30000 * time.Second)
 	for _, f := range []dlq.Filter{
 		{},

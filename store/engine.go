@@ -129,6 +129,26 @@ func (e engine) jsonField(col, name string) string {
 	return "(CASE WHEN json_valid(" + col + ") THEN json_extract(" + col + ", '$." + name + "') END)"
 }
 
+// jobIDOfCopy is the job id a replayed copy's properties (column col)
+// carry in dlqdash.job_id, as an integer (SQLite's CAST: 0 when it is not
+// one).
+func (e engine) jobIDOfCopy(col string) string {
+	if e.postgres {
+		return "dlqdash_integer(dlqdash_json_text(" + col + ", 'dlqdash.job_id'))"
+	}
+	return "CAST(json_extract(" + col + `, '$."dlqdash.job_id"') AS INTEGER)`
+}
+
+// jobColumns are the columns scanJob reads: the reasons of a job's copies
+// come as a JSON array of [reason, count] pairs (json_group_array on
+// SQLite, json_agg on PostgreSQL).
+func (e engine) jobColumns() string {
+	if !e.postgres {
+		return jobColumns
+	}
+	return strings.Replace(jobColumns, jobReasonsSQLite, jobReasonsPG, 1)
+}
+
 // lockWriter makes tx, a write transaction, the only one running: on
 // SQLite it is already (IMMEDIATE, on the one writer connection); on
 // PostgreSQL it takes the store's advisory lock, held until tx ends, so

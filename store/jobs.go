@@ -96,9 +96,10 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 	if empty {
 		return sum, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.namespace, ''), coalesce(e.path, ''), m.subqueue, count(*), sum(m.gone_at IS NOT NULL),
-		sum(m.state = 2), sum(m.state = 1), sum(m.replay_count >= ?),
-		sum(EXISTS (SELECT 1 FROM job_messages jm WHERE jm.message_id = m.id AND jm.active = 1)),
+	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.namespace, ''), coalesce(e.path, ''), m.subqueue, count(*),
+		sum(CASE WHEN m.gone_at IS NOT NULL THEN 1 ELSE 0 END), sum(CASE WHEN m.state = 2 THEN 1 ELSE 0 END),
+		sum(CASE WHEN m.state = 1 THEN 1 ELSE 0 END), sum(CASE WHEN m.replay_count >= ? THEN 1 ELSE 0 END),
+		sum(CASE WHEN EXISTS (SELECT 1 FROM job_messages jm WHERE jm.message_id = m.id AND jm.active = 1) THEN 1 ELSE 0 END),
 		coalesce(min(m.time_to_live_ms), 0)
 		FROM messages m LEFT JOIN entities e ON e.id = m.entity_id`+whereClause(where)+` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
 		append([]any{poisonCap}, args...)...)
@@ -222,15 +223,15 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	poisonCheck := j.Action == replay.ActionReplay && !j.AllowPoison
-	skip := `CASE WHEN m.gone_at IS NOT NULL THEN ? WHEN m.state = 2 THEN ? WHEN ? AND m.replay_count >= ? THEN ? ELSE '' END`
+	skip := `CASE WHEN m.gone_at IS NOT NULL THEN ? WHEN m.state = 2 THEN ? WHEN ? = 1 AND m.replay_count >= ? THEN ? ELSE '' END`
 	skipArgs := []any{skipGone, skipScheduled, poisonCheck, poisonCap, fmt.Sprintf(skipPoison, poisonCap)}
 	q := `INSERT INTO job_messages (job_id, message_id, entity, subqueue, state, sequence_number, original_message_id,
 			item_state, error, active, edit, updated_at)
 		SELECT ?, id, path, subqueue, state, sequence_number, message_id,
-			CASE WHEN skip = '' THEN 'pending' ELSE 'skipped' END, skip, skip = '', ?, ?
+			CASE WHEN skip = '' THEN 'pending' ELSE 'skipped' END, skip, CASE WHEN skip = '' THEN 1 ELSE 0 END, ?, ?
 		FROM (SELECT m.id, coalesce(e.path, '') AS path, m.subqueue, m.state, m.sequence_number,
 			coalesce(m.message_id, '') AS message_id, ` + skip + ` AS skip
-			FROM messages m LEFT JOIN entities e ON e.id = m.entity_id` + whereClause(where) + `)`
+			FROM messages m LEFT JOIN entities e ON e.id = m.entity_id` + whereClause(where) + `) AS sel`
 	qargs := append([]any{j.ID, edit, now}, skipArgs...)
 	if _, err := tx.ExecContext(ctx, q, append(qargs, args...)...); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
@@ -241,7 +242,7 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 	if err := recountJob(ctx, tx, j.ID); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, j.ID))
+	j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, j.ID))
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -279,9 +280,12 @@ func setItemEdits(ctx context.Context, tx *sql.Tx, jobID int64, edits map[int64]
 // recountJob sets a job's counters from its items.
 func recountJob(ctx context.Context, tx *sql.Tx, id int64) error {
 	_, err := tx.ExecContext(ctx, `UPDATE jobs SET (total, pending, sent, completed, failed, skipped, cancelled, flagged) =
-		(SELECT count(*), coalesce(sum(item_state IN ('pending', 'locked')), 0), coalesce(sum(item_state = 'sent'), 0),
-			coalesce(sum(item_state = 'completed'), 0), coalesce(sum(item_state = 'failed'), 0),
-			coalesce(sum(item_state = 'skipped'), 0), coalesce(sum(item_state = 'cancelled'), 0), coalesce(sum(flagged), 0)
+		(SELECT count(*), coalesce(sum(CASE WHEN item_state IN ('pending', 'locked') THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'sent' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'completed' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'failed' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'skipped' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'cancelled' THEN 1 ELSE 0 END), 0), coalesce(sum(flagged), 0)
 		FROM job_messages WHERE job_id = ?) WHERE id = ?`, id, id)
 	return err
 }
@@ -323,7 +327,7 @@ func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 
 // Job implements replay.Store.
 func (s *Store) Job(ctx context.Context, id int64) (replay.Job, error) {
-	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, fmt.Errorf("job %d: %w", id, replay.ErrNotFound)
 	}
@@ -367,7 +371,7 @@ func (s *Store) ListJobsIn(ctx context.Context, namespace string, limit int, cur
 	if err != nil {
 		return nil, "", err
 	}
-	q := `SELECT ` + jobColumns + ` FROM jobs`
+	q := `SELECT ` + s.eng.jobColumns() + ` FROM jobs`
 	var where []string
 	args := []any{}
 	if namespace != "" {
@@ -393,7 +397,7 @@ func (s *Store) ListJobsIn(ctx context.Context, namespace string, limit int, cur
 
 // UnfinishedJobs implements replay.Store.
 func (s *Store) UnfinishedJobs(ctx context.Context) ([]replay.Job, error) {
-	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_unfinished
+	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs `+s.eng.indexedBy("jobs_unfinished")+`
 		WHERE status IN ('queued', 'running', 'retrying', 'cancelling') ORDER BY id`))
 	if err != nil {
 		return nil, fmt.Errorf("unfinished jobs: %w", err)
@@ -767,7 +771,7 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 	}
 	defer tx.Rollback()
 	if len(from) > 0 {
-		j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+		j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 		}
@@ -820,7 +824,7 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -863,7 +867,7 @@ func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retryin
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}
@@ -894,7 +898,7 @@ func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retryin
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	if j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID)); err != nil {
+	if j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID)); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	if err := tx.Commit(); err != nil {
@@ -909,7 +913,7 @@ func (s *Store) GoneMessages(ctx context.Context, ids []int64) (map[int64]bool, 
 	if len(ids) == 0 {
 		return gone, nil
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
+	rows, err := s.reader.QueryContext(ctx, `SELECT id FROM messages WHERE id IN (`+s.eng.jsonInts()+`)
 		AND gone_at IS NOT NULL`, idList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("gone messages: %w", err)
@@ -934,8 +938,8 @@ func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record
 	if err != nil {
 		return nil, fmt.Errorf("copies: %w", err)
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m INDEXED BY messages_copies `+recordJoins+`
-		WHERE m.replay_count > 0 AND m.message_id IN (SELECT value FROM json_each(?)) ORDER BY m.id`, string(list))
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m `+s.eng.indexedBy("messages_copies")+` `+recordJoins+`
+		WHERE m.replay_count > 0 AND m.message_id IN (`+s.eng.jsonTexts()+`) ORDER BY m.id`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("copies: %w", err)
 	}
@@ -954,7 +958,7 @@ func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record
 // commitJob reads job jobID back inside tx, as the write just left it, and
 // commits: what every job write returns.
 func (s *Store) commitJob(ctx context.Context, tx *sql.Tx, op string, jobID int64) (replay.Job, error) {
-	return s.commitJobRow(tx, op, jobID, tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	return s.commitJobRow(tx, op, jobID, tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 }
 
 // commitJobRow is commitJob with the job's row already queried (by a

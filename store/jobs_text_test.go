@@ -6,14 +6,17 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
 // Text a job record keeps for display is valid UTF-8 (U+FFFD for each
 // invalid sequence), whatever a form or a broker error carried; the
 // catalog's message data keeps its exact bytes.
-func TestJobRecordTextIsValidUTF8(t *testing.T) {
-	fx := newFixture(t, 40)
+func TestJobRecordTextIsValidUTF8(t *testing.T) { store.ForEachEngine(t, testJobRecordTextIsValidUTF8) }
+
+func testJobRecordTextIsValidUTF8(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 40)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders"}
 	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "proxy:b\xffb", Reason: "bug \xfe\xff fixed",
@@ -51,6 +54,9 @@ func TestJobRecordTextIsValidUTF8(t *testing.T) {
 	}
 	// The catalog's data keeps its bytes: a dead-letter reason with
 	// invalid UTF-8 is stored, found and returned exactly.
+	if engine == "postgres" {
+		return // not yet: PostgreSQL's text refuses invalid UTF-8 (docs/architecture.md, PostgreSQL)
+	}
 	raw := "bad \xff reason"
 	ids := storetest.Insert(t, fx.path, dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter,
 		Message: dlq.Message{SequenceNumber: 9999, State: dlq.StateActive, DeadLetterReason: &raw}})

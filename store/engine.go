@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // engine is the database behind a Store: SQLite (a file) or PostgreSQL (a
@@ -147,6 +150,17 @@ func (e engine) jobColumns() string {
 		return jobColumns
 	}
 	return strings.Replace(jobColumns, jobReasonsSQLite, jobReasonsPG, 1)
+}
+
+// uniqueViolation reports whether err is the violation of a unique
+// constraint: on SQLite the one on column (table.column), on PostgreSQL
+// the constraint named constraint.
+func (e engine) uniqueViolation(err error, column, constraint string) bool {
+	if e.postgres {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint
+	}
+	return strings.Contains(err.Error(), "UNIQUE constraint failed: "+column)
 }
 
 // lockWriter makes tx, a write transaction, the only one running: on

@@ -83,9 +83,11 @@ func testFilterNamespacesScope(t *testing.T, engine string) {
 // The audit trail's namespace filter (params' namespace or
 // destination_namespace) and a reader's visible namespaces (entries naming
 // none stay visible).
-func TestAuditNamespaceFilters(t *testing.T) {
+func TestAuditNamespaceFilters(t *testing.T) { store.ForEachEngine(t, testAuditNamespaceFilters) }
+
+func testAuditNamespaceFilters(t *testing.T, engine string) {
 	ctx := t.Context()
-	s, _, _ := twoNamespaces(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), 1)
+	s, _, _ := twoNamespacesOn(t, engine, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), 1)
 	log := audit.New(s)
 	for _, p := range []map[string]any{
 		{"namespace": "eu"},

@@ -186,8 +186,10 @@ const writeLockKey int64 = 0x646c716477726974
 // migrateLockKey serialises the migrations of replicas starting together.
 const migrateLockKey int64 = 0x646c71646d696772
 
-// isPostgresURL reports whether target names a PostgreSQL server rather
-// than a SQLite file.
+// IsPostgresURL reports whether target, what Open takes, names a
+// PostgreSQL database rather than a SQLite file.
+func IsPostgresURL(target string) bool { return isPostgresURL(target) }
+
 func isPostgresURL(target string) bool {
 	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
 }

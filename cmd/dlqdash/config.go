@@ -16,6 +16,7 @@ import (
 const (
 	envAddr             = "DLQDASH_ADDR"
 	envDB               = "DLQDASH_DB"
+	envDatabaseURL      = "DLQDASH_DATABASE_URL"
 	envLogLevel         = "DLQDASH_LOG_LEVEL"
 	envLogFormat        = "DLQDASH_LOG_FORMAT"
 	envConnectionString = "SERVICEBUS_CONNECTION_STRING"
@@ -167,7 +168,6 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if err := parseLogConfig(&cfg, f, bad); err != nil {
 		return Config{}, err
 	}
-	v := f.get
 	switch c.name {
 	case "demo", "serve":
 		err = parseDashboardConfig(&cfg, f, getenv, bad)
@@ -176,8 +176,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	case "healthcheck":
 		err = parseHealthcheckConfig(&cfg, f, getenv, bad)
 	case "export":
-		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
-			return Config{}, bad("empty database path from %s", f.source("db"))
+		if cfg.DB, err = f.db(bad); err != nil {
+			return Config{}, err
 		}
 		if cfg.Export, err = parseExport(f, bad); err != nil {
 			return Config{}, err

@@ -54,9 +54,6 @@ func testJobRecordTextIsValidUTF8(t *testing.T, engine string) {
 	}
 	// The catalog's data keeps its bytes: a dead-letter reason with
 	// invalid UTF-8 is stored, found and returned exactly.
-	if engine == "postgres" {
-		return // not yet: PostgreSQL's text refuses invalid UTF-8 (docs/architecture.md, PostgreSQL)
-	}
 	raw := "bad \xff reason"
 	ids := storetest.Insert(t, fx.path, dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter,
 		Message: dlq.Message{SequenceNumber: 9999, State: dlq.StateActive, DeadLetterReason: &raw}})

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -56,11 +58,15 @@ var (
 )
 
 func (c *pgConn) Prepare(query string) (sqldriver.Stmt, error) {
-	return c.Conn.Prepare(pgSQL(query))
+	return c.PrepareContext(context.Background(), query)
 }
 
 func (c *pgConn) PrepareContext(ctx context.Context, query string) (sqldriver.Stmt, error) {
-	return c.Conn.PrepareContext(ctx, pgSQL(query))
+	st, err := c.Conn.PrepareContext(ctx, pgSQL(query))
+	if err != nil {
+		return nil, err
+	}
+	return &pgStmt{Stmt: st.(*stdlib.Stmt)}, nil
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Result, error) {
@@ -68,7 +74,37 @@ func (c *pgConn) ExecContext(ctx context.Context, query string, args []sqldriver
 }
 
 func (c *pgConn) QueryContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
-	return c.Conn.QueryContext(ctx, pgSQL(query), args)
+	rows, err := c.Conn.QueryContext(ctx, pgSQL(query), args)
+	if err != nil {
+		return nil, err
+	}
+	return pgRows{rows}, nil
+}
+
+// pgStmt is a prepared statement whose rows' text is decoded (pgText).
+type pgStmt struct{ *stdlib.Stmt }
+
+func (s *pgStmt) QueryContext(ctx context.Context, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
+	rows, err := s.Stmt.QueryContext(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	return pgRows{rows}, nil
+}
+
+// pgRows decodes the text values of each row (pgText).
+type pgRows struct{ sqldriver.Rows }
+
+func (r pgRows) Next(dest []sqldriver.Value) error {
+	if err := r.Rows.Next(dest); err != nil {
+		return err
+	}
+	for i, v := range dest {
+		if s, ok := v.(string); ok && strings.Contains(s, byteRunePrefix) {
+			dest[i] = decodePGText(s)
+		}
+	}
+	return nil
 }
 
 // BeginTx makes a read-only transaction of the default isolation REPEATABLE
@@ -84,16 +120,83 @@ func (c *pgConn) BeginTx(ctx context.Context, opts sqldriver.TxOptions) (sqldriv
 
 // CheckNamedValue passes a bool as 1 or 0: the schema keeps SQLite's INTEGER
 // flags on both engines (allow_poison, audited, ...), and SQLite's driver
-// stores a bool that way.
+// stores a bool that way. A string goes as pgText.
 func (c *pgConn) CheckNamedValue(nv *sqldriver.NamedValue) error {
-	if b, ok := nv.Value.(bool); ok {
-		if b {
+	switch v := nv.Value.(type) {
+	case bool:
+		if v {
 			nv.Value = int64(1)
 		} else {
 			nv.Value = int64(0)
 		}
+	case string:
+		nv.Value = encodePGText(v)
+	case *string:
+		if v == nil {
+			nv.Value = nil
+		} else {
+			nv.Value = encodePGText(*v)
+		}
+	default:
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
+			nv.Value = encodePGText(rv.String()) // a named string type
+		}
 	}
 	return c.Conn.CheckNamedValue(nv)
+}
+
+// A SQLite TEXT value holds any bytes, and the catalog keeps a message's
+// strings exactly as the broker gave them, invalid UTF-8 and NUL included;
+// PostgreSQL's text refuses both. So text goes to PostgreSQL through a
+// reversible encoding, and comes back decoded: each byte that is not part
+// of valid UTF-8, and each NUL, becomes one of the 256 "byte runes"
+// U+10FF00..U+10FFFF (private use), as does each byte of a byte rune that
+// was in the string itself; every other character is unchanged. Decoding
+// turns each byte rune back into its byte. Valid text without NUL or byte
+// runes (all of it in practice) passes unchanged; equal strings encode
+// equally, so = and IN compare as on SQLite.
+const (
+	byteRuneBase = 0x10FF00
+	// byteRunePrefix starts the UTF-8 of every byte rune (F4 8F BC..BF).
+	byteRunePrefix = "\xf4\x8f"
+)
+
+func encodePGText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && !strings.Contains(s, byteRunePrefix) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1, r == 0:
+			b.WriteRune(byteRuneBase + rune(s[i]))
+		case r >= byteRuneBase:
+			for j := range size {
+				b.WriteRune(byteRuneBase + rune(s[i+j]))
+			}
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func decodePGText(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r >= byteRuneBase && r <= utf8.MaxRune {
+			b.WriteByte(byte(r - byteRuneBase))
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // rewritten caches pgSQL's results: the store's statements are a bounded

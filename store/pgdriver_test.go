@@ -4,7 +4,9 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestRewritePlaceholders(t *testing.T) {
@@ -55,5 +57,25 @@ func TestMigrationTwins(t *testing.T) {
 	}
 	if _, err := loadMigrationsIn(migrationFiles, postgresEngine.migrationDir()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPGTextRoundTrips(t *testing.T) {
+	for _, s := range []string{"", "plain", "héllo ☃", "bad \xff reason", "nul\x00inside", "\xc3\x28", "\xf4\x8f\xbf\xbf literal byte rune",
+		"\U0010FF41", "\xf4\x8f", "mixed \x00\xfe\U0010FFFF\U0010FEFF end", "\xed\xa0\x80 surrogate"} {
+		enc := encodePGText(s)
+		if !utf8.ValidString(enc) || strings.IndexByte(enc, 0) >= 0 {
+			t.Errorf("encodePGText(%q) = %q: not valid UTF-8 without NUL", s, enc)
+		}
+		dec := enc
+		if strings.Contains(enc, byteRunePrefix) {
+			dec = decodePGText(enc)
+		}
+		if dec != s {
+			t.Errorf("%q encodes to %q, decodes to %q", s, enc, dec)
+		}
+		if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && !strings.Contains(s, byteRunePrefix) && enc != s {
+			t.Errorf("valid text %q changed to %q", s, enc)
+		}
 	}
 }

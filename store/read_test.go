@@ -877,3 +877,50 @@ func setVersion(t *testing.T, path string, v int) {
 		}
 	}
 }
+
+// TestStringsKeepTheirBytes: a message's strings are kept exactly as the
+// broker gave them, NUL and invalid UTF-8 included (PostgreSQL's text
+// refuses both: the store encodes them reversibly there), and filters
+// compare them exactly.
+func TestStringsKeepTheirBytes(t *testing.T) { store.ForEachEngine(t, testStringsKeepTheirBytes) }
+
+func testStringsKeepTheirBytes(t *testing.T, engine string) {
+	path := store.FreshTarget(t, engine)
+	s, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	odd := []string{"nul\x00inside", "bad \xff\xfe bytes", "\U0010FF41 a byte rune itself", "plain"}
+	var recs []dlq.Record
+	for i, v := range odd {
+		recs = append(recs, dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, Message: dlq.Message{
+			SequenceNumber: int64(i + 1), State: dlq.StateActive, MessageID: v, Subject: ptr(v), DeadLetterReason: ptr(v),
+			DeadLetterErrorDescription: ptr(v + " description"), Body: []byte(v)}})
+	}
+	ids := storetest.Insert(t, path, recs...)
+	for i, v := range odd {
+		r, err := s.GetMessage(t.Context(), ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MessageID != v || *r.Subject != v || *r.DeadLetterReason != v || *r.DeadLetterErrorDescription != v+" description" ||
+			string(r.Body) != v {
+			t.Errorf("message %d: %q %q %q %q %q, want %q", i, r.MessageID, *r.Subject, *r.DeadLetterReason,
+				*r.DeadLetterErrorDescription, r.Body, v)
+		}
+		got, _, err := s.ListMessages(t.Context(), dlq.Filter{Reason: v}, 10, "")
+		if err != nil || len(got) != 1 || got[0].ID != ids[i] {
+			t.Errorf("reason filter %q: %d messages, %v", v, len(got), err)
+		}
+	}
+	groups, err := s.ListGroups(t.Context())
+	if err != nil || len(groups) != len(odd) {
+		t.Fatalf("groups %d, %v", len(groups), err)
+	}
+	for _, g := range groups {
+		if !slices.Contains(odd, g.Reason) {
+			t.Errorf("group reason %q is none of the messages'", g.Reason)
+		}
+	}
+}

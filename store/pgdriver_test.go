@@ -79,3 +79,23 @@ func TestPGTextRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresSchemaHasReplicaTables: the replicas' coordination runs on
+// the store's own schema: store/replica's leases and job claims work on a
+// database the store migrated.
+func TestPostgresSchemaHasReplicaTables(t *testing.T) {
+	if !slices.Contains(Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	s := OpenFresh(t, "postgres")
+	ctx := t.Context()
+	for _, q := range []string{
+		`INSERT INTO leases (name, term, holder, acquired_at, renewed_at, expires_at) VALUES ('ingest:x', 1, 'r1', now(), now(), now())`,
+		`INSERT INTO jobs (action, status, created_at, created_by) VALUES ('replay', 'queued', 0, 'test')`,
+		`UPDATE jobs SET claimed_by = 'r1', claim_term = claim_term + 1, heartbeat_at = now()`,
+	} {
+		if _, err := s.writer.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}

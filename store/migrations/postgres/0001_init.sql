@@ -10,3 +10,16 @@ CREATE TABLE entities (
 	path       text   COLLATE "C" NOT NULL UNIQUE,
 	created_at bigint NOT NULL
 );
+
+-- PostgreSQL only: the coordination of several replicas (store/replica,
+-- whose Schema is this DDL). A lease row is created on the first Acquire
+-- of its name; term counts the acquisitions and never goes down; holder is
+-- '' when released; times are on the database's clock.
+CREATE TABLE IF NOT EXISTS leases (
+	name        text PRIMARY KEY,
+	term        bigint NOT NULL CHECK (term > 0),
+	holder      text NOT NULL,
+	acquired_at timestamptz NOT NULL,
+	renewed_at  timestamptz NOT NULL,
+	expires_at  timestamptz NOT NULL
+);

@@ -21,7 +21,12 @@ CREATE TABLE jobs (
     flagged              bigint NOT NULL DEFAULT 0,
     paused_reason        text   NOT NULL DEFAULT '',
     started_at           bigint,
-    finished_at          bigint
+    finished_at          bigint,
+    -- PostgreSQL only: the replica working the job (store/replica Claims),
+    -- the claim's fencing term, and its last heartbeat (database clock).
+    claimed_by           text,
+    claim_term           bigint NOT NULL DEFAULT 0,
+    heartbeat_at         timestamptz
 );
 
 CREATE INDEX jobs_unfinished ON jobs (id) WHERE status IN ('queued', 'running', 'cancelling');

@@ -171,3 +171,50 @@ func serverCPU() time.Duration {
 	}
 	return time.Duration(total) * 10 * time.Millisecond
 }
+
+// TestScalePostgresPlans logs PostgreSQL's plans (EXPLAIN ANALYZE) of the
+// list queries that cost the most in TestScaleEngines, for each search
+// strategy, on a catalog of -scale.engines-n messages.
+func TestScalePostgresPlans(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.FreshTarget(t, "postgres"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	storetest.SeedScale(t, st, *scaleEnginesN, storetest.ScaleOptions{Total: *scaleEnginesN})
+	if err := store.WriterExecForTest(ctx, st, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	props := []dlq.PropertyMatch{{Key: "tenant", Value: "tenant-0009"}, {Key: "priority", Value: "high"}}
+	for _, c := range []struct {
+		name string
+		f    dlq.Filter
+	}{
+		{"common word", dlq.Filter{Query: storetest.CommonWord}},
+		{"word in 1 %", dlq.Filter{Query: storetest.MidWord}},
+		{"entity + word in 1 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
+		{"two properties", dlq.Filter{Properties: props}},
+	} {
+		for _, how := range []string{"", "collect", "probe", "fetch"} {
+			restore := store.ForceSearchForTest(how)
+			q, args, err := store.ListQueryForTest(ctx, st, c.f)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := st.ReaderForTest().QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+q, args...)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			var plan strings.Builder
+			for rows.Next() {
+				var line string
+				rows.Scan(&line)
+				plan.WriteString(line + "\n")
+			}
+			rows.Close()
+			t.Logf("%s, strategy %q:\n%s\n%s", c.name, how, q, plan.String())
+		}
+	}
+}

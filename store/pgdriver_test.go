@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"io/fs"
 	"path"
 	"slices"
@@ -97,5 +98,48 @@ func TestPostgresSchemaHasReplicaTables(t *testing.T) {
 		if _, err := s.writer.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
+	}
+}
+
+// TestOpenReadOnlyPostgres: OpenReadOnly on PostgreSQL (export, audit
+// verify beside a serving replica) reads a migrated database, writes
+// nothing through either pool, and refuses a database without the schema
+// or with a newer one.
+func TestOpenReadOnlyPostgres(t *testing.T) {
+	if !slices.Contains(Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	empty := FreshTarget(t, "postgres")
+	if _, err := OpenReadOnly(ctx, empty, Options{}); err == nil || !strings.Contains(err.Error(), "not a dlqdash database") {
+		t.Fatalf("an empty database: %v", err)
+	}
+	target := FreshTarget(t, "postgres")
+	s, err := Open(ctx, target, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMeta(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := OpenReadOnly(ctx, target, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ro.Meta(ctx, "k"); err != nil || v != "v" {
+		t.Errorf("Meta through the read-only store = %q, %v", v, err)
+	}
+	if err := ro.SetMeta(ctx, "k", "w"); err == nil {
+		t.Error("a write through the read-only store succeeded")
+	}
+	ro.Close()
+	if _, err := s.writer.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'future', 0)`,
+		SchemaVersion()+1); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var tooNew *SchemaTooNewError
+	if _, err := OpenReadOnly(ctx, target, Options{}); !errors.As(err, &tooNew) {
+		t.Fatalf("a newer schema: %v", err)
 	}
 }

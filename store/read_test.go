@@ -366,6 +366,18 @@ func testListMessagesMatchesReference(t *testing.T, engine string) {
 							t.Fatalf("filter %+v limit %d:\n got %v\nwant %v", f, limit, got, want)
 						}
 					}
+					// The count walks what the page walks: all of it, and
+					// capped.
+					for _, max := range []int64{0, 5} {
+						n, err := fx.s.CountMessages(t.Context(), f, max)
+						want := int64(len(want))
+						if max > 0 {
+							want = min(want, max)
+						}
+						if err != nil || n != want {
+							t.Fatalf("CountMessages(%+v, %d) = %d, %v; want %d", f, max, n, err, want)
+						}
+					}
 				})
 			}
 		})

@@ -191,10 +191,10 @@ func TestScalePostgresPlans(t *testing.T) {
 		name string
 		f    dlq.Filter
 	}{
+		{"two properties", dlq.Filter{Properties: props}},
 		{"common word", dlq.Filter{Query: storetest.CommonWord}},
 		{"word in 1 %", dlq.Filter{Query: storetest.MidWord}},
 		{"entity + word in 1 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
-		{"two properties", dlq.Filter{Properties: props}},
 	} {
 		for _, how := range []string{"", "collect", "probe", "fetch"} {
 			restore := store.ForceSearchForTest(how)

@@ -451,7 +451,7 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 			if p.prop != nil && i == p.prop.last {
 				continue // the walk of message_properties implies it
 			}
-			p.and(t.sql, t.args...)
+			p.and(s.eng.propertyTerm(t.sql, p.prop != nil), t.args...)
 		}
 	}
 	if c.query == nil && len(c.phrases) == 0 {

@@ -121,6 +121,10 @@ type Config struct {
 
 	// token create, list and revoke (DB is their database)
 	Token TokenConfig
+
+	// store copy: DB is the catalog copied (--from), CopyTo the PostgreSQL
+	// database it is copied into (--to).
+	CopyTo string
 }
 
 // EmulatorConfig configures `dlqdash emulator`.
@@ -186,6 +190,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		err = parseTokenConfig(&cfg, f, bad)
 	case "audit verify", "audit export", "audit head":
 		err = parseAuditConfig(&cfg, f, bad)
+	case "store copy":
+		err = parseStoreCopy(&cfg, f, bad)
 	}
 	if err != nil {
 		return Config{}, err

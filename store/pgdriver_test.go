@@ -143,3 +143,22 @@ func TestOpenReadOnlyPostgres(t *testing.T) {
 		t.Fatalf("a newer schema: %v", err)
 	}
 }
+
+func TestTSVectorLiteral(t *testing.T) {
+	got := tsvector("Order-123 failed: order é", "Timeout", "", `{"k":"it's"}`)
+	want := `'timeout':1B 'k':4D 'it':5D 's':6D 'order':8A,11A '123':9A 'failed':10A 'e':12A`
+	if got != want {
+		t.Errorf("tsvector = %s\nwant       %s", got, want)
+	}
+	if q := (match{{cols: notBodyColumns, words: []searchWord{{text: "order-12", prefix: true}}}}).tsquery(); q != `('order':BCD <-> '12':*BCD)` {
+		t.Errorf("tsquery = %s", q)
+	}
+}
+
+func BenchmarkTSVector(b *testing.B) {
+	body := strings.Repeat(`{"orderId":"ORD-2026-118","customer":"Müller GmbH","items":[{"sku":"A-17","qty":3}],"note":"pending backorder"} `, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		tsvector(body, "MaxDeliveryCountExceeded", "Timeout after 30012 ms", `{"tenant":"t-9","region":"westeurope"}`)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // A full-text search as the store builds it (from what a person typed, or
@@ -173,51 +174,92 @@ const (
 // reason (B), description (C) and properties (D) first, so that their
 // positions are exact whatever the body's length, then the body (A). A
 // gap of positions between columns keeps a phrase from matching across
-// two of them, as in FTS5.
+// two of them, as in FTS5. It runs once per message the catalog inserts,
+// so it allocates little: a token is folded into one reused buffer and
+// looked up without a copy; a lexeme and its positions are stored once.
 func tsvector(body, reason, description, properties string) string {
-	type posList struct {
-		b strings.Builder
-		n int
+	type lexeme struct {
+		pos []byte // "1A,5A"
+		n   int
 	}
-	lexemes := map[string]*posList{}
+	index := make(map[string]int, 64)
+	var lexemes []lexeme
 	var order []string
 	pos := 0
-	add := func(text string, weight byte) {
-		for _, t := range searchTokens(text) {
-			pos = min(pos+1, maxTSPosition)
-			if len(t) > maxTSLexeme {
+	var tok []byte
+	add := func(weight byte) {
+		pos = min(pos+1, maxTSPosition)
+		if len(tok) > maxTSLexeme {
+			return
+		}
+		i, ok := index[string(tok)]
+		if !ok {
+			i = len(lexemes)
+			t := string(tok)
+			index[t] = i
+			order = append(order, t)
+			lexemes = append(lexemes, lexeme{})
+		}
+		l := &lexemes[i]
+		if l.n >= maxTSPositions {
+			return
+		}
+		if l.n > 0 {
+			l.pos = append(l.pos, ',')
+		}
+		l.pos = strconv.AppendInt(l.pos, int64(pos), 10)
+		l.pos = append(l.pos, weight)
+		l.n++
+	}
+	column := func(text string, weight byte) {
+		for _, r := range text {
+			if isTokenRune(r) {
+				tok = utf8.AppendRune(tok, foldRune(r))
 				continue
 			}
-			pl := lexemes[t]
-			if pl == nil {
-				pl = &posList{}
-				lexemes[t] = pl
-				order = append(order, t)
+			if len(tok) > 0 {
+				add(weight)
+				tok = tok[:0]
 			}
-			if pl.n >= maxTSPositions {
-				continue
-			}
-			if pl.n > 0 {
-				pl.b.WriteByte(',')
-			}
-			pl.b.WriteString(strconv.Itoa(pos))
-			pl.b.WriteByte(weight)
-			pl.n++
+		}
+		if len(tok) > 0 {
+			add(weight)
+			tok = tok[:0]
 		}
 		pos = min(pos+1, maxTSPosition)
 	}
-	add(reason, 'B')
-	add(description, 'C')
-	add(properties, 'D')
-	add(body, 'A')
-	var out strings.Builder
+	column(reason, 'B')
+	column(description, 'C')
+	column(properties, 'D')
+	column(body, 'A')
+	size := 0
+	for i, t := range order {
+		size += len(t) + len(lexemes[i].pos) + 4
+	}
+	out := make([]byte, 0, size)
 	for i, t := range order {
 		if i > 0 {
-			out.WriteByte(' ')
+			out = append(out, ' ')
 		}
-		out.WriteString(tsQuote(t))
-		out.WriteByte(':')
-		out.WriteString(lexemes[t].b.String())
+		out = appendTSQuoted(out, t)
+		out = append(out, ':')
+		out = append(out, lexemes[i].pos...)
 	}
-	return out.String()
+	return string(out)
+}
+
+// appendTSQuoted is tsQuote appending to b.
+func appendTSQuoted(b []byte, t string) []byte {
+	b = append(b, '\'')
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; c {
+		case '\'':
+			b = append(b, '\'', '\'')
+		case '\\':
+			b = append(b, '\\', '\\')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '\'')
 }

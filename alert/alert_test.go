@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,25 @@ type fakeStore struct {
 	audited    []int64
 	hooks      []Webhook
 	deliveries []Delivery
+	// copies: catalog id of a copy dead-lettered again → its job as the
+	// store reads it; asked records the ids JobsOfCopies was asked about.
+	copies map[int64]replay.Job
+	asked  []int64
+}
+
+func (f *fakeStore) JobsOfCopies(_ context.Context, ids []int64) ([]replay.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, ids...)
+	seen := map[int64]bool{}
+	var out []replay.Job
+	for _, id := range ids {
+		if j, ok := f.copies[id]; ok && !seen[j.ID] {
+			seen[j.ID] = true
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeStore) ListGroups(context.Context) ([]dlq.GroupSummary, error) {
@@ -352,6 +372,34 @@ func TestJobAlerts(t *testing.T) {
 	h.a.JobChanged(replay.Job{ID: 2, Status: replay.StatusCancelled, Counts: replay.Counts{Sent: 10, Redeadlettered: 3}})
 	if ds := h.evaluate(t); len(ds) != 2 {
 		t.Errorf("unchanged count: %d sent", len(ds))
+	}
+}
+
+// TestJobAlertsOfCopiesAfterTheJob: copies dead-lettered again after their
+// job ended (the engine tells nothing then) are told from the catalog's new
+// dead letters; ordinary dead letters and active messages are not jobs'.
+func TestJobAlertsOfCopiesAfterTheJob(t *testing.T) {
+	h := newHarness(t, slackHook)
+	h.a.JobChanged(replay.Job{ID: 5, Status: replay.StatusCompleted, Counts: replay.Counts{Completed: 4}})
+	if ds := h.evaluate(t); len(ds) != 0 {
+		t.Fatalf("a completed job alerted: %+v", ds)
+	}
+	h.st.copies = map[int64]replay.Job{
+		101: {ID: 5, Status: replay.StatusCompleted, Counts: replay.Counts{Completed: 4, Redeadlettered: 2}},
+		102: {ID: 5, Status: replay.StatusCompleted, Counts: replay.Counts{Completed: 4, Redeadlettered: 2}},
+	}
+	h.a.CatalogChanged(dlq.Change{Kind: dlq.ChangeNew, SubQueue: dlq.SubQueueMain, IDs: []int64{99}})
+	h.a.CatalogChanged(dlq.Change{Kind: dlq.ChangeNew, SubQueue: dlq.SubQueueDeadLetter, IDs: []int64{100, 101, 102}})
+	ds := h.evaluate(t)
+	if len(ds) != 1 || ds[0].Event != EventJobRedeadlettered || ds[0].Subject != "5" || ds[0].Link != "https://dlq.example/jobs/5" {
+		t.Fatalf("deliveries %+v: want job 5's copies dead-lettered again", ds)
+	}
+	if fmt.Sprint(h.st.asked) != "[100 101 102]" {
+		t.Errorf("asked about %v, want the dead letters [100 101 102]", h.st.asked)
+	}
+	// Asked once: the next evaluation has no new dead letters to look at.
+	if ds := h.evaluate(t); len(ds) != 1 || len(h.st.asked) != 3 {
+		t.Errorf("a second evaluation: %d deliveries, asked %v", len(ds), h.st.asked)
 	}
 }
 

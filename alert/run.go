@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ type Store interface {
 	AddAlertDelivery(ctx context.Context, d Delivery) (Delivery, error)
 	// AlertDeliveriesSince returns the deliveries at or after since.
 	AlertDeliveriesSince(ctx context.Context, since time.Time) ([]Delivery, error)
+	// JobsOfCopies returns the jobs of which the catalog messages ids
+	// hold dead-lettered copies (none for ordinary dead letters).
+	JobsOfCopies(ctx context.Context, ids []int64) ([]replay.Job, error)
 }
 
 // Poster sends a body to a webhook URL and returns the HTTP status it
@@ -109,6 +113,11 @@ type Alerter struct {
 
 	mu   sync.Mutex
 	jobs map[int64]replay.Job // job changes not yet looked at
+	// copies are the dead letters cataloged since the last evaluation,
+	// which may be a job's copies dead-lettered again: the engine tells
+	// nothing of those (a job that has ended least of all), the catalog
+	// counts them for their job.
+	copies []int64
 
 	// Owned by Run's goroutine.
 	samples   map[string][]sample // group key → its totals over the growth window
@@ -149,10 +158,21 @@ func New(cfg Config) *Alerter {
 		inFlight: make(chan struct{}, maxInFlight)}
 }
 
+// maxCopies bounds the new dead letters one evaluation looks at for copies
+// (a second's worth of a fast ingest); past it, the rest are not looked at.
+const maxCopies = 100_000
+
 // CatalogChanged wakes the loop after the catalog changed. It never blocks.
 func (a *Alerter) CatalogChanged(c dlq.Change) {
 	if c.Kind == dlq.ChangeFreshness || c.Kind == dlq.ChangeCounts {
 		return
+	}
+	if c.Kind == dlq.ChangeNew && c.SubQueue != dlq.SubQueueMain && len(c.IDs) > 0 {
+		a.mu.Lock()
+		if n := min(len(c.IDs), maxCopies-len(a.copies)); n > 0 {
+			a.copies = append(a.copies, c.IDs[:n]...)
+		}
+		a.mu.Unlock()
 	}
 	a.poke()
 }
@@ -242,9 +262,20 @@ func (a *Alerter) evaluate(ctx context.Context) error {
 		return err
 	}
 	a.mu.Lock()
-	jobs := a.jobs
-	a.jobs = map[int64]replay.Job{}
+	jobs, copies := a.jobs, a.copies
+	a.jobs, a.copies = map[int64]replay.Job{}, nil
 	a.mu.Unlock()
+	if len(copies) > 0 && slices.ContainsFunc(hooks, func(h Webhook) bool { return h.Wants(EventJobRedeadlettered) || h.Wants(EventJobPaused) }) {
+		// Copies dead-lettered again: their jobs as they are now, read
+		// after the catalog counted them.
+		back, err := a.cfg.Store.JobsOfCopies(ctx, copies)
+		if err != nil && ctx.Err() == nil {
+			a.cfg.Logger.Warn("alerts: jobs of copies dead-lettered again not read", "error", err)
+		}
+		for _, j := range back {
+			jobs[j.ID] = j
+		}
+	}
 	if len(hooks) == 0 {
 		// Nobody to tell: the groups seen so far are not new to a webhook
 		// added later, and the catalog is not read.

@@ -39,6 +39,10 @@ const (
 	// ActionDeferredResolved: a deferred message resolved by sequence
 	// number (replayed or discarded).
 	ActionDeferredResolved = "deferred_resolved"
+	// ActionScheduledCancelled: scheduled messages cancelled before they
+	// were due (an admin's). Params {"namespace", "entity",
+	// "sequence_numbers", "reason"}; MessageIDs: the messages.
+	ActionScheduledCancelled = "scheduled_cancelled"
 	// Sign-in and tokens. Login: Params {"via", "role", "email"}; outcome
 	// denied when the provider vouched for someone without a role.
 	ActionLogin        = "login"
@@ -78,7 +82,7 @@ var actions = map[string]bool{
 	ActionJobPaused: true, ActionJobResumed: true, ActionJobCancelled: true, ActionJobCompleted: true, ActionJobFailed: true,
 	ActionCanaryVerdict: true,
 	ActionReplay:        true, ActionDiscard: true, ActionMessageFailed: true, ActionMessageSkipped: true, ActionMessageFlagged: true,
-	ActionEditReplay: true, ActionDeferredResolved: true,
+	ActionEditReplay: true, ActionDeferredResolved: true, ActionScheduledCancelled: true,
 	ActionLogin: true, ActionLogout: true, ActionTokenCreated: true, ActionTokenRevoked: true, ActionDenied: true,
 	ActionAuditKeyed:   true,
 	ActionGroupUpdated: true, ActionGroupReopened: true, ActionAlertWebhookAdded: true, ActionAlertWebhookRemoved: true,

@@ -110,6 +110,9 @@ type Filter struct {
 	// Namespace keeps the entries whose params name it as their
 	// namespace or destination_namespace.
 	Namespace string
+	// Job keeps the entries whose params name this job (job_id): its
+	// creation, its messages' entries, its pauses and its end.
+	Job string
 	// Visible, when not nil, keeps the entries of these namespaces (by
 	// their params' namespace) and the entries that name none: what a
 	// reader limited to some namespaces may see.

@@ -82,6 +82,11 @@ type Status struct {
 	Error         string
 	// ErrorSince is when the current failure began (nil when healthy).
 	ErrorSince *time.Time
+	// Replica is the replica that ingests the namespace (holds its ingest
+	// lease, when several replicas share the catalog), "" when none does
+	// or it is not known. Set by whoever runs the ingester
+	// (cluster.Ingester); an Ingester leaves it empty.
+	Replica string
 }
 
 // Catalog is what the ingester needs from the catalog's storage. Package

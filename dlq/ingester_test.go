@@ -172,9 +172,11 @@ func TestCatalogsEveryDeadLetterAndNoticesNewAndGone(t *testing.T) {
 	if n := h.count(`SELECT sum(present) FROM catalog_counts`); n != 10 {
 		t.Errorf("catalog_counts present = %d, want 10", n)
 	}
-	if n := h.count(`SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'SqlTimeout'`); n != 11 {
-		t.Errorf("search finds %d, want 11", n)
-	}
+	// The search rows are written behind the message rows (the store's
+	// indexer), within a second or when the ingester is idle.
+	h.waitFor("the search index to find all 11", func() bool {
+		return h.count(`SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'SqlTimeout'`) == 11
+	})
 }
 
 // TestLateDeadLetterBelowNumbersAlreadyRead is the trap of the package doc:

@@ -101,6 +101,9 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 type freshnessCollector struct {
 	status StatusSource
 	now    func() time.Time
+	// replica is this replica's id: dlqdash_namespace_ingesting compares
+	// it with each namespace's ingesting replica ("" leaves it out).
+	replica string
 }
 
 var (
@@ -118,6 +121,8 @@ var (
 		"1 while the catalog reads this namespace successfully, 0 while it fails.", []string{"namespace"}, nil)
 	namespaceLastSuccessDesc = prometheus.NewDesc("dlqdash_namespace_last_success_timestamp_seconds",
 		"When the catalog last read this namespace successfully (Unix seconds); absent before the first success.", []string{"namespace"}, nil)
+	namespaceIngestingDesc = prometheus.NewDesc("dlqdash_namespace_ingesting",
+		"1 while this replica ingests the namespace (holds its ingest lease), else 0: summed over the replicas, 1 per namespace.", []string{"namespace"}, nil)
 )
 
 func (c *freshnessCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -126,6 +131,9 @@ func (c *freshnessCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagDesc
 	ch <- namespaceHealthyDesc
 	ch <- namespaceLastSuccessDesc
+	if c.replica != "" {
+		ch <- namespaceIngestingDesc
+	}
 }
 
 // namespaces is each namespace's status: the source's own when it reads
@@ -153,6 +161,13 @@ func (c *freshnessCollector) Collect(ch chan<- prometheus.Metric) {
 			h = 1
 		}
 		ch <- prometheus.MustNewConstMetric(namespaceHealthyDesc, prometheus.GaugeValue, h, ns.Namespace)
+		if c.replica != "" {
+			ingesting := 0.0
+			if ns.Replica == c.replica {
+				ingesting = 1
+			}
+			ch <- prometheus.MustNewConstMetric(namespaceIngestingDesc, prometheus.GaugeValue, ingesting, ns.Namespace)
+		}
 		if ns.LastSuccessAt != nil {
 			ch <- prometheus.MustNewConstMetric(namespaceLastSuccessDesc, prometheus.GaugeValue, float64(ns.LastSuccessAt.UnixMilli())/1e3, ns.Namespace)
 		}

@@ -40,6 +40,11 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Replica, when set, is this replica's id (--replica-id): every
+	// series carries it as the label replica, so that the series of
+	// replicas sharing one database stay apart however they are scraped,
+	// and dlqdash_namespace_ingesting says which replica ingests.
+	Replica string
 }
 
 // ScrapeTimeout bounds the catalog reads of one scrape.
@@ -47,7 +52,12 @@ const ScrapeTimeout = 5 * time.Second
 
 // Metrics owns a registry and the collectors on it.
 type Metrics struct {
-	reg    *prometheus.Registry
+	reg *prometheus.Registry
+	// on is where collectors are registered: reg, adding the replica
+	// label when there is one.
+	on      prometheus.Registerer
+	replica string
+
 	logger *slog.Logger
 	now    func() time.Time
 	// start is when this process began counting, truncated to the
@@ -76,6 +86,10 @@ func New(cfg Config) *Metrics {
 		now:    cfg.Now,
 		jobs:   map[int64]replay.Counts{},
 	}
+	m.on, m.replica = m.reg, cfg.Replica
+	if cfg.Replica != "" {
+		m.on = prometheus.WrapRegistererWith(prometheus.Labels{"replica": cfg.Replica}, m.reg)
+	}
 	if m.logger == nil {
 		m.logger = slog.New(slog.DiscardHandler)
 	}
@@ -86,7 +100,7 @@ func New(cfg Config) *Metrics {
 
 	// The standard runtime metrics, under our prefix like every name we
 	// expose (go_goroutines becomes dlqdash_go_goroutines).
-	prometheus.WrapRegistererWithPrefix("dlqdash_", m.reg).MustRegister(
+	prometheus.WrapRegistererWithPrefix("dlqdash_", m.on).MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -109,14 +123,14 @@ func New(cfg Config) *Metrics {
 		Help:    "How long the dashboard took to answer, by method, route pattern and status code.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"method", "route", "code"})
-	m.reg.MustRegister(m.cataloged, m.jobMessages, m.httpDuration)
-	m.auth = newAuthMetrics(m.reg)
+	m.on.MustRegister(m.cataloged, m.jobMessages, m.httpDuration)
+	m.auth = newAuthMetrics(m.on)
 
 	if cfg.Catalog != nil {
-		m.reg.MustRegister(&depthCollector{catalog: cfg.Catalog})
+		m.on.MustRegister(&depthCollector{catalog: cfg.Catalog})
 	}
 	if cfg.Jobs != nil {
-		m.reg.MustRegister(&jobsCollector{jobs: cfg.Jobs})
+		m.on.MustRegister(&jobsCollector{jobs: cfg.Jobs})
 	}
 	return m
 }
@@ -125,7 +139,7 @@ func New(cfg Config) *Metrics {
 // time. It exists apart from Config because the ingester is built after the
 // hooks that feed Publish, which it needs; call it once.
 func (m *Metrics) CollectStatus(s StatusSource) {
-	m.reg.MustRegister(&freshnessCollector{status: s, now: m.now})
+	m.on.MustRegister(&freshnessCollector{status: s, now: m.now, replica: m.replica})
 }
 
 // Handler serves the registry in the Prometheus exposition format. A

@@ -378,3 +378,50 @@ func TestDepthAndFreshnessPerNamespace(t *testing.T) {
 		t.Errorf("%d dlqdash_dlq_depth series, want 2 (orders' two subqueues)", n)
 	}
 }
+
+// With a replica id every series carries it as the label replica (the
+// runtime collectors' too), and dlqdash_namespace_ingesting says which
+// namespaces this replica ingests.
+func TestReplicaLabel(t *testing.T) {
+	at := t0
+	cat := fakeCatalog{ents: []dlq.EntitySummary{
+		{Namespace: "eu", Entity: dlq.Entity{Path: "orders", Kind: dlq.KindQueue, Counts: dlq.Counts{DeadLetter: 5}}, CountsAt: &at},
+	}}
+	m := New(Config{Catalog: cat, Jobs: fakeJobs{replay.StatusRunning: 1}, Replica: "pod-a"})
+	m.CollectStatus(dlq.StatusSet{fakeStatus{Namespace: "eu", Healthy: true, LastSuccessAt: &at, Replica: "pod-a"},
+		fakeStatus{Namespace: "us", Healthy: true, LastSuccessAt: &at, Replica: "pod-b"}})
+	m.ObserveRequest("GET", "/", 200, time.Millisecond)
+	fams := scrape(t, m)
+	for name, f := range fams {
+		for _, s := range f.Metric {
+			found := false
+			for _, l := range s.Label {
+				found = found || l.GetName() == "replica" && l.GetValue() == "pod-a"
+			}
+			if !found {
+				t.Errorf("%s %v: no replica label", name, s.Label)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"dlqdash_namespace_ingesting", map[string]string{"namespace": "eu", "replica": "pod-a"}, 1},
+		{"dlqdash_namespace_ingesting", map[string]string{"namespace": "us", "replica": "pod-a"}, 0},
+		{"dlqdash_namespace_dlq_depth", map[string]string{"namespace": "eu", "entity": "orders", "subqueue": "dead_letter", "replica": "pod-a"}, 5},
+	} {
+		if got, ok := value(fams, tt.name, tt.labels); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, got, ok, tt.want)
+		}
+	}
+	// Without one, no replica label and no ingesting series (as before).
+	fams = scrape(t, New(Config{Catalog: cat}))
+	if _, ok := fams["dlqdash_namespace_ingesting"]; ok {
+		t.Error("dlqdash_namespace_ingesting without a replica id")
+	}
+	if _, ok := value(fams, "dlqdash_namespace_dlq_depth", map[string]string{"namespace": "eu", "entity": "orders", "subqueue": "dead_letter"}); !ok {
+		t.Error("a series without a replica id carries extra labels")
+	}
+}

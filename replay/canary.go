@@ -159,7 +159,7 @@ func (r *run) checkGuard(ctx context.Context) error {
 
 // recordCanary writes the canary's verdict and the guard's base.
 func (r *run) recordCanary(ctx context.Context, verdict string, sentBase, backBase int) error {
-	j, err := r.e.cfg.Store.SetCanary(ctx, r.job.ID, verdict, sentBase, backBase)
+	j, err := r.store().SetCanary(ctx, r.job.ID, verdict, sentBase, backBase)
 	if err != nil {
 		return fmt.Errorf("record the canary: %w", err)
 	}

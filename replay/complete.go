@@ -149,7 +149,7 @@ func (r *run) removalFailing(ctx context.Context, s *source, err error) {
 	next := e.now().Add(s.lock + time.Second)
 	msg := fmt.Sprintf("remove originals from %s failed: %v; those not removed are removed on a later pass, once their locks lapse (by %s UTC)",
 		s.key.q.Path(s.key.entity), err, next.UTC().Format(time.TimeOnly))
-	j, serr := e.cfg.Store.SetRetrying(ctx, r.job.ID, &Retrying{LastError: msg, Attempts: 1, NextAttemptAt: next})
+	j, serr := r.store().SetRetrying(ctx, r.job.ID, &Retrying{LastError: msg, Attempts: 1, NextAttemptAt: next})
 	r.noted(j, serr)
 	r.removalsFailing = true
 }

@@ -35,7 +35,12 @@
 // deferred; everything else is received from the head of the queue, in
 // sequence order, under a lock that lasts the entity's lock duration L (at
 // most 5 minutes). Deferred messages are received by sequence number, in
-// batches. For the rest, the engine scans with one peek-lock receiver per
+// batches; one received but not removed (its copy refused, a pause, a stop)
+// is given back when the work on its queue ends, still deferred, so the
+// next run (a resume, a new job) receives it at once. A deferred message
+// missing from a receive is waited for one lock duration before it is
+// taken for gone when an earlier run of the job may hold its lock (after a
+// restart, or an item an earlier run got as far as sending). For the rest, the engine scans with one peek-lock receiver per
 // (job, entity, subqueue), open for the whole of the job's work there:
 //
 //   - It receives batches (Config.Batch, 250) and acts at once on the
@@ -141,9 +146,27 @@
 // A lineage replayed PoisonCap times (3; the copy's dlqdash.replay_count) is
 // skipped as poison unless the job allows it. Replaying a subscription's
 // dead letters to its topic (the default destination) would deliver a copy
-// to every subscription of the topic: refused unless acknowledged. A dry
-// run (Submit with DryRun) says all of this, and what the destinations'
-// duplicate detection and time-to-live imply, without changing anything.
+// to every subscription of the topic whose filter matches: refused unless
+// acknowledged. A plan whose destination is a topic lists its
+// subscriptions (a broker that is a SubscriptionLister) with what their
+// rules take (FanOutWords: "every copy reaches audit and billing; a copy
+// reaches eu-only when its filter matches it"); rules are read for topics
+// of at most RulesUpTo subscriptions. For a selection the dry run's sample
+// holds whole (SampleSize), true, false and correlation filters are
+// evaluated against each message, so the plan says exactly which
+// subscriptions take each copy (Subscription.Copies); SQL filters are not
+// evaluated. A dry run (Submit
+// with DryRun) says all of this, and what the destinations' duplicate
+// detection and time-to-live imply, without changing anything.
+//
+// # Scheduled messages
+//
+// Jobs skip scheduled messages; CancelScheduled cancels them instead (a
+// broker that is a ScheduledCanceller): one request per entity, audited
+// (scheduled_cancelled, with the reason a person must give), the catalog's
+// reader told. It is not a job: a cancel is one idempotent broker call
+// (Service Bus ignores numbers no longer scheduled), so it needs no state
+// machine to be safe to repeat.
 //
 // # Outcomes, canary and ramp
 //

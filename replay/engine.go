@@ -55,6 +55,13 @@ type Config struct {
 	GiveUpAfter time.Duration
 	// MaxJobs is how many jobs run at once; 0 means 4.
 	MaxJobs int
+	// Claims, when several replicas share the store, decides which of
+	// them works each job (claims.go); nil works every unfinished job
+	// here. HeartbeatEvery is how often the claims are renewed (0:
+	// DefaultHeartbeat); it must be well under the time after which
+	// another replica adopts a silent one's jobs.
+	Claims         Claims
+	HeartbeatEvery time.Duration
 }
 
 // Defaults.
@@ -74,6 +81,8 @@ type Engine struct {
 	mu    sync.Mutex
 	runs  map[int64]*run // jobs running in this process
 	srcMu map[sourceKey]*sync.Mutex
+	// claims is the engine's side of Config.Claims.
+	claims claimState
 }
 
 // New checks cfg and returns an engine; call Run to start it.
@@ -93,6 +102,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.MaxJobs <= 0 {
 		cfg.MaxJobs = 4
 	}
+	if cfg.HeartbeatEvery <= 0 {
+		cfg.HeartbeatEvery = DefaultHeartbeat
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -107,13 +119,35 @@ func (e *Engine) PoisonCap() int { return e.cfg.PoisonCap }
 // Run starts unfinished jobs (those of an earlier process first) and every
 // job submitted later, until ctx is done; then it lets each running job
 // finish the batch it is in (so no state is left half-written by choice)
-// and returns.
+// and returns. With Config.Claims, it starts the jobs this replica claims
+// instead, heartbeats them, and follows their status as other replicas
+// change it.
 func (e *Engine) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
+	var beat <-chan time.Time
+	if e.cfg.Claims != nil {
+		t := time.NewTicker(e.cfg.HeartbeatEvery)
+		defer t.Stop()
+		beat = t.C
+	}
 	for {
+		if e.cfg.Claims != nil {
+			e.followStatus(ctx)
+			e.claimJobs(ctx, &wg)
+			select {
+			case <-ctx.Done():
+				e.stopAll()
+				return nil
+			case <-e.wake:
+			case <-tick.C:
+			case <-beat:
+				e.heartbeat(ctx)
+			}
+			continue
+		}
 		jobs, err := e.cfg.Store.UnfinishedJobs(ctx)
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("replay: cannot list unfinished jobs", "error", err)
@@ -141,17 +175,26 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			e.mu.Lock()
-			for _, r := range e.runs {
-				r.requestStop(stopShutdown)
-			}
-			e.mu.Unlock()
+			e.stopAll()
 			return nil
 		case <-e.wake:
 		case <-tick.C:
 		}
 	}
 }
+
+// stopAll asks every run to stop for a shutdown.
+func (e *Engine) stopAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.runs {
+		r.requestStop(stopShutdown)
+	}
+}
+
+// Wake makes Run look for work at once: another replica changed a job (a
+// LISTEN/NOTIFY wake-up). It never blocks.
+func (e *Engine) Wake() { e.poke() }
 
 func (e *Engine) poke() {
 	select {

@@ -32,7 +32,7 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 // pause pauses a running job that cannot go on, saying why.
 func (r *run) pause(ctx context.Context, reason string) {
 	e, id := r.e, r.job.ID
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, active...)
+	j, err := r.store().SetStatus(ctx, id, StatusPaused, reason, active...)
 	if err != nil {
 		e.log.Error("replay: cannot pause job", "job_id", id, "error", err)
 		return
@@ -48,7 +48,7 @@ func (r *run) pause(ctx context.Context, reason string) {
 // and the job is cancelled.
 func (r *run) cancelled(ctx context.Context) {
 	e, id := r.e, r.job.ID
-	left, err := e.cfg.Store.UnfinishedItems(ctx, id)
+	left, err := r.store().UnfinishedItems(ctx, id)
 	if err == nil {
 		var ups []Update
 		for _, it := range left {
@@ -58,13 +58,13 @@ func (r *run) cancelled(ctx context.Context) {
 			}
 		}
 		if len(ups) > 0 {
-			_, err = e.cfg.Store.UpdateItems(ctx, id, ups)
+			_, err = r.store().UpdateItems(ctx, id, ups)
 		}
 	}
 	if err != nil {
 		e.log.Error("replay: cancelling job", "job_id", id, "error", err)
 	}
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelled, r.job.PausedReason, StatusCancelling)
+	j, err := r.store().SetStatus(ctx, id, StatusCancelled, r.job.PausedReason, StatusCancelling)
 	if err != nil {
 		e.log.Error("replay: cannot cancel job", "job_id", id, "error", err)
 		return
@@ -77,7 +77,7 @@ func (r *run) cancelled(ctx context.Context) {
 // cancels).
 func (r *run) completed(ctx context.Context) {
 	e, id := r.e, r.job.ID
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCompleted, "", active...)
+	j, err := r.store().SetStatus(ctx, id, StatusCompleted, "", active...)
 	var se *StatusError
 	if errors.As(err, &se) {
 		return

@@ -64,7 +64,7 @@ func (r *run) update(ctx context.Context, s *source, ups []Update) error {
 		return nil
 	}
 	e := r.e
-	j, err := e.cfg.Store.UpdateItems(ctx, r.job.ID, ups)
+	j, err := r.store().UpdateItems(ctx, r.job.ID, ups)
 	if err != nil {
 		return fmt.Errorf("record message states: %w", err)
 	}

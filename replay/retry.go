@@ -87,7 +87,7 @@ func (r *run) retrying(ctx context.Context, what string, err error, attempts int
 	}
 	msg := fmt.Sprintf("%s failed %s: %v; trying again at %s UTC (the job pauses if it keeps failing for %s)",
 		what, times, err, next.UTC().Format(time.TimeOnly), e.cfg.GiveUpAfter)
-	j, serr := e.cfg.Store.SetRetrying(ctx, r.job.ID, &Retrying{LastError: msg, Attempts: attempts, NextAttemptAt: next})
+	j, serr := r.store().SetRetrying(ctx, r.job.ID, &Retrying{LastError: msg, Attempts: attempts, NextAttemptAt: next})
 	r.noted(j, serr)
 }
 
@@ -95,7 +95,7 @@ func (r *run) retrying(ctx context.Context, what string, err error, attempts int
 // again.
 func (r *run) recovered(ctx context.Context) {
 	r.e.log.Info("replay: broker answering again", "job_id", r.job.ID)
-	j, err := r.e.cfg.Store.SetRetrying(ctx, r.job.ID, nil)
+	j, err := r.store().SetRetrying(ctx, r.job.ID, nil)
 	r.noted(j, err)
 }
 

@@ -52,6 +52,14 @@ type run struct {
 	// adopted: the job was running in a process that ended (this run
 	// continues it after a restart).
 	adopted bool
+	// claim is the job's claim when replicas share the store
+	// (Config.Claims; claims.go), nil otherwise; fenced is the store
+	// whose writes carry it (ClaimStore), nil for Config.Store.
+	claim  *Claim
+	fenced Store
+	// claimedCancelling: the job was cancelling when it was claimed (set
+	// before the run starts; cancelling is the run's own).
+	claimedCancelling bool
 	// acting is held while a chunk is being acted on (see act).
 	acting sync.Mutex
 	// removalsFailing: completes failed and the job says it is retrying
@@ -183,7 +191,7 @@ func (r *run) start(ctx context.Context) bool {
 		r.cancelling = true
 		return true
 	}
-	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning, StatusRetrying)
+	j, err := r.store().SetStatus(ctx, r.job.ID, StatusRunning, "", StatusQueued, StatusRunning, StatusRetrying)
 	if err != nil {
 		var se *StatusError
 		if !errors.As(err, &se) {
@@ -203,14 +211,14 @@ func (r *run) note(ctx context.Context, what string) {
 	if r.cancelling {
 		return // the reason says who cancelled it
 	}
-	j, err := r.e.cfg.Store.SetStatus(ctx, r.job.ID, StatusRunning, what, active...)
+	j, err := r.store().SetStatus(ctx, r.job.ID, StatusRunning, what, active...)
 	r.noted(j, err)
 }
 
 // itemsBySource reads the job's unfinished items (a cancelling run: only
 // those whose copy was sent) by the subqueue they are in.
 func (r *run) itemsBySource(ctx context.Context) (map[sourceKey][]*Item, error) {
-	items, err := r.e.cfg.Store.UnfinishedItems(ctx, r.job.ID)
+	items, err := r.store().UnfinishedItems(ctx, r.job.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +354,7 @@ func (r *run) cancelUnsent(ctx context.Context, id int64) {
 	}
 	r.acting.Lock()
 	defer r.acting.Unlock()
-	j, err := r.e.cfg.Store.CancelUnsent(ctx, id)
+	j, err := r.store().CancelUnsent(ctx, id)
 	if err != nil {
 		r.e.log.Error("replay: cancelling job", "job_id", id, "error", err)
 		return

@@ -20,11 +20,19 @@ func (r *run) resolveDeferred(ctx context.Context, s *source, items []*Item) err
 		if _, err := r.process(ctx, s, matched); err != nil {
 			return err
 		}
-		if len(missing) > 0 && retried {
-			// An attempt that failed may have failed after the broker
-			// locked them for it: ask again once those locks lapsed.
-			r.note(ctx, fmt.Sprintf("waiting up to %d s for %d deferred messages in %s that a receive which failed may have left locked",
-				int((s.lock+2*time.Second-1)/time.Second), len(missing), s.key.q.Path(s.key.entity)))
+		// A missing message may be locked rather than gone: by a receive
+		// of this run that failed after the broker locked it, or by an
+		// earlier run of the job (a process that died, or a run whose
+		// locks could not be given back) that had received it; ask again
+		// once those locks lapsed.
+		earlier := r.adopted || slices.ContainsFunc(missing, func(it *Item) bool { return it.State != ItemPending })
+		if len(missing) > 0 && (retried || earlier) {
+			why := "that a receive which failed may have left locked"
+			if !retried {
+				why = "that an earlier run of the job may have left locked"
+			}
+			r.note(ctx, fmt.Sprintf("waiting up to %d s for %d deferred messages in %s %s",
+				int((s.lock+2*time.Second-1)/time.Second), len(missing), s.key.q.Path(s.key.entity), why))
 			ok := r.sleep(s.lock + time.Second)
 			r.note(ctx, "")
 			if !ok {
@@ -63,6 +71,11 @@ func (r *run) receiveDeferred(ctx context.Context, s *source, items []*Item) (ma
 	bySeq := map[int64]*Received{}
 	for _, m := range got {
 		bySeq[m.SequenceNumber] = m
+		// Held until acted on (a complete takes it out): whatever is left
+		// when the work on the source ends (a copy the destination
+		// refused, a pause, a stop) is given back at once, still deferred,
+		// instead of staying locked out of the next run's reach.
+		s.held[m.SequenceNumber] = m
 	}
 	for _, it := range items {
 		if m := bySeq[it.SequenceNumber]; m != nil {

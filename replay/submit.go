@@ -77,6 +77,27 @@ type Target struct {
 	// FanOut: a subscription's messages sent to its topic reach every
 	// subscription of the topic.
 	FanOut bool
+	// Subscriptions are a topic destination's subscriptions, who receive
+	// the copies (when the broker lists them: SubscriptionsListed);
+	// SubscriptionsError says why they could not be listed.
+	Subscriptions       []Subscription
+	SubscriptionsListed bool
+	SubscriptionsError  string
+}
+
+// subscriptionNames is " (a, b and c)", the subscriptions that may take
+// a copy, when the target's subscriptions are known, else "".
+func (t Target) subscriptionNames() string {
+	var names []string
+	for _, s := range t.Subscriptions {
+		if s.Receives() != ReceivesNone && !(s.CopiesKnown && s.Copies == 0) {
+			names = append(names, s.Name)
+		}
+	}
+	if !t.SubscriptionsListed || len(names) == 0 {
+		return ""
+	}
+	return " (" + nameList(names) + ")"
 }
 
 func (req *Request) validate(now time.Time) error {
@@ -174,9 +195,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 	}
 	for _, t := range plan.Targets {
 		if t.FanOut && !req.AcknowledgeFanOut {
-			return plan, job, &PreconditionError{Msg: fmt.Sprintf("replaying %s's dead letters to its topic %s delivers a copy to every "+
-				"subscription of the topic, not only to %s: set acknowledge_fan_out to do it anyway, or choose a queue as the destination",
-				t.Source, t.Path, t.Source)}
+			return plan, job, &PreconditionError{Msg: fmt.Sprintf("replaying %s's messages to its topic %s delivers a copy to every "+
+				"subscription of the topic whose filter matches it%s, not only to %s: set acknowledge_fan_out to do it anyway, or choose a queue as the destination",
+				t.Source, t.Path, t.subscriptionNames(), t.Source)}
 		}
 	}
 	// A filter is kept with the job as the API's filter object
@@ -302,14 +323,33 @@ func (e *Engine) plan(ctx context.Context, req Request) (Plan, error) {
 		if err != nil {
 			return p, err
 		}
+		if t.SubscriptionsListed && sum.Total <= len(sum.Sample) && req.Selection.Edit == nil && len(req.Selection.Edits) == 0 {
+			// The whole selection is at hand (a few messages): who takes
+			// each copy can be said exactly where the rules are simple.
+			var recs []dlq.Record
+			for _, r := range sum.Sample {
+				if r.Entity == src.Entity && r.GoneAt == nil && r.State != dlq.StateScheduled {
+					recs = append(recs, r)
+				}
+			}
+			if len(recs) > 0 {
+				countCopies(t.Subscriptions, recs)
+			}
+		}
 		p.Targets = append(p.Targets, t)
 		if t.FanOut {
 			if req.AcknowledgeFanOut {
-				warn("%s's copies go to its topic %s and so to every subscription of it (acknowledged)", t.Source, t.Path)
+				warn("%s's copies go to its topic %s and so to every subscription of it whose filter matches (acknowledged)", t.Source, t.Path)
 			} else {
-				warn("%s's copies would go to its topic %s and so to every subscription of it: set acknowledge_fan_out, or choose a queue",
-					t.Source, t.Path)
+				warn("%s's copies would go to its topic %s and so to every subscription of it whose filter matches, not only back to %s: set acknowledge_fan_out, or choose a queue",
+					t.Source, t.Path, t.Source)
 			}
+		}
+		switch {
+		case t.SubscriptionsListed:
+			warn("%s", FanOutWords(t.Path, t.Subscriptions))
+		case t.SubscriptionsError != "":
+			warn("the subscriptions of the topic %s could not be listed (%s): every subscription whose filter matches a copy receives it", t.Path, t.SubscriptionsError)
 		}
 		if t.DuplicateDetection {
 			warn("%s detects duplicates (window %s): each copy gets a new MessageId (original id + /dlqdash-<job>), so none is dropped, "+
@@ -430,6 +470,18 @@ func (e *Engine) target(ctx context.Context, srcNS, source, dstNS, destination s
 	t.Kind, t.DuplicateDetection, t.DuplicateDetectionWindow, t.DefaultTimeToLive = info.Kind, info.DuplicateDetection,
 		info.DuplicateDetectionWindow, info.DefaultTimeToLive
 	t.FanOut = src.Kind == dlq.KindSubscription && info.Kind == dlq.KindTopic && src.Topic == info.Path
+	if info.Kind == dlq.KindTopic {
+		// Who receives the copies, in words: the topic's subscriptions
+		// (a plan still stands without them).
+		if l, ok := dstBroker.(SubscriptionLister); ok {
+			subs, err := l.Subscriptions(ctx, t.Path, RulesUpTo)
+			if err != nil {
+				t.SubscriptionsError = err.Error()
+			} else {
+				t.Subscriptions, t.SubscriptionsListed = subs, true
+			}
+		}
+	}
 	return t, nil
 }
 

@@ -16,6 +16,18 @@
 // "Pause live updates" holds every update (and any refetch) while someone
 // reads or selects, so no row moves under the cursor; the line beside it
 // counts the new rows waiting, and "Resume live updates" applies them.
+//
+// Stable lists: a list with a new-rows bar (<button data-list="<tbody id>">,
+// the message list) takes new rows live only while nobody has a row ticked
+// (or "select all matching") and the page is scrolled to its top. Otherwise
+// they wait behind the bar ("3 new messages"), as does a refetch, and a
+// click on it puts them in. New rows go where the list's order puts them
+// (data-sort, newest first, then data-id): a row older than the page's last
+// belongs to a later page and is left out when there is one (data-more).
+// recount asks for the list's count again (count.js, "live:recount"); a
+// prepend counts as one. On a page with live parts (data-live-part, a
+// failure group's counts and chart) recount fetches the page and swaps in
+// those parts only.
 (function () {
 	"use strict";
 	var main = document.getElementById("main");
@@ -38,6 +50,10 @@
 	var heldIDs = {}; // ids of the new rows among them
 	var heldRows = {}; // new rows waiting, by the list they go to
 	var heldRefetch = false; // a refetch was asked for while paused
+	// Stable lists: the new rows waiting behind a list's bar (by row id,
+	// in arrival order), and whether a refetch waits there too.
+	var waiting = {}; // list id -> {order: [row ids], rows: {row id: element}}
+	var waitingRefetch = false;
 
 	function setStatus(state, text) {
 		if (status) {
@@ -131,6 +147,14 @@
 			refetch();
 			return;
 		}
+		if (op.op === "recount") {
+			recount();
+			refreshParts();
+			return;
+		}
+		if (op.op === "replace" && op.id && updateWaiting(op)) {
+			return;
+		}
 		var el = op.id && document.getElementById(op.id);
 		if (!el) {
 			return;
@@ -139,24 +163,257 @@
 		if (op.op === "replace") {
 			el.replaceWith(f);
 		} else if (op.op === "prepend") {
-			Array.prototype.slice.call(f.children).forEach(function (c) {
-				if (c.id && document.getElementById(c.id)) {
-					c.remove();
-				}
+			var rows = Array.prototype.slice.call(f.children).filter(function (c) {
+				return !(c.id && document.getElementById(c.id));
 			});
-			el.insertBefore(f, el.firstChild);
+			var bar = barFor(op.id);
+			if (!bar) {
+				Array.prototype.slice.call(f.children).forEach(function (c) {
+					if (rows.indexOf(c) < 0) {
+						c.remove(); // already on the page
+					}
+				});
+				el.insertBefore(f, el.firstChild);
+			} else {
+				recount();
+				rows = rows.filter(function (c) {
+					return onThisPage(el, c);
+				});
+				if (rows.length === 0) {
+					return;
+				}
+				if (holding()) {
+					wait(op.id, rows);
+					return;
+				}
+				insertSorted(el, rows.concat(takeWaiting(op.id)));
+				showBar(op.id);
+			}
 		} else {
 			return;
 		}
 		main.dispatchEvent(new CustomEvent("live:update", { bubbles: true }));
 	}
 
+	// recount tells count.js that the list's count changed.
+	function recount() {
+		main.dispatchEvent(new CustomEvent("live:recount", { bubbles: true }));
+	}
+
+	// refreshParts fetches the page again and swaps in its live parts
+	// (elements with an id and data-live-part: a group page's counts and
+	// chart), leaving the rest (a form being filled in) as it is; at most
+	// once every partsEvery, the last change of a burst always fetched.
+	var partsEvery = 2000;
+	var partsAt = 0;
+	var partsTimer = 0; // set from the request until its answer is in
+	var partsAgain = false; // a change came meanwhile: fetch once more
+	function refreshParts() {
+		if (!main.querySelector("[data-live-part][id]")) {
+			return;
+		}
+		if (partsTimer) {
+			partsAgain = true;
+			return;
+		}
+		partsTimer = setTimeout(function () {
+			partsAt = Date.now();
+			fetch(location.href, { credentials: "same-origin", cache: "no-store", headers: { Accept: "text/html" } })
+				.then(function (r) {
+					return r.ok ? r.text() : null;
+				})
+				.then(function (html) {
+					var doc = html && new DOMParser().parseFromString(html, "text/html");
+					if (!doc || paused) {
+						return; // paused: the resume refetches anyway
+					}
+					main.querySelectorAll("[data-live-part][id]").forEach(function (el) {
+						var fresh = doc.getElementById(el.id);
+						if (fresh) {
+							el.replaceWith(document.importNode(fresh, true));
+						}
+					});
+					main.dispatchEvent(new CustomEvent("live:update", { bubbles: true }));
+				})
+				.catch(function () {})
+				.then(function () {
+					partsTimer = 0;
+					if (partsAgain) {
+						partsAgain = false;
+						refreshParts();
+					}
+				});
+		}, Math.max(0, partsAt + partsEvery - Date.now()));
+	}
+
+	// barFor is the new-rows bar of the list with that id, if it has one.
+	function barFor(id) {
+		var b = main.querySelector("button[data-list]");
+		return b && b.getAttribute("data-list") === id ? b : null;
+	}
+
+	// holding: someone has a row ticked, every match selected, or the
+	// page scrolled down; new rows then wait behind the bar.
+	function holding() {
+		return !!main.querySelector("input.select-row:checked, #select-matching:checked") || window.scrollY > 2;
+	}
+
+	// wait puts new rows behind their list's bar (each once).
+	function wait(id, rows) {
+		var w = waiting[id] || (waiting[id] = { order: [], rows: {} });
+		rows.forEach(function (c) {
+			if (!c.id) {
+				return;
+			}
+			if (!w.rows[c.id]) {
+				w.order.push(c.id);
+			}
+			w.rows[c.id] = c;
+		});
+		showBar(id);
+	}
+
+	// takeWaiting empties a list's waiting rows and returns them.
+	function takeWaiting(id) {
+		var w = waiting[id];
+		delete waiting[id];
+		return w ? w.order.map(function (k) { return w.rows[k]; }) : [];
+	}
+
+	// updateWaiting keeps a waiting row current (a message that left the
+	// broker meanwhile); true if op was for one.
+	function updateWaiting(op) {
+		var found = false;
+		Object.keys(waiting).forEach(function (id) {
+			var w = waiting[id];
+			if (w.rows[op.id]) {
+				var c = fragment(op.html || "").firstElementChild;
+				if (c) {
+					w.rows[op.id] = c;
+				}
+				found = true;
+			}
+		});
+		return found;
+	}
+
+	// showBar shows how many new rows wait behind the bar (or that the
+	// list itself waits to be fetched again), or hides it.
+	function showBar(id) {
+		var bar = barFor(id) || main.querySelector("button[data-list]");
+		if (!bar) {
+			return;
+		}
+		var n = waiting[bar.getAttribute("data-list")] ? waiting[bar.getAttribute("data-list")].order.length : 0;
+		if (waitingRefetch) {
+			// The page is fetched again on click: it may hold more than
+			// the rows counted, or (after a reconnect) nothing new.
+			bar.textContent = n > 0 ? rowWords(bar.getAttribute("data-list"), n) : "The list changed: show it";
+		} else if (n > 0) {
+			bar.textContent = rowWords(bar.getAttribute("data-list"), n);
+		}
+		bar.hidden = !waitingRefetch && n === 0;
+	}
+
+	// sortKey reads a row's place in its list: [enqueued ms, id], or null
+	// for rows without one (they go first, as a prepend).
+	function sortKey(r) {
+		var s = r.getAttribute && r.getAttribute("data-sort");
+		return s === null || s === undefined ? null : [Number(s), Number(r.getAttribute("data-id"))];
+	}
+
+	function before(a, b) { // a comes before b, newest first
+		return a[0] !== b[0] ? a[0] > b[0] : a[1] > b[1];
+	}
+
+	// onThisPage: a new row belongs on this page of the list, not on a
+	// later one (it is not older than the page's last row, or there is no
+	// later page).
+	function onThisPage(list, c) {
+		var k = sortKey(c);
+		var last = list.lastElementChild;
+		var lk = last && sortKey(last);
+		return k === null || !lk || list.getAttribute("data-more") !== "true" || before(k, lk);
+	}
+
+	// insertSorted puts rows where the list's order puts them, marks them
+	// new, and returns those it placed.
+	function insertSorted(list, rows) {
+		var placed = [];
+		rows.forEach(function (c) {
+			if (c.id && document.getElementById(c.id)) {
+				return;
+			}
+			var k = sortKey(c);
+			var at = null;
+			if (k === null) {
+				at = list.firstElementChild;
+			} else {
+				for (var r = list.firstElementChild; r; r = r.nextElementSibling) {
+					var rk = sortKey(r);
+					if (rk && before(k, rk)) {
+						at = r;
+						break;
+					}
+				}
+				if (!at && !onThisPage(list, c)) {
+					return; // older than this page's last row: a later page's
+				}
+			}
+			c.classList.add("row-new");
+			list.insertBefore(c, at);
+			placed.push(c);
+		});
+		return placed;
+	}
+
+	// showWaitingRows puts the rows waiting behind a list's bar in (or
+	// refetches the page, if that waits too), then brings the first of
+	// them into view without moving the page more than that.
+	function showWaitingRows(bar) {
+		var id = bar.getAttribute("data-list");
+		if (waitingRefetch) {
+			waitingRefetch = false;
+			delete waiting[id];
+			bar.hidden = true;
+			refetch(true);
+			return;
+		}
+		var list = document.getElementById(id);
+		var placed = list ? insertSorted(list, takeWaiting(id)) : [];
+		bar.hidden = true;
+		main.dispatchEvent(new CustomEvent("live:update", { bubbles: true }));
+		if (placed.length > 0) {
+			var first = placed.reduce(function (a, c) {
+				return a.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_PRECEDING ? c : a;
+			});
+			first.scrollIntoView({ block: "nearest" });
+			var link = first.querySelector("a");
+			if (link) {
+				link.focus({ preventScroll: true });
+			}
+		}
+	}
+
+	main.addEventListener("click", function (e) {
+		var bar = e.target && e.target.closest && e.target.closest("button[data-list]");
+		if (bar && main.contains(bar)) {
+			showWaitingRows(bar);
+		}
+	});
+
 	// refetch replaces <main>'s content with a fresh copy of the page,
 	// keeping the boxes the user ticked and the field being typed in.
-	function refetch() {
+	function refetch(asked) {
 		if (paused) {
 			heldRefetch = true;
 			showWaiting();
+			return;
+		}
+		if (!asked && main.querySelector("button[data-list]") && holding()) {
+			// A stable list: the refetched page would move the rows.
+			waitingRefetch = true;
+			showBar();
 			return;
 		}
 		if (fetching) {
@@ -180,6 +437,8 @@
 				var a = document.activeElement;
 				var typing = a && main.contains(a) && a.name && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) ? a : null;
 				main.replaceChildren.apply(main, Array.prototype.slice.call(m.childNodes));
+				waiting = {}; // the page as it is now has them
+				waitingRefetch = false;
 				main.querySelectorAll("input[type=checkbox]").forEach(function (i) {
 					if (ticked[i.name + "=" + i.value]) {
 						i.checked = true;

@@ -58,6 +58,9 @@ func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastH
 		e.Seq, e.At.UnixMilli(), e.Actor, e.Action, string(e.Params), string(idsJSON), e.Outcome, e.PrevHash, e.Hash); err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
+	if err := indexAuditAction(ctx, s.eng, tx, e); err != nil {
+		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+	}
 	if err := tx.Commit(); err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
@@ -96,6 +99,11 @@ func auditWhere(eng engine, f audit.Filter) ([]string, []any) {
 		names, _ := json.Marshal(f.Visible) // strings always marshal
 		where = append(where, "("+ns+" IS NULL OR "+ns+" IN ("+eng.jsonTexts()+"))")
 		args = append(args, string(names))
+	}
+	if f.Job != "" {
+		// The actions index (0016) knows each entry's job.
+		where = append(where, "seq IN (SELECT e.seq FROM audit_actions a JOIN audit_action_entries e ON e.action_id = a.id WHERE a.job_id = ?)")
+		args = append(args, f.Job)
 	}
 	return where, args
 }

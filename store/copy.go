@@ -236,7 +236,7 @@ func (dst *Store) copySearchRows(ctx context.Context, src *sql.Tx, total int64, 
 		if !isText {
 			text = ""
 		}
-		args = append(args, id, tsvector(text, reason, desc, propertiesText(props)))
+		args = append(args, id, tsvector(text, reason, desc, props))
 		if len(args)/2 == copyBatch {
 			if err := flush(); err != nil {
 				return err

@@ -55,12 +55,16 @@ func testMergeSearchIndex(t *testing.T, engine string) {
 	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, now); err != nil {
 		t.Fatal(err)
 	}
-	// Many small transactions leave many segments.
+	// Many small index transactions leave many segments: a read through
+	// the search index after each page indexes that page alone.
 	for i := range 40 {
 		r := "Reason"
 		m := dlq.Message{SequenceNumber: int64(i + 1), State: dlq.StateActive, MessageID: "m", DeadLetterReason: &r, Body: []byte("word another")}
 		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "q", SubQueue: dlq.SubQueueDeadLetter, From: int64(i + 1), Through: int64(i + 1),
 			Messages: []dlq.Message{m}, SeenAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FlushIndex(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -50,3 +50,26 @@ func EncodeCursorForTest(at, id int64) string { return encodeCursor(pageKey{at, 
 func SeriesQueryForTest(groupID int64, ents []int64) string {
 	return seriesQuery(sqliteEngine, groupID, ents)
 }
+
+// PauseIndexerForTest stops the indexer from running (a read through the
+// indexes then waits) until the returned func runs. A PostgreSQL store has
+// no indexer (its ingest indexes): nothing to pause.
+func PauseIndexerForTest(s *Store) (resume func()) {
+	if s.idx == nil {
+		return func() {}
+	}
+	s.idx.paused.Store(true)
+	return func() { s.idx.paused.Store(false); s.idx.poke() }
+}
+
+// CrashForTest closes s without indexing what the indexer has not, as a
+// crash would leave the file.
+func CrashForTest(s *Store) error {
+	s.closeUnindexed = true
+	return s.Close()
+}
+
+// IndexProgressForTest is the indexer's watermark and the newest message id.
+func IndexProgressForTest(ctx context.Context, s *Store) (through, newest int64, err error) {
+	return s.indexProgress(ctx)
+}

@@ -55,6 +55,13 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err != nil {
 		return res, err
 	}
+	// A page the catalog holds none of yet (a bulk read of a DLQ's tail)
+	// is prepared before the writer is taken: while the indexer holds it,
+	// this runs on the other core.
+	var prep []prepared
+	if s.rangeIsNew(ctx, ns, p.Entity, sq, p.From, p.Through) {
+		prep = prepareMessages(p.Messages, p.SubQueue)
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
@@ -87,8 +94,14 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 		}
 		if !ok {
 			counters.add(sq, st, 1)
-			fresh = append(fresh, newMessage{m: m, eid: eid, sq: sq, st: st, group: groups.add(m, p.SubQueue, now, true),
-				firstSeen: now, lastSeen: now})
+			nm := newMessage{m: m, eid: eid, sq: sq, st: st, firstSeen: now, lastSeen: now}
+			if prep != nil {
+				nm.group = groups.addAs(prep[i].group, prep[i].grouped, m, now, true)
+				nm.preview, nm.previewDone = prep[i].preview, true
+			} else {
+				nm.group = groups.add(m, p.SubQueue, now, true)
+			}
+			fresh = append(fresh, nm)
 			continue
 		}
 		delete(known, m.SequenceNumber)
@@ -111,9 +124,13 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err := upsertGroups(ctx, tx, eid, groups.byID); err != nil {
 		return res, fmt.Errorf("update failure groups: %w", err)
 	}
+	inline := false
 	if len(fresh) > 0 {
 		if res.New, err = insertMessages(ctx, tx, s.chunk, fresh); err != nil {
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
+		}
+		if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {
+			return res, err
 		}
 	}
 	if err := counters.write(ctx, tx, eid); err != nil {
@@ -129,6 +146,10 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	}
 	if err := tx.Commit(); err != nil {
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
+	}
+	s.ckpt.committed()
+	if !inline {
+		s.idx.added(len(res.New))
 	}
 	return res, nil
 }
@@ -209,4 +230,45 @@ func presentInRange(ctx context.Context, tx *sql.Tx, eid int64, sq int, from, th
 		known[seq] = k
 	}
 	return known, rows.Err()
+}
+
+// prepared is what a new message's row needs that no database does: its
+// failure group (normalising the description is the costly part) and its
+// preview.
+type prepared struct {
+	group   dlq.Group
+	grouped bool
+	preview string
+}
+
+func prepareMessages(msgs []dlq.Message, q dlq.SubQueue) []prepared {
+	out := make([]prepared, len(msgs))
+	cache := map[[2]string]dlq.Group{}
+	for i := range msgs {
+		m := &msgs[i]
+		if q != dlq.SubQueueMain {
+			key := [2]string{deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription)}
+			g, seen := cache[key]
+			if !seen {
+				g, _ = dlq.GroupOf(m, q)
+				cache[key] = g
+			}
+			out[i].group, out[i].grouped = g, true
+		}
+		if text, isText := bodyText(m.Body); isText {
+			out[i].preview = previewOf(text)
+		}
+	}
+	return out
+}
+
+// rangeIsNew reports whether the catalog has no present message of the
+// entity's subqueue between from and through (read on the read pool: a
+// hint, which the page's transaction checks).
+func (s *Store) rangeIsNew(ctx context.Context, ns, entity string, sq int, from, through int64) bool {
+	var none bool
+	err := s.reader.QueryRowContext(ctx, `SELECT NOT EXISTS (SELECT 1 FROM entities e JOIN messages m ON m.entity_id = e.id
+		WHERE e.namespace = ? AND e.path = ? AND m.subqueue = ? AND m.sequence_number BETWEEN ? AND ? AND m.gone_at IS NULL)`,
+		ns, entity, sq, from, through).Scan(&none)
+	return err == nil && none
 }

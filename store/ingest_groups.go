@@ -47,6 +47,14 @@ func (t *groupTally) add(m *dlq.Message, q dlq.SubQueue, at int64, present bool)
 		g, _ = dlq.GroupOf(m, q)
 		t.byText[key] = g
 	}
+	return t.addAs(g, true, m, at, present)
+}
+
+// addAs is add with m's group already known (grouped false: none).
+func (t *groupTally) addAs(g dlq.Group, grouped bool, m *dlq.Message, at int64, present bool) *groupDelta {
+	if !grouped {
+		return nil
+	}
 	d := t.byID[g.ID]
 	if d == nil {
 		d = &groupDelta{group: g, first: math.MaxInt64, last: math.MinInt64}

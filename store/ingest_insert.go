@@ -54,23 +54,28 @@ type newMessage struct {
 	firstSeen, lastSeen int64
 	gone                any    // nil, or when it left the broker (Unix ms)
 	replayCount         int64  // at least what its properties say (replayCountOf)
-	preview             string // "" derives it from a text body
+	preview             string // "" derives it from a text body, unless previewDone
+	previewDone         bool
 }
 
-// insertMessages inserts msgs with their bodies and search rows and returns
-// their ids, in order. The caller counts them (counters, groups).
+// insertMessages inserts msgs with their bodies and returns their ids, in
+// order. The caller counts them (counters, groups) and tells the indexer
+// once it has committed (s.idx.added): on SQLite the search and property
+// rows are written behind (ingest_index.go); on PostgreSQL they are
+// written here, in the caller's transaction, and the watermark moves with
+// them.
 func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs []newMessage) ([]int64, error) {
 	// Ids are assigned here rather than by SQLite so that rows can go in
 	// many to a statement: the store has one writer connection and this runs
 	// inside its transaction, so nobody else takes the next ids meanwhile.
+	// They are above the index's watermark even when the newest rows were
+	// pruned: the indexer indexes every id above it, and none below.
 	var next int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) + 1 FROM messages`).Scan(&next); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT `+full.eng.greatest(`coalesce((SELECT max(id) FROM messages), 0)`,
+		`coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0)`)+` + 1`, metaIndexThrough).Scan(&next); err != nil {
 		return nil, err
 	}
-	// The search rows go in with one statement per page: FTS5 flushes its
-	// pending terms to a new segment at every statement, so a statement per
-	// row would write a segment per row and spend its time merging them.
-	ftsArgs := make([]any, 0, len(msgs)*5)
+	var ftsArgs []any // PostgreSQL's search documents
 	ids := make([]int64, 0, len(msgs))
 	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
 	bodyArgs := make([]any, 0, insertChunk*2)
@@ -116,12 +121,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 		if props == "" {
 			props = "{}"
 		}
-		text, isText := bodyText(m.Body)
 		preview := nm.preview
-		if !isText {
-			text = ""
-		} else if preview == "" {
-			preview = previewOf(text)
+		if preview == "" && !nm.previewDone {
+			if text, isText := bodyText(m.Body); isText {
+				preview = previewOf(text)
+			}
 		}
 		id := next
 		next++
@@ -136,9 +140,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 		}
 		bodyArgs = append(bodyArgs, id, b)
 		if full.eng.postgres {
-			ftsArgs = append(ftsArgs, id, tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props)))
-		} else {
-			ftsArgs = append(ftsArgs, id, text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), propertiesText(props))
+			text, isText := bodyText(m.Body)
+			if !isText {
+				text = ""
+			}
+			ftsArgs = append(ftsArgs, id, tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props))
 		}
 		ids = append(ids, id)
 		if pending++; pending == insertChunk {
@@ -151,27 +157,19 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	if err := flush(pending); err != nil {
 		return nil, err
 	}
-	if full.eng.postgres {
+	if full.eng.postgres && len(ids) > 0 {
+		// PostgreSQL's search documents and property rows are built in Go
+		// from the values in hand (postgres_catalog.go) and written in this
+		// transaction, with the watermark: its indexes are never behind.
 		if err := indexPropertiesPG(ctx, tx, msgs, ids); err != nil {
 			return nil, err
 		}
-	} else if len(ids) > 0 {
-		if err := indexProperties(ctx, tx, ids[0], ids[len(ids)-1]); err != nil {
+		if err := insertSearchRowsPG(ctx, tx, ftsArgs); err != nil {
 			return nil, err
 		}
-	}
-	if full.eng.postgres {
-		return ids, insertSearchRowsPG(ctx, tx, ftsArgs)
-	}
-	// One statement for the page, however many rows (a page is at most a
-	// few hundred messages: far below SQLite's 32,766 parameters).
-	for len(ftsArgs) > 0 {
-		n := min(len(ftsArgs)/5, 6000)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties) VALUES `+
-			placeholders(n, 5), ftsArgs[:n*5]...); err != nil {
-			return nil, fmt.Errorf("index for search: %w", err)
+		if err := setIndexThrough(ctx, tx, ids[len(ids)-1]); err != nil {
+			return nil, err
 		}
-		ftsArgs = ftsArgs[n*5:]
 	}
 	return ids, nil
 }

@@ -17,17 +17,24 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	}
 	defer tx.Rollback()
 	c := cutoff.UTC().UnixMilli()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (
-		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch); err != nil {
+	// Only messages the indexer has indexed (at or below its watermark)
+	// have search and property rows; the others are simply not indexed
+	// when it gets to them (ingest_index.go). On PostgreSQL every message
+	// is indexed in the transaction that inserts it.
+	pruned := `SELECT id FROM (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?) AS gone
+		WHERE id <= (SELECT CAST(value AS BIGINT) FROM meta WHERE key = '` + metaIndexThrough + `')`
+	if s.eng.postgres {
+		pruned = `SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?`
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+pruned+`)`, c, batch); err != nil {
 		return 0, fmt.Errorf("prune search index: %w", err)
 	}
 	// Property rows are found from the messages' own properties (their
 	// table has no index on message_id), on PostgreSQL by that index.
 	pruneProperties := `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (` +
-		propertyRowsOf + `m.id IN (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)` + propertyRowsEnd + `)`
+		propertyRowsOf + `m.id IN (` + pruned + `)` + propertyRowsEnd + `)`
 	if s.eng.postgres {
-		pruneProperties = `DELETE FROM message_properties WHERE message_id IN (
-			SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`
+		pruneProperties = `DELETE FROM message_properties WHERE message_id IN (` + pruned + `)`
 	}
 	if _, err := tx.ExecContext(ctx, pruneProperties, c, batch); err != nil {
 		return 0, fmt.Errorf("prune properties: %w", err)
@@ -62,6 +69,11 @@ func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
 			return false, s.wrap("merge search index", err, DefaultBusyTimeout)
 		}
 		return moved > 0, nil
+	}
+	// An idle moment: index what the ingest left first, so that the merge
+	// sees its segments.
+	if err := s.catchUpIndex(ctx); err != nil {
+		return false, err
 	}
 	before := s.totalChanges(ctx)
 	if _, err := s.writer.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {

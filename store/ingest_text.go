@@ -90,7 +90,3 @@ func replayCountOf(props string) int64 {
 	}
 	return v
 }
-
-// propertiesText flattens the properties JSON into words for the index:
-// punctuation is ignored by the tokenizer, so the JSON text itself serves.
-func propertiesText(js string) string { return js }

@@ -84,6 +84,11 @@ func selectionWhere(ctx context.Context, eng engine, q queryer, sel replay.Selec
 // SummariseSelection implements replay.Store.
 func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, poisonCap, sample int) (replay.SelectionSummary, error) {
 	var sum replay.SelectionSummary
+	if sel.Filter != nil && usesIndexes(*sel.Filter) {
+		if err := s.waitIndexed(ctx, -1); err != nil {
+			return sum, fmt.Errorf("summarise selection: %w", err)
+		}
+	}
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return sum, fmt.Errorf("summarise selection: %w", err)
@@ -158,6 +163,14 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
+	// The selection is frozen in this transaction, which holds the writer:
+	// it indexes what the indexer has not yet itself (ingest_index.go; on
+	// PostgreSQL nothing is ever left unindexed).
+	if sel.Filter != nil && usesIndexes(*sel.Filter) && !s.eng.postgres {
+		if err := indexTail(ctx, tx); err != nil {
+			return j, fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	where, args, empty, err := selectionWhere(ctx, s.eng, tx, sel)
 	if err != nil {
 		return j, fmt.Errorf("%s: %w", op, err)

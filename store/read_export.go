@@ -20,6 +20,11 @@ import (
 // never blocks the ingester and sees none of its later writes; a serving
 // dlqdash may write to the same file meanwhile (WAL).
 func (s *Store) ExportMessages(ctx context.Context, f dlq.Filter, fn func(dlq.Record) error) error {
+	if usesIndexes(f) {
+		if err := s.waitIndexed(ctx, -1); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("export: %w", err)

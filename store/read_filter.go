@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/internal/search"
 )
 
 // How a dlq.Filter becomes SQL. Every filter is an AND term over messages m.
@@ -21,13 +22,6 @@ import (
 // within its filter value, so the index whose value has the fewest rows
 // finds a page with the fewest steps, and the counter tables (catalog_counts,
 // groups) say how many rows each value has without counting anything.
-
-// Limits on the full-text query, so that one request cannot make an
-// arbitrarily expensive search.
-const (
-	maxQueryLen   = 1000
-	maxQueryWords = 32
-)
 
 // driver is an index that can drive a list page.
 type driver struct {
@@ -381,6 +375,11 @@ var forceSearch string
 
 // planList compiles f and chooses how to find a page of it.
 func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan, error) {
+	if usesIndexes(f) {
+		if err := s.waitIndexed(ctx, -1); err != nil {
+			return listPlan{}, err
+		}
+	}
 	c, err := compileFilter(ctx, s.eng, s.reader, f)
 	if err != nil {
 		return listPlan{}, err
@@ -625,32 +624,24 @@ func idList(ids []int64) string {
 }
 
 // ftsQuery turns what a person typed into search words that cannot be a
-// syntax error: every whitespace-separated word becomes a phrase (so
-// "order-123" matches those two tokens in a row, and AND, OR, NOT and
-// column names are plain words), and all of them must match. A word ending in
-// * matches as a prefix.
+// syntax error (search.Parse: every whitespace-separated word a phrase of
+// its tokens, so "order-123" matches those two tokens in a row and AND, OR,
+// NOT and column names are plain words; "a b" one phrase; word* a prefix;
+// all of them must match), for either engine (match, search.go).
 func ftsQuery(q string) ([]searchWord, error) {
-	if len(q) > maxQueryLen {
-		return nil, &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("search text is longer than %d bytes", maxQueryLen)}
-	}
-	var parts []searchWord
-	for _, w := range strings.Fields(q) {
-		prefix := false
-		if strings.HasSuffix(w, "*") {
-			w, prefix = strings.TrimRight(w, "*"), true
+	pq, err := search.Parse(q)
+	if err != nil {
+		var se *search.Error
+		if errors.As(err, &se) {
+			return nil, &InvalidArgumentError{Param: "q", Msg: se.Msg}
 		}
-		if !hasToken(w) {
-			continue // the tokenizer would find nothing in it
-		}
-		parts = append(parts, searchWord{text: w, prefix: prefix})
+		return nil, err
 	}
-	if len(parts) == 0 {
-		return nil, &InvalidArgumentError{Param: "q", Msg: "the search text has no letters or digits to search for"}
+	words := make([]searchWord, len(pq.Phrases))
+	for i, ph := range pq.Phrases {
+		words[i] = searchWord{text: ph.Text, prefix: ph.Prefix}
 	}
-	if len(parts) > maxQueryWords {
-		return nil, &InvalidArgumentError{Param: "q", Msg: fmt.Sprintf("more than %d words", maxQueryWords)}
-	}
-	return parts, nil
+	return words, nil
 }
 
 // ftsPhrase quotes s as one FTS5 phrase.

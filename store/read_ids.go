@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -24,6 +25,11 @@ func (s *Store) MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]
 	}
 	if len(ids) > MaxByIDs {
 		return nil, &InvalidArgumentError{Param: "ids", Msg: fmt.Sprintf("at most %d ids, got %d", MaxByIDs, len(ids))}
+	}
+	if usesIndexes(f) {
+		if err := s.waitIndexed(ctx, slices.Max(ids)); err != nil {
+			return nil, fmt.Errorf("messages by id: %w", err)
+		}
 	}
 	c, err := compileFilter(ctx, s.eng, s.reader, f)
 	var unknown *dlq.UnknownEntityError

@@ -46,6 +46,10 @@ func propertyFixture(t *testing.T, engine string) *Store {
 		Messages: msgs, SeenAt: at.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	// The property rows are written behind the insert (ingest_index.go).
+	if err := s.FlushIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 

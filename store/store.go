@@ -72,6 +72,17 @@ type Store struct {
 	chunk chunkStatements
 	// A replay batch's prepared writes (jobs_stmts.go).
 	jobStmts jobStatements
+	// The search's highlighter (read_highlight.go).
+	matches matchFinder
+	// idx writes the search and property rows behind the ingest
+	// (ingest_index.go).
+	idx *indexer
+	// ckpt copies the write-ahead log into the database beside the writer
+	// (checkpoint.go).
+	ckpt *checkpointer
+	// closeUnindexed, set by tests, leaves the unindexed tail to the next
+	// Open, as a crash would.
+	closeUnindexed bool
 }
 
 // Open opens the database and migrates it to the newest schema this binary
@@ -99,6 +110,9 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 
 	if err := checkWritable(path); err != nil {
 		return nil, err
+	}
+	if err := registerFunctions(); err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 
 	writer, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, false))
@@ -135,6 +149,19 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, s.wrap("open read pool", err, opts.BusyTimeout)
 	}
 	s.reader = reader
+	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	s.idx = newIndexer(s)
+	// A tail a crash left unindexed is indexed at once.
+	if behind, err := s.indexBehind(ctx); err != nil {
+		s.Close()
+		return nil, err
+	} else if behind {
+		s.idx.poke()
+	}
 	return s, nil
 }
 
@@ -157,17 +184,23 @@ func setReadPool(reader *sql.DB) {
 	reader.SetConnMaxIdleTime(readIdleTime)
 }
 
-// Close closes both pools.
+// Close indexes the messages not yet indexed (at most a few seconds'
+// worth) and closes both pools.
 func (s *Store) Close() error {
+	first := s.idx != nil && s.idx.close()
+	var errs []error
+	if first && !s.closeUnindexed {
+		errs = append(errs, s.catchUpIndex(context.Background()))
+	}
 	s.jobStmts.mu.Lock()
-	errs := []error{s.jobStmts.close()}
+	errs = append(errs, s.jobStmts.close())
 	s.jobStmts.mu.Unlock()
 	for _, st := range []*sql.Stmt{s.chunk.messages, s.chunk.bodies} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
-	return errors.Join(append(errs, s.reader.Close(), s.writer.Close())...)
+	return errors.Join(append(errs, s.closeMatches(), s.ckpt.close(), s.reader.Close(), s.writer.Close())...)
 }
 
 // Path is the database file's path, or the PostgreSQL URL without its
@@ -199,6 +232,9 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 // (16 MB) writes each of those once per eight pages. Readers never wait for
 // a checkpoint (WAL); the log file stays about this size, unless a long read
 // holds a checkpoint back (it grows, and is reused from its start after).
+// Since the background checkpoint (checkpoint.go) the writer's is the
+// backstop: the log reaches this size only when the background one has not
+// caught up.
 const walCheckpointPages = 4000
 
 func dsn(path string, busy time.Duration, readOnly bool) string {
@@ -216,6 +252,7 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 		// The writer checkpoints the WAL into the database every
 		// walCheckpointPages pages instead of SQLite's 1,000.
 		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+
 	}
 	// SQLite reads the name as a URI: escape what would end the path or be
 	// decoded in it.

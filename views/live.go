@@ -17,6 +17,7 @@ const (
 	LiveOverview  LivePage = "overview"
 	LiveMessages  LivePage = "messages"
 	LiveGroups    LivePage = "groups"
+	LiveGroup     LivePage = "group"
 	LiveMessage   LivePage = "message"
 	LiveInventory LivePage = "inventory"
 	LiveJobs      LivePage = "jobs"
@@ -24,7 +25,7 @@ const (
 )
 
 // LivePages are the pages with live updates, in the order errors list them.
-var LivePages = []LivePage{LiveOverview, LiveMessages, LiveGroups, LiveMessage, LiveInventory, LiveJobs, LiveJob}
+var LivePages = []LivePage{LiveOverview, LiveMessages, LiveGroups, LiveGroup, LiveMessage, LiveInventory, LiveJobs, LiveJob}
 
 // Param is the subscription's page parameter (page=overview).
 func (p LivePage) Param() string { return "page=" + string(p) }
@@ -53,6 +54,12 @@ func (g Groups) live() string {
 		return LiveGroups.Param() + "&include_gone=true"
 	}
 	return LiveGroups.Param()
+}
+
+// live subscribes a failure group's page to that group: its counts, status
+// and chart are fetched again when the group changes.
+func (d GroupDetail) live() string {
+	return url.Values{"page": {string(LiveGroup)}, "key": {d.Group.ID}}.Encode()
 }
 
 // live subscribes a message's page to that message: it refetches when the

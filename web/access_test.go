@@ -359,6 +359,35 @@ func TestAccessListsHideANamespace(t *testing.T) {
 	if code != 200 || strings.Contains(body, "prod-us") || !strings.Contains(body, `"namespace":"prod-eu"`) {
 		t.Errorf("audit: %d %s", code, body)
 	}
+	// The audit's actions and export: the same, and an action of prod-us
+	// is not found.
+	for _, target := range []string{"/api/v1/audit/actions", "/api/v1/audit/export", "/api/v1/audit/export?format=csv"} {
+		if code, body := bo(target); code != 200 || strings.Contains(body, "prod-us") || !strings.Contains(body, "prod-eu") {
+			t.Errorf("%s: %d %s", target, code, body)
+		}
+	}
+	for _, target := range []string{"/api/v1/audit/actions?namespace=prod-us", "/api/v1/audit/export?namespace=prod-us"} {
+		if code, body := bo(target); code != 403 || !strings.Contains(body, "you have no role in prod-us") {
+			t.Errorf("%s: %d %s", target, code, body)
+		}
+	}
+	var usActions struct {
+		Actions []struct{ ID int64 } `json:"actions"`
+	}
+	if code, body := fx.as(t, "pat", "platform", "GET", "/api/v1/audit/actions?job="+usJob, "", ""); code != 200 {
+		t.Fatalf("admin's actions of job %s: %d %s", usJob, code, body)
+	} else if json.Unmarshal([]byte(body), &usActions); len(usActions.Actions) == 0 {
+		t.Fatalf("no actions of job %s: %s", usJob, body)
+	}
+	usAction := strconv.FormatInt(usActions.Actions[len(usActions.Actions)-1].ID, 10)
+	for _, target := range []string{"/api/v1/audit/actions/" + usAction + "/messages", "/audit/actions/" + usAction} {
+		if code, _ := bo(target); code != 404 {
+			t.Errorf("%s (prod-us): %d, want 404", target, code)
+		}
+		if code, _ := fx.as(t, "pat", "platform", "GET", target, "", ""); code != 200 {
+			t.Errorf("%s for the admin: %d", target, code)
+		}
+	}
 	// The metrics cover every namespace: refused to bo, given to ana.
 	if code, body := bo("/metrics"); code != 403 || !strings.Contains(body, "you have no role in prod-us") {
 		t.Errorf("metrics for the viewer of prod-eu: %d %s", code, body)

@@ -30,7 +30,7 @@ func (s *Server) showStatus(w http.ResponseWriter, r *http.Request) error {
 		sts = scopeStatuses(sc, sts)
 		st = dlq.Summarize(sts)
 	}
-	writeJSON(w, r, http.StatusOK, apijson.NewStatus(st, sts))
+	writeJSON(w, r, http.StatusOK, apijson.NewStatus(s.replica, st, sts))
 	return nil
 }
 

@@ -537,7 +537,7 @@ func (f fakeStatus) Status() dlq.Status { return dlq.Status(f) }
 func TestAPIStatus(t *testing.T) {
 	fx := newAPIFixture(t)
 	_, _, body := fx.get(t, "/api/v1/status")
-	want := `{"namespace":"contoso.servicebus.windows.net","last_success_at":null,"healthy":false,"error":"catalog not running","error_since":null,"namespaces":[]}` + "\n"
+	want := `{"namespace":"contoso.servicebus.windows.net","last_success_at":null,"healthy":false,"error":"catalog not running","error_since":null,"namespaces":[],"replica":{"id":""}}` + "\n"
 	if body != want {
 		t.Errorf("status without an ingester:\n got %s\nwant %s", body, want)
 	}
@@ -549,10 +549,10 @@ func TestAPIStatus(t *testing.T) {
 	}{
 		{dlq.Status{Namespace: "ns.example", LastSuccessAt: &t0, Healthy: true},
 			`{"namespace":"ns.example","last_success_at":"2026-11-22T10:42:07.123Z","healthy":true,"error":null,"error_since":null,` +
-				`"namespaces":[{"name":"ns.example","healthy":true,"last_success_at":"2026-11-22T10:42:07.123Z","error":null}]}`},
+				`"namespaces":[{"name":"ns.example","healthy":true,"last_success_at":"2026-11-22T10:42:07.123Z","error":null,"ingester_replica":null}],"replica":{"id":""}}`},
 		{dlq.Status{LastSuccessAt: &t0, Error: "Service Bus unreachable: dial tcp: i/o timeout", ErrorSince: &since},
 			`{"namespace":"x.example","last_success_at":"2026-11-22T10:42:07.123Z","healthy":false,"error":"Service Bus unreachable: dial tcp: i/o timeout","error_since":"2026-11-22T10:41:07.123Z",` +
-				`"namespaces":[{"name":"x.example","healthy":false,"last_success_at":"2026-11-22T10:42:07.123Z","error":"Service Bus unreachable: dial tcp: i/o timeout"}]}`},
+				`"namespaces":[{"name":"x.example","healthy":false,"last_success_at":"2026-11-22T10:42:07.123Z","error":"Service Bus unreachable: dial tcp: i/o timeout","ingester_replica":null}],"replica":{"id":""}}`},
 	} {
 		s := New(Config{Catalog: fx.st, Status: fakeStatus(tt.st), Namespace: "x.example"})
 		res, body := do(t, s.Handler(), httptest.NewRequestWithContext(t.Context(), "GET", "/api/v1/status", nil))
@@ -703,15 +703,16 @@ func TestAPIStatusNamespaces(t *testing.T) {
 	fx := newAPIFixture(t)
 	older := t0.Add(-time.Minute)
 	set := dlq.StatusSet{
-		fakeStatus(dlq.Status{Namespace: "prod-eu", LastSuccessAt: &t0, Healthy: true}),
+		fakeStatus(dlq.Status{Namespace: "prod-eu", LastSuccessAt: &t0, Healthy: true, Replica: "pod-a"}),
 		fakeStatus(dlq.Status{Namespace: "prod-us", LastSuccessAt: &older, Error: "no successful read for 6 s", ErrorSince: &older}),
 	}
-	s := New(Config{Catalog: fx.st, Status: set})
+	s := New(Config{Catalog: fx.st, Status: set, Replica: "pod-b"})
 	res, body := do(t, s.Handler(), httptest.NewRequestWithContext(t.Context(), "GET", "/api/v1/status", nil))
 	want := `{"namespace":"prod-eu, prod-us","last_success_at":"2026-11-22T10:41:07.123Z","healthy":false,` +
 		`"error":"prod-us: no successful read for 6 s","error_since":"2026-11-22T10:41:07.123Z","namespaces":[` +
-		`{"name":"prod-eu","healthy":true,"last_success_at":"2026-11-22T10:42:07.123Z","error":null},` +
-		`{"name":"prod-us","healthy":false,"last_success_at":"2026-11-22T10:41:07.123Z","error":"no successful read for 6 s"}]}` + "\n"
+		`{"name":"prod-eu","healthy":true,"last_success_at":"2026-11-22T10:42:07.123Z","error":null,"ingester_replica":"pod-a"},` +
+		`{"name":"prod-us","healthy":false,"last_success_at":"2026-11-22T10:41:07.123Z","error":"no successful read for 6 s","ingester_replica":null}],` +
+		`"replica":{"id":"pod-b"}}` + "\n"
 	if res.StatusCode != 200 || body != want {
 		t.Errorf("status %d:\n got %s\nwant %s", res.StatusCode, body, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -37,8 +38,9 @@ func chartRange(v string) (int, error) {
 // deadLetterChart is the chart of the dead letters of f's group or entity
 // (nil when f names neither, or the catalog cannot count them) over the
 // range rng, ending with the bucket that holds now. Its bars link to the
-// list of their slice of time, its ranges to the list with that range.
-func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now time.Time) (*views.DeadLetterChartData, error) {
+// list of their slice of time, its ranges to rangeURL of each range (nil:
+// the list with that range).
+func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now time.Time, rangeURL func(rng int) string) (*views.DeadLetterChartData, error) {
 	src, ok := s.catalog.(seriesSource)
 	if !ok || (f.Group == "" && f.Entity == "") {
 		return nil, nil
@@ -47,10 +49,13 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 	width := r.Span / time.Duration(r.Buckets)
 	until := now.UTC().Truncate(width).Add(width)
 	since := until.Add(-r.Span)
-	cs, err := src.DeadLetterSeries(ctx, dlq.SeriesQuery{Namespace: f.Namespace, Entity: f.Entity, Group: f.Group,
+	cs, ok, err := scopedSeries(ctx, src, dlq.SeriesQuery{Namespace: f.Namespace, Entity: f.Entity, Group: f.Group,
 		Since: since, Until: until, Buckets: r.Buckets})
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter chart: %w", err)
+	}
+	if !ok {
+		return nil, nil // no namespace the reader may view
 	}
 	subject := chartSubject(f, "")
 	if f.Group != "" {
@@ -82,14 +87,63 @@ func (s *Server) deadLetterChart(ctx context.Context, f dlq.Filter, rng int, now
 		}
 		c.BarURLs = append(c.BarURLs, "/messages?"+p.Encode())
 	}
-	for i, o := range views.ChartRanges {
-		p := f.Encode()
-		if i != 0 {
-			p.Set(chartParam, o.Param)
+	if rangeURL == nil {
+		rangeURL = func(i int) string {
+			p := f.Encode()
+			if i != 0 {
+				p.Set(chartParam, views.ChartRanges[i].Param)
+			}
+			return listURL(p)
 		}
-		c.Ranges = append(c.Ranges, views.ChartRange{Label: o.Label, URL: listURL(p), Current: i == rng})
+	}
+	for i, o := range views.ChartRanges {
+		c.Ranges = append(c.Ranges, views.ChartRange{Label: o.Label, URL: rangeURL(i), Current: i == rng})
 	}
 	return c, nil
+}
+
+// scopedSeries is q's series over the namespaces ctx's reader may view
+// (access rules): a series per namespace of the scope, summed, when q names
+// none; ok is false when the scope holds none of q's.
+func scopedSeries(ctx context.Context, src seriesSource, q dlq.SeriesQuery) (cs dlq.CountSeries, ok bool, err error) {
+	sc := scopeFrom(ctx)
+	if sc.all {
+		cs, err = src.DeadLetterSeries(ctx, q)
+		return cs, err == nil, err
+	}
+	names := sc.names
+	if q.Namespace != "" {
+		names = nil
+		if sc.has(q.Namespace) {
+			names = []string{q.Namespace}
+		}
+	}
+	for i, ns := range names {
+		q.Namespace = ns
+		one, err := src.DeadLetterSeries(ctx, q)
+		if err != nil {
+			return cs, false, err
+		}
+		if i == 0 {
+			cs = one
+			continue
+		}
+		for b := range min(len(cs.Counts), len(one.Counts)) {
+			cs.Counts[b] += one.Counts[b]
+		}
+		cs.Jobs = append(cs.Jobs, one.Jobs...)
+	}
+	slices.SortStableFunc(cs.Jobs, func(a, b dlq.SeriesJob) int { return a.At.Compare(b.At) })
+	return cs, len(names) > 0, nil
+}
+
+// groupChartURL is a failure group's page with the chart's range rng.
+func groupChartURL(key string, rng int) string {
+	u := views.GroupURL(key)
+	if rng != 0 {
+		u += "?" + url.Values{chartParam: {views.ChartRanges[rng].Param}}.Encode()
+	}
+	return u
 }
 
 func listURL(p url.Values) string {

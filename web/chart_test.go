@@ -87,6 +87,41 @@ func TestMessageListDeadLetterChart(t *testing.T) {
 		!strings.Contains(gp, "Dead letters over time: the failure group “SqlTimeout”") {
 		t.Errorf("the group's chart:\n%.3000s", gp)
 	}
+	// The group's own page shows the same chart, its ranges switching on
+	// that page; its bars list the messages of their slice.
+	groupPage := fx.page(t, "/groups/"+g.ID, 200)
+	if n := strings.Count(groupPage, `data-testid="chart-bar"`); n != 48 || !strings.Contains(groupPage, "Dead letters over time: the failure group “SqlTimeout”") ||
+		!strings.Contains(groupPage, fmt.Sprintf(`<a href="/jobs/%d" data-testid="chart-job-marker"`, job.ID)) ||
+		!strings.Contains(groupPage, `aria-current="true" data-testid="chart-range">24 h<`) {
+		t.Errorf("the group page's chart: %d bars\n%.4000s", n, groupPage)
+	}
+	for _, r := range []struct{ label, href string }{{"24 h", "/groups/" + g.ID}, {"7 d", "/groups/" + g.ID + "?chart=7d"}, {"30 d", "/groups/" + g.ID + "?chart=30d"}} {
+		if !regexp.MustCompile(`<a href="` + regexp.QuoteMeta(r.href) + `"[^>]*data-testid="chart-range">` + r.label + `<`).MatchString(groupPage) {
+			t.Errorf("the group page's range %s does not link to %s", r.label, r.href)
+		}
+	}
+	if !strings.Contains(groupPage, `href="/messages?group=`+g.ID+`&amp;include_gone=true&amp;since=`) {
+		t.Error("the group page's bars do not list the group's messages of their slice")
+	}
+	groupWeek := fx.page(t, "/groups/"+g.ID+"?chart=7d", 200)
+	if n := strings.Count(groupWeek, `data-testid="chart-bar"`); n != 56 || !strings.Contains(groupWeek, `data-testid="dl-chart-total">90 dead letters · bars of 3 hours<`) ||
+		!strings.Contains(groupWeek, `aria-current="true" data-testid="chart-range">7 d<`) {
+		t.Errorf("the group page at 7 d: %d bars\n%.3000s", n, groupWeek)
+	}
+	if res, _ := do(t, fx.h, httptest.NewRequestWithContext(ctx, "GET", "/groups/"+g.ID+"?chart=1y", nil)); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("the group page with chart=1y: %d, want 400", res.StatusCode)
+	}
+	// The live count (GET /messages/count) brings the chart along when
+	// asked (chart=), in that range, and not otherwise.
+	_, frag := do(t, fx.h, httptest.NewRequestWithContext(ctx, "GET", "/messages/count?entity=orders&chart=7d", nil))
+	if !strings.Contains(frag, `data-testid="matching-count">60<`) || strings.Count(frag, `data-testid="chart-bar"`) != 56 ||
+		!strings.Contains(frag, `data-testid="dl-chart-total">60 dead letters · bars of 3 hours<`) {
+		t.Errorf("the count with the chart:\n%.3000s", frag)
+	}
+	if _, frag := do(t, fx.h, httptest.NewRequestWithContext(ctx, "GET", "/messages/count?entity=orders", nil)); strings.Contains(frag, `data-testid="dead-letter-chart"`) ||
+		!strings.Contains(frag, `data-testid="matching-count">60<`) {
+		t.Errorf("the count without chart= has a chart, or no count:\n%.2000s", frag)
+	}
 	// No chart without a group or entity; an unknown range is refused.
 	if strings.Contains(fx.page(t, "/messages", 200), `data-testid="dead-letter-chart"`) {
 		t.Error("a chart on the unfiltered list")

@@ -88,6 +88,19 @@ type HubConfig struct {
 	// closeTooMany and a reason the page shows.
 	MaxConnections int
 	MaxPerActor    int
+
+	// Remote wakes the hub when another replica changed the catalog or a
+	// job (replica.Listener.Wake: LISTEN/NOTIFY, carrying no data). What
+	// changed is not known here, so every open page refetches what it
+	// shows from the tables, at most once per RemoteEvery (default 1 s);
+	// a wake-up that is lost loses nothing the next one does not bring.
+	// Nil: no other replica (SQLite).
+	Remote      <-chan struct{}
+	RemoteEvery time.Duration
+	// Published, when set, is called after every Publish (a change made
+	// here, committed): serve tells the other replicas with it
+	// (cluster.Notifier). It must not block.
+	Published func()
 }
 
 // Hub fans the catalog's changes out to the websocket connections of open
@@ -123,6 +136,9 @@ type Hub struct {
 	// itemsSentAt throttles the job pages' message tables (Run's goroutine
 	// only).
 	itemsSentAt map[int64]time.Time
+	// groupSigs are, per scope and group key, what the open group pages
+	// were last told of their group (Run's goroutine only).
+	groupSigs map[string]string
 	// pendingNew are new message ids not yet sent to the message lists,
 	// held back by the newRowsEvery throttle (Run's goroutine only).
 	pendingNew []int64
@@ -157,6 +173,9 @@ func NewHub(cfg HubConfig) *Hub {
 	if cfg.MaxPerActor <= 0 {
 		cfg.MaxPerActor = DefaultMaxLivePerActor
 	}
+	if cfg.RemoteEvery <= 0 {
+		cfg.RemoteEvery = time.Second
+	}
 	return &Hub{
 		cfg:     cfg,
 		catalog: cfg.Catalog,
@@ -184,6 +203,11 @@ func (h *Hub) Publish(c dlq.Change) {
 		h.dropped.Add(1)
 		h.overflow.Store(true)
 	}
+	if h.cfg.Published != nil && c.Kind != dlq.ChangeFreshness {
+		// Freshness is this replica's own view, not a change to the
+		// tables.
+		h.cfg.Published()
+	}
 }
 
 // Seq counts the changes published so far. A page records it when its
@@ -204,6 +228,8 @@ func (h *Hub) Run(ctx context.Context) error {
 	// at most as often as the groups table updates.
 	inventory := throttle{every: h.cfg.GroupsEvery}
 	newRows := throttle{every: h.cfg.NewRowsEvery}
+	// Another replica's changes: every page refetches (HubConfig.Remote).
+	remote := throttle{every: h.cfg.RemoteEvery}
 	var batchAt time.Time // when the open window closes
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -217,7 +243,7 @@ func (h *Hub) Run(ctx context.Context) error {
 		if b.any {
 			consider(batchAt)
 		}
-		for _, t := range []*throttle{&chart, &groups, &inventory, &newRows} {
+		for _, t := range []*throttle{&chart, &groups, &inventory, &newRows, &remote} {
 			if t.due {
 				consider(t.last.Add(t.every))
 			}
@@ -239,6 +265,9 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			b.add(c)
 			rearm(now)
+		case <-h.cfg.Remote:
+			remote.due = true
+			rearm(time.Now())
 		case <-h.jobSignal:
 			now := time.Now()
 			if !b.any {
@@ -267,6 +296,9 @@ func (h *Hub) Run(ctx context.Context) error {
 			}
 			if inventory.ready(now) {
 				h.sendTo(onPage(views.LiveInventory), resyncFrame)
+			}
+			if remote.ready(now) {
+				h.sendTo(everyPage, resyncFrame)
 			}
 			rearm(now)
 		}

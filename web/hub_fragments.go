@@ -3,8 +3,10 @@ package web
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -109,6 +111,47 @@ func (h *Hub) sendChart(ctx context.Context) {
 	}
 }
 
+// sendGroupPages sends recount to the pages of the groups whose counts,
+// status or name changed since the hub last looked (as each page's scope
+// sees them); a page the hub has not looked at yet is told too (once).
+func (h *Hub) sendGroupPages(all []dlq.GroupSummary) {
+	pages := onPage(views.LiveGroup)
+	seen := map[string]string{}
+	for _, sc := range h.scopes(pages) {
+		byKey := map[string]dlq.GroupSummary{}
+		for _, g := range scopeGroups(sc, all) {
+			byKey[g.ID] = g
+		}
+		for _, sub := range h.subscriptions(inScope(pages, sc)) {
+			k := sc.key() + "\x00" + sub.groupKey
+			if _, done := seen[k]; done {
+				continue
+			}
+			g, ok := byKey[sub.groupKey]
+			if !ok {
+				continue // not (yet) a group this scope sees
+			}
+			seen[k] = groupSignature(g)
+			if h.groupSigs[k] != seen[k] {
+				key := sub.groupKey
+				h.sendTo(func(s subscription) bool { return inScope(pages, sc)(s) && s.groupKey == key }, groupRecountFrame)
+			}
+		}
+	}
+	h.groupSigs = seen // the open pages' groups only
+}
+
+// groupSignature is what a group's page shows that changes with new dead
+// letters or triage: counts, last seen, status, owner, name.
+func groupSignature(g dlq.GroupSummary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d/%d/%s/%q/%q", g.Present, g.Total, g.LastSeenAt.UnixNano(), g.Triage.State(), g.Triage.Owner, g.DisplayName())
+	for _, n := range g.Namespaces {
+		fmt.Fprintf(&b, "|%q:%d/%d", n.Name, n.Present, n.Total)
+	}
+	return b.String()
+}
+
 // listQuery is what a message list's new rows depend on: its filter (as
 // dlq writes it, whether searches reach into bodies) and whether rows show
 // body previews. Lists that differ in nothing else (a viewer's read-only
@@ -119,27 +162,31 @@ func listQuery(s subscription) string {
 }
 
 // sendNew prepends, on the first page of every message list, the new
-// messages that match its filter, newest first: one catalog query per
+// messages that match its filter, newest first, and tells the later pages
+// of those lists that their count changed (recount): one catalog query per
 // distinct list query. It returns how many it made.
 func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	firstPages := func(s subscription) bool { return s.page == views.LiveMessages && s.first }
-	subs := h.subscriptions(firstPages)
+	lists := onPage(views.LiveMessages)
+	firstPages := func(s subscription) bool { return lists(s) && s.first }
+	laterPages := func(s subscription) bool { return lists(s) && !s.first }
+	subs := h.subscriptions(lists)
 	if len(subs) == 0 {
 		return 0
 	}
 	if len(ids) > maxRowOps {
 		h.sendTo(firstPages, resyncFrame)
+		h.sendTo(laterPages, recountFrame)
 		return 0
 	}
-	lists := map[string]subscription{}
+	queries := map[string]subscription{}
 	for _, sub := range subs {
-		lists[listQuery(sub)] = sub
+		queries[listQuery(sub)] = sub
 	}
-	for q, sub := range lists {
-		same := func(s subscription) bool { return firstPages(s) && listQuery(s) == q }
+	for q, sub := range queries {
+		same := func(s subscription) bool { return lists(s) && listQuery(s) == q }
 		recs, err := h.catalog.MessagesByID(ctx, ids, sub.filter)
 		if err != nil {
 			h.failed(ctx, "new messages", err, same)
@@ -148,21 +195,33 @@ func (h *Hub) sendNew(ctx context.Context, ids []int64) int {
 		if len(recs) == 0 {
 			continue
 		}
+		// The later pages show none of the new rows (they are newer than
+		// the page's), only the count of the list, which grew.
+		h.sendTo(func(s subscription) bool { return same(s) && !s.first }, recountFrame)
+		first := func(s subscription) bool { return same(s) && s.first }
+		if len(h.subscriptions(first)) == 0 {
+			continue
+		}
 		var buf bytes.Buffer
 		var rerr error
+		items := make([]views.MessageItem, 0, len(recs))
 		for _, r := range recs {
-			if rerr = views.MessageRow(withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), sub.hideBodies)).Render(ctx, &buf); rerr != nil {
+			items = append(items, withoutPreview(namespacedItem(r, len(h.cfg.Namespaces) > 1), sub.hideBodies))
+		}
+		markItems(ctx, h.catalog, h.log, sub.filter.Query, items) // a search list's rows, as its page marks them
+		for _, it := range items {
+			if rerr = views.MessageRow(it).Render(ctx, &buf); rerr != nil {
 				break
 			}
 		}
 		if rerr != nil {
 			h.log.Warn("live: cannot render message rows", "error", rerr.Error())
-			h.sendTo(same, resyncFrame)
+			h.sendTo(first, resyncFrame)
 			continue
 		}
-		h.sendTo(same, encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("message-rows", ""), HTML: buf.String()}))
+		h.sendTo(first, encodeOp(liveOp{Op: "prepend", ID: views.FragmentID("message-rows", ""), HTML: buf.String()}))
 	}
-	return len(lists)
+	return len(queries)
 }
 
 // sendChanged re-renders the rows of messages that left the broker or
@@ -214,23 +273,32 @@ func (h *Hub) sendChanged(ctx context.Context, ids []int64) {
 					frames = append(frames, rw.frame)
 				}
 			}
+			if len(frames) > 0 {
+				// Messages of the scope left the broker or changed:
+				// the lists' counts may have moved (a list without
+				// gone messages lost them), wherever their rows are.
+				frames = append(frames, recountFrame)
+			}
 			h.sendTo(inScope(to, sc), frames...)
 		}
 	}
 }
 
-// sendGroups re-renders the failure groups page's table body.
+// sendGroups re-renders the failure groups page's table body, and tells
+// the pages of the groups that changed to fetch their counts again.
 func (h *Hub) sendGroups(ctx context.Context) {
 	pages := onPage(views.LiveGroups)
 	subs := h.subscriptions(pages)
-	if len(subs) == 0 {
+	groupPages := onPage(views.LiveGroup)
+	if len(subs) == 0 && len(h.subscriptions(groupPages)) == 0 {
 		return
 	}
 	all, err := h.catalog.ListGroups(ctx)
 	if err != nil {
-		h.failed(ctx, "groups", err, pages)
+		h.failed(ctx, "groups", err, func(s subscription) bool { return pages(s) || groupPages(s) })
 		return
 	}
+	h.sendGroupPages(all)
 	for _, include := range []bool{false, true} {
 		same := func(s subscription) bool { return s.page == views.LiveGroups && s.includeGone == include }
 		if !slices.ContainsFunc(subs, same) {

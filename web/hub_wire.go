@@ -19,6 +19,15 @@ import (
 //	{"op":"prepend","id":"message-rows","html":"<tr id=\"message-42\" ...>..."}
 //	    insert html at the start of the element with that id (new rows, newest
 //	    first; rows the page already has are skipped)
+//	{"op":"recount","id":"matching"}
+//	    the count of the list changed (new messages matched a page that is
+//	    not its first, or messages left the broker): fetch the element with
+//	    that id again (the message list's count, from GET /messages/count);
+//	    a prepend implies it
+//	{"op":"recount","id":"group"}
+//	    the failure group of a group page changed (its counts, status or
+//	    name): the page fetches itself and swaps in its data-live-part
+//	    elements (never its triage form)
 //	{"op":"resync"}
 //	    something was missed or changed shape: refetch the page
 //
@@ -49,7 +58,11 @@ func encodeOp(op liveOp) []byte {
 	return b
 }
 
-var resyncFrame = encodeOp(liveOp{Op: "resync"})
+var (
+	resyncFrame       = encodeOp(liveOp{Op: "resync"})
+	recountFrame      = encodeOp(liveOp{Op: "recount", ID: "matching"})
+	groupRecountFrame = encodeOp(liveOp{Op: "recount", ID: "group"})
+)
 
 // render renders c into a string.
 func (h *Hub) render(ctx context.Context, c templ.Component) (string, error) {

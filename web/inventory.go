@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dlqdash/dlqdash/auth"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/views"
 )
 
@@ -39,7 +41,13 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now()
 	hide := !s.canSeeBodies(r.Context())
-	inv := views.Inventory{OrphanAfter: s.orphanAfter}
+	// Every deferred message at once: for an operator (somewhere, with
+	// access rules: the confirm page splits the selection by namespace).
+	actOnAll := auth.FromContext(r.Context()).Role.Includes(auth.Operator)
+	if s.limited() {
+		actOnAll = len(s.sendableNamespaces(r)) > 0
+	}
+	inv := views.Inventory{OrphanAfter: s.orphanAfter, Actions: s.jobs != nil, ActOnAll: s.jobs != nil && actOnAll}
 	deferred, dnext, err := s.catalog.ListWaiting(r.Context(), dlq.StateDeferred, inventoryPage, dc)
 	if err != nil {
 		return fmt.Errorf("inventory: %w", err)
@@ -55,15 +63,34 @@ func (s *Server) showInventory(w http.ResponseWriter, r *http.Request) error {
 		deferred, scheduled = slices.DeleteFunc(deferred, in), slices.DeleteFunc(scheduled, in)
 	}
 	for _, rec := range deferred {
-		it := views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Since: rec.EnqueuedAt}
+		it := views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Since: rec.EnqueuedAt,
+			CanReplay: s.jobs != nil && s.roleIn(r.Context(), rec.Namespace).Includes(auth.Operator)}
 		if rec.EnqueuedAt != nil {
 			it.Age = now.Sub(*rec.EnqueuedAt)
 			it.Orphan = it.Age > s.orphanAfter
 		}
+		if s.jobs != nil {
+			// A job acting on it, or the one that resolved it: the catalog
+			// sees it leave only at its next read of the entity, so the
+			// row says so instead of offering it again.
+			items, _, err := s.jobs.History(r.Context(), rec.ID)
+			if err != nil {
+				return fmt.Errorf("inventory: %w", err)
+			}
+			if len(items) > 0 {
+				switch st := items[0].State; {
+				case st == replay.ItemCompleted:
+					it.JobID, it.JobResolved = items[0].JobID, true
+				case !st.Finished():
+					it.JobID, it.JobActive = items[0].JobID, true
+				}
+			}
+		}
 		inv.Deferred = append(inv.Deferred, it)
 	}
 	for _, rec := range scheduled {
-		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Due: rec.ScheduledEnqueueAt})
+		inv.Scheduled = append(inv.Scheduled, views.WaitingItem{MessageItem: withoutPreview(s.messageItem(rec), hide), Due: rec.ScheduledEnqueueAt,
+			CanCancel: s.canCancel(r.Context(), rec)})
 	}
 	link := func(name, cursor string) string {
 		if cursor == "" {

@@ -298,7 +298,7 @@ func auditPageFixture(t *testing.T) *apiFixture {
 	return &apiFixture{h: New(Config{Catalog: st, Audit: st}).Handler(), st: st}
 }
 
-var auditSeqRe = regexp.MustCompile(`data-testid="audit-entry" data-seq="(\d+)"`)
+var auditSeqRe = regexp.MustCompile(`data-testid="audit-action" data-id="(\d+)"`)
 
 func TestAuditPage(t *testing.T) {
 	fx := auditPageFixture(t)
@@ -310,16 +310,16 @@ func TestAuditPage(t *testing.T) {
 	if len(seqs) != 50 || seqs[0][1] != "61" {
 		t.Fatalf("%d entries, first %v", len(seqs), seqs[0])
 	}
-	newest := regexp.MustCompile(`(?s)<tr data-testid="audit-entry" data-seq="61">.*?</tr>`).FindString(body)
-	for _, want := range []string{`href="/messages/1" data-testid="audit-message-link">1<`, `href="/messages/5"`,
-		`data-testid="audit-more-messages"> +3 more<`, `data-testid="audit-entry-outcome">denied<`, "mallory&lt;script&gt;",
+	newest := regexp.MustCompile(`(?s)<tr data-testid="audit-action" data-id="61"[^>]*>.*?</tr>`).FindString(body)
+	for _, want := range []string{`href="/messages/1" data-testid="audit-message-link">1<`, `href="/messages/7"`,
+		`<li>not-an-id</li>`, `data-testid="audit-action-count">8 messages<`, `data-testid="audit-entry-outcome">denied<`, "mallory&lt;script&gt;",
 		`\u003cscript\u003ealert(\&#34;p\&#34;)\u003c/script\u003e`} {
 		if !strings.Contains(newest, want) {
 			t.Errorf("the newest entry lacks %s:\n%s", want, newest)
 		}
 	}
-	if strings.Contains(newest, `href="/messages/6"`) || strings.Contains(body, "<script>") {
-		t.Error("more than five message links, or markup on the page")
+	if strings.Contains(newest, `data-testid="audit-action-all"`) || strings.Contains(body, "<script>") {
+		t.Error("an All link for 8 messages, or markup on the page")
 	}
 	// Every action of the vocabulary is offered.
 	for _, a := range audit.Actions() {
@@ -367,7 +367,7 @@ func TestAuditPage(t *testing.T) {
 
 	for _, tt := range []struct{ query, field string }{
 		{"action=replayed", "action"}, {"since=yesterday", "since"}, {"since=2026-11-22T10:00&until=2026-11-22T09:00", "until"},
-		{"cursor=bogus", "cursor"}, {"user=bob", "user"},
+		{"cursor=bogus", "cursor"}, {"user=bob", "user"}, {"job=abc", "job"}, {"job=007", "job"},
 	} {
 		body := fx.page(t, "/audit?"+tt.query, http.StatusBadRequest)
 		if !strings.Contains(body, `role="alert" data-testid="filter-error" data-field="`+tt.field+`"`) {

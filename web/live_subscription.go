@@ -19,12 +19,13 @@ type subscription struct {
 	page        views.LivePage
 	filter      dlq.Filter
 	first       bool
-	id          int64 // page=message, page=job
-	after       int64 // page=jobs&first=1: the newest job the page shows
-	includeGone bool  // page=groups
-	seq         int64 // the hub's Seq when the page was requested; -1 if not given
-	hideBodies  bool  // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
-	readOnly    bool  // a job's progress without its controls (a role below operator)
+	id          int64  // page=message, page=job
+	groupKey    string // page=group
+	after       int64  // page=jobs&first=1: the newest job the page shows
+	includeGone bool   // page=groups
+	seq         int64  // the hub's Seq when the page was requested; -1 if not given
+	hideBodies  bool   // rows without body previews, searches not in bodies (a viewer, when bodies are hidden)
+	readOnly    bool   // a job's progress without its controls (a role below operator)
 	// scope is the namespaces the identity may view (access rules);
 	// scopeKey is scope.key(), part of key. Nothing of another namespace
 	// is sent to the connection.
@@ -36,7 +37,8 @@ type subscription struct {
 // parseSubscription reads the /live query: page=overview|messages|groups|
 // message|inventory|jobs|job; for messages the list's filter parameters (as
 // the message list page reads them) and first=1 on the first page; for
-// message and job its id; for groups include_gone; for jobs first=1 and
+// message and job its id; for groups include_gone; for group the group's
+// key; for jobs first=1 and
 // after=<the newest job id shown> on the first page. Unknown parameters are
 // refused.
 func parseSubscription(r *http.Request) (subscription, error) {
@@ -101,6 +103,13 @@ func parseSubscription(r *http.Request) (subscription, error) {
 	case views.LiveGroups:
 		if sub.includeGone, err = q.boolean("include_gone"); err != nil {
 			return sub, err
+		}
+	case views.LiveGroup:
+		if sub.groupKey, err = q.one("key"); err != nil {
+			return sub, err
+		}
+		if sub.groupKey == "" {
+			return sub, invalidArgument("key", "key is required: the failure group's key")
 		}
 	case "":
 		return sub, invalidArgument("page", "page is required: one of %s", livePageList())

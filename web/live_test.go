@@ -216,6 +216,7 @@ func TestLivePagesSubscribe(t *testing.T) {
 		{"/groups?include_gone=true", "page=groups&include_gone=true"},
 		{"/inventory", "page=inventory"},
 		{"/messages/" + strconv.FormatInt(id, 10), "page=message&id=" + strconv.FormatInt(id, 10)},
+		{"/groups/" + groupKey(t, fx, "SqlTimeout"), "key=" + groupKey(t, fx, "SqlTimeout") + "&page=group"},
 	} {
 		res, err := http.Get(fx.srv.URL + tt.target)
 		if err != nil {
@@ -257,6 +258,7 @@ func TestLiveNewMessagesMatchTheFilter(t *testing.T) {
 	if op.Op != "prepend" || op.ID != views.FragmentID("message-rows", "") {
 		t.Fatalf("op %+v", op)
 	}
+	firstHTML := op.HTML
 	ia, ib, ic := strings.Index(op.HTML, `id="message-`+strconv.FormatInt(a, 10)+`"`),
 		strings.Index(op.HTML, `id="message-`+strconv.FormatInt(b, 10)+`"`),
 		strings.Index(op.HTML, `id="message-`+strconv.FormatInt(c, 10)+`"`)
@@ -267,6 +269,20 @@ func TestLiveNewMessagesMatchTheFilter(t *testing.T) {
 	if op.Op != "prepend" || !strings.Contains(op.HTML, `id="message-`+strconv.FormatInt(b, 10)+`"`) ||
 		strings.Contains(op.HTML, `id="message-`+strconv.FormatInt(a, 10)+`"`) {
 		t.Errorf("search subscriber got %+v", op)
+	}
+	// A search list's new rows mark the matches and link with the search,
+	// as its page's rows do.
+	if !strings.Contains(op.HTML, `<mark data-testid="match">bananas</mark>`) || !strings.Contains(op.HTML, `?q=bananas"`) {
+		t.Errorf("the search list's new row is not highlighted:\n%s", op.HTML)
+	}
+	// A later page of orders gets no rows, but its count grew: one
+	// recount (of the count paragraph), not one per message.
+	if op := next(t, later); op.Op != "recount" || op.ID != "matching" || op.HTML != "" {
+		t.Errorf("orders' later page got %+v, want a recount of matching", op)
+	}
+	// Rows carry their place in the list's order: enqueued time, id.
+	if !regexp.MustCompile(`id="message-` + strconv.FormatInt(a, 10) + `"[^>]*data-sort="\d{13}"`).MatchString(firstHTML) {
+		t.Errorf("a new row has no sort key:\n%s", firstHTML)
 	}
 
 	// A message no list matches is sent to none: the next frame each gets
@@ -292,6 +308,11 @@ func TestLiveGoneRowsAndMessagePage(t *testing.T) {
 	op := next(t, list)
 	if op.Op != "replace" || op.ID != "message-"+strconv.FormatInt(id, 10) || !strings.Contains(op.HTML, `data-testid="gone"`) {
 		t.Errorf("list got %+v", op)
+	}
+	// The row changed in place, and the list's count may have moved (a
+	// list without gone messages lost one).
+	if op := next(t, list); op.Op != "recount" || op.ID != "matching" {
+		t.Errorf("after the gone row the list got %+v, want a recount", op)
 	}
 	if op := next(t, detail); op.Op != "resync" {
 		t.Errorf("the message's page got %+v", op)
@@ -635,5 +656,75 @@ func TestLiveGroupsTriage(t *testing.T) {
 	if op.Op != "replace" || op.ID != views.FragmentID("groups", "") || !strings.Contains(op.HTML, `data-status="known"`) ||
 		!strings.Contains(op.HTML, "ops team") {
 		t.Errorf("after the patch the groups page got %+v", op)
+	}
+}
+
+// A burst of more new messages than one update renders: first pages
+// refetch, later pages are only told their count changed.
+func TestLiveManyNewMessages(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	first := fx.dial(t, "page=messages&entity=orders&first=1")
+	later := fx.dial(t, "page=messages&entity=orders")
+	ids := make([]int64, maxRowOps+1)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: ids})
+	if op := next(t, first); op.Op != "resync" {
+		t.Errorf("the first page got %+v, want resync", op)
+	}
+	if op := next(t, later); op.Op != "recount" || op.ID != "matching" {
+		t.Errorf("the later page got %+v, want recount", op)
+	}
+}
+
+// groupKey is the key of the group of reason's dead letters.
+func groupKey(t *testing.T, fx *liveFixture, reason string) string {
+	t.Helper()
+	gs, err := fx.st.ListGroups(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if g.Reason == reason {
+			return g.ID
+		}
+	}
+	t.Fatalf("no group of %s", reason)
+	return ""
+}
+
+// A failure group's page is told (recount) when its group changes, once
+// per change, and not when another group does; it then fetches itself.
+func TestLiveGroupPage(t *testing.T) {
+	fx := newLiveFixture(t, HubConfig{})
+	fx.deadLetter(t, "orders", "SqlTimeout", false)
+	fx.deadLetter(t, "orders", "Other", false)
+	mine := fx.dial(t, "page=group&key="+groupKey(t, fx, "SqlTimeout"))
+	other := fx.dial(t, "page=group&key="+groupKey(t, fx, "Other"))
+	// The first look: each page is told once (the hub had not seen them).
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeGroups})
+	for name, c := range map[string]*websocket.Conn{"mine": mine, "other": other} {
+		if op := next(t, c); op.Op != "recount" || op.ID != "group" {
+			t.Fatalf("%s: first got %+v, want a recount of the group", name, op)
+		}
+	}
+	id := fx.deadLetter(t, "orders", "SqlTimeout", false)
+	fx.hub.Publish(dlq.Change{Kind: dlq.ChangeNew, Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, IDs: []int64{id}})
+	if op := next(t, mine); op.Op != "recount" || op.ID != "group" {
+		t.Errorf("the group's page got %+v, want a recount", op)
+	}
+	// Nothing changed for the other group: its next frame is the
+	// freshness published after.
+	fx.hub.Publish(freshness(true, ""))
+	if op := next(t, other); op.ID != "freshness" {
+		t.Errorf("another group's page got %+v before the freshness", op)
+	}
+	if op := next(t, mine); op.ID != "freshness" {
+		t.Errorf("the group's page was told twice: %+v", op)
+	}
+	// A page without a key is refused.
+	if _, resp, err := websocket.DefaultDialer.DialContext(t.Context(), wsURL(fx.srv, "page=group"), nil); err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("page=group without a key: %v %v", err, resp)
 	}
 }

@@ -24,17 +24,11 @@ import (
 // messagePage is the message list page's page size.
 const messagePage = 50
 
-// countCap bounds the count of messages matching a filter: counting walks
-// an index row by row, and a million of them is too slow for a page load,
-// so the page says "more than countCap-1" instead.
+// countCap bounds the count of messages matching a filter, a search's
+// too: counting stops at countCap matches, so the page says "more than
+// countCap-1" instead of walking a million rows (a search's count reads
+// its hits by id, store.CountMessages; BENCHMARKS.md).
 const countCap = 10_001
-
-// searchCountCap bounds the count of a search's matches lower: for a common
-// word the count walks an index asking the search index about each row; at a
-// million messages counting to 1,000 made the page 227 ms at p95, to 200 it
-// is 85 ms (BENCHMARKS.md). "More than 200" still tells a person the search
-// is broad; the replay dry run counts exactly what a selection freezes.
-const searchCountCap = 201
 
 // The message list page does not wait for its count: a count walks up to
 // countCap matches (and, for a filter few rows match, every row of its
@@ -79,7 +73,7 @@ func (s *Server) listMessagesPage(w http.ResponseWriter, r *http.Request) error 
 		}
 		ch := make(chan charted, 1)
 		go func() {
-			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now())
+			c, err := s.deadLetterChart(r.Context(), f, rng, time.Now(), nil)
 			ch <- charted{c, err}
 		}()
 		err = s.fillMessageList(r, &l, f, cursor)
@@ -148,7 +142,7 @@ func (s *Server) listReplayRole(r *http.Request) auth.Role {
 // pages). It does not count the matches: the page says it is counting and
 // fetches the number from GET /messages/count (l.CountURL).
 func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Filter, cursor string) error {
-	l.CountCap = pageCountCap(f)
+	l.CountCap = countCap
 	m, err := s.readMessages(r, f, messagePage, cursor, 0)
 	if err != nil {
 		return err
@@ -161,6 +155,7 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 	for _, rec := range m.recs {
 		l.Messages = append(l.Messages, withoutPreview(s.messageItem(rec), m.hide))
 	}
+	s.markPreviews(r.Context(), f.Query, l.Messages)
 	next := m.next
 	// The filter as dlq writes it: the links', the live subscription's
 	// and the replay form's.
@@ -184,14 +179,6 @@ func (s *Server) fillMessageList(r *http.Request, l *views.MessageList, f dlq.Fi
 	return nil
 }
 
-// pageCountCap is where the message list page's count stops for f.
-func pageCountCap(f dlq.Filter) int64 {
-	if strings.TrimSpace(f.Query) != "" {
-		return searchCountCap
-	}
-	return countCap
-}
-
 // countFilter is f as r's caller may count it: a search leaves bodies out
 // for one who may not read them (as readMessages lists it).
 func (s *Server) countFilter(r *http.Request, f dlq.Filter) dlq.Filter {
@@ -201,13 +188,22 @@ func (s *Server) countFilter(r *http.Request, f dlq.Filter) dlq.Filter {
 
 // messageCountFragment answers GET /messages/count: the message list's
 // count paragraph (views.MatchingCount) for the filter in the URL, which
-// the list page fetches once it has loaded (count.js).
+// the list page fetches once it has loaded (count.js). With the parameter
+// chart (the live page asking again after new dead letters) it adds the
+// dead-letter chart of the filter's group or entity, so that its counts
+// follow too.
 func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) error {
-	f, _, _, err := parseListForm(r)
+	f, _, rng, err := parseListForm(r)
 	if err != nil {
 		return err
 	}
-	l := views.MessageList{CountCap: pageCountCap(f)}
+	var chart *views.DeadLetterChartData
+	if r.URL.Query().Has(chartParam) {
+		if chart, err = s.deadLetterChart(r.Context(), f, rng, time.Now(), nil); err != nil {
+			return err
+		}
+	}
+	l := views.MessageList{CountCap: countCap}
 	f = s.countFilter(r, f)
 	empty, err := s.filterScope(r, &f)
 	if err != nil {
@@ -219,6 +215,9 @@ func (s *Server) messageCountFragment(w http.ResponseWriter, r *http.Request) er
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	if chart != nil {
+		return s.render(w, r, views.CountAndChart(l, *chart))
+	}
 	return s.render(w, r, views.MatchingCount(l))
 }
 
@@ -303,11 +302,17 @@ func (s *Server) showMessagePage(w http.ResponseWriter, r *http.Request) error {
 		d.Body = views.BodyView{Kind: views.BodyHidden, Size: d.Body.Size, ContentType: d.Body.ContentType}
 		d.Item.Preview = ""
 	}
+	// Opened from a search (the list's rows link with their q): its
+	// matches are marked in the body.
+	s.markBody(r.Context(), r.URL.Query().Get("q"), &d)
 	if s.jobs != nil {
 		// The role in the message's namespace (access rules): an
 		// operator of another namespace sees the buttons disabled.
 		role := s.roleIn(r.Context(), rec.Namespace)
 		d.Replay, d.CanReplay = true, role.Includes(auth.Operator)
+		// A scheduled message is not replayed (a job skips it): an admin
+		// may cancel it instead.
+		d.Scheduled, d.CanCancel = rec.State == dlq.StateScheduled && rec.GoneAt == nil, s.canCancel(r.Context(), rec)
 		if role.Includes(auth.Admin) {
 			// Only admins may edit (and so see the body in the form).
 			d.Edit = true

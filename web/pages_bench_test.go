@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,22 @@ func BenchmarkPages(b *testing.B) {
 		{"count/entity+reason", "/messages/count?entity=" + storetest.BigEntity + "&reason=SqlTimeout", false},
 		{"count/entity+property", "/messages/count?entity=" + storetest.BigEntity + "&property=tenant%3Dtenant-0009", false},
 		{"count/entity+word", "/messages/count?entity=" + storetest.BigEntity + "&q=" + storetest.MidWord, false},
+		// Issue 19's search: exact counts to 10,000 (a search's too), the
+		// property picker's keys and values, a message opened from a search
+		// (its body highlighted).
+		{"count/search-common", "/messages/count?q=" + storetest.CommonWord, false},
+		{"count/search-mid", "/messages/count?q=" + storetest.MidWord, false},
+		{"count/search-rare", "/messages/count?q=" + storetest.RareWord, false},
+		{"count/entity+common-word", "/messages/count?entity=email&q=" + storetest.CommonWord, false},
+		{"count/all", "/messages/count", false},
+		{"api-count/search-common", "/api/v1/messages/count?q=" + storetest.CommonWord, false},
+		{"properties/keys", "/api/v1/messages/properties", false},
+		{"properties/keys-entity", "/api/v1/messages/properties?entity=" + storetest.BigEntity, false},
+		{"properties/values-tenant", "/api/v1/messages/properties?key=tenant", false},
+		{"properties/keys-search-common", "/api/v1/messages/properties?q=" + storetest.CommonWord, false},
+		{"properties/values-search-mid", "/api/v1/messages/properties?key=tenant&q=" + storetest.MidWord, false},
+		{"properties/keys-2properties", "/api/v1/messages/properties?property=tenant%3Dtenant-0009&property=priority%3Dhigh", false},
+		{"message-searched", "", false},
 		{"message", "", false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -83,6 +100,13 @@ func BenchmarkPages(b *testing.B) {
 			if bc.name == "message" {
 				m := rowIDRe.FindStringSubmatch(get(b, "/messages"))
 				target = "/messages/" + m[1]
+			}
+			if bc.name == "message-searched" {
+				m := rowIDRe.FindStringSubmatch(get(b, "/messages?q="+storetest.CommonWord))
+				target = "/messages/" + m[1] + "?q=" + storetest.CommonWord
+				if !strings.Contains(get(b, target), "<mark") {
+					b.Fatal("the searched message's page marks nothing")
+				}
 			}
 			get(b, target) // warm
 			var lat []time.Duration

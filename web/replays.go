@@ -299,7 +299,7 @@ func (s *Server) refuseReplay(w http.ResponseWriter, r *http.Request, c views.Re
 // pageWords turns the engine's words for API callers into the confirm
 // page's: the page has a checkbox where the API has acknowledge_fan_out.
 func pageWords(s string) string {
-	return strings.ReplaceAll(s, "set acknowledge_fan_out", "tick “I understand: copies sent to the topic reach every subscription of it” below")
+	return strings.ReplaceAll(s, "set acknowledge_fan_out", "tick “I understand …” below (it names who receives the copies)")
 }
 
 // selectionOf is req without its options: the action and the selection.
@@ -327,7 +327,17 @@ func planView(p replay.Plan, selectionOnly bool) *views.ReplayPlan {
 	}
 	for _, t := range p.Targets {
 		tv := views.ReplayTarget{Source: text(t.Source), Destination: text(t.Path), Kind: string(t.Kind),
-			DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut}
+			DuplicateDetection: t.DuplicateDetection, FanOut: t.FanOut, SubscriptionsListed: t.SubscriptionsListed}
+		for _, sub := range t.Subscriptions {
+			vs := views.ReplaySubscription{Name: text(sub.Name), Receives: string(sub.Receives()),
+				Copies: sub.Copies, Of: sub.Of, Known: sub.CopiesKnown}
+			for _, r := range sub.Rules {
+				if r.Filter != "" && (r.Kind == replay.RuleSQL || r.Kind == replay.RuleCorrelation) {
+					vs.Filters = append(vs.Filters, text(r.Filter))
+				}
+			}
+			tv.Subscriptions = append(tv.Subscriptions, vs)
+		}
 		if t.DuplicateDetection {
 			tv.DuplicateDetectionWindow = t.DuplicateDetectionWindow.Round(time.Second).String()
 		}

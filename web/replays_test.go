@@ -324,7 +324,7 @@ func TestReplayRefusals(t *testing.T) {
 		// The page has a checkbox where the API has a key: its words say so.
 		{"fan-out in words", &replay.PreconditionError{Msg: "replaying s's dead letters to its topic t delivers a copy to every subscription " +
 			"of the topic, not only to s: set acknowledge_fan_out to do it anyway, or choose a queue as the destination"},
-			http.StatusUnprocessableEntity, "not only to s: tick “I understand: copies sent to the topic reach every subscription of it” below to do it anyway"},
+			http.StatusUnprocessableEntity, "not only to s: tick “I understand …” below (it names who receives the copies) to do it anyway"},
 		{"unreachable", fmt.Errorf("check orders: %w", dlq.ErrUnreachable), http.StatusServiceUnavailable, "check orders"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

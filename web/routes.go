@@ -33,6 +33,8 @@ func (s *Server) routeTable() []route {
 		{"GET /messages/{id}/edit", admin, s.handle(s.showEditPage)},
 		{"POST /messages/{id}/edit", admin, s.handle(s.editReplayPage)},
 		{"GET /inventory", viewer, s.handle(s.showInventory)},
+		{"GET /messages/{id}/cancel", admin, s.handle(s.showCancelPage)},
+		{"POST /messages/{id}/cancel", admin, s.handle(s.cancelScheduledPage)},
 		{"POST /replays", operator, s.handle(s.confirmReplay)},
 		{"POST /jobs", operator, s.handle(s.startReplay)},
 		{"GET /jobs", viewer, s.handle(s.listJobsPage)},
@@ -41,6 +43,7 @@ func (s *Server) routeTable() []route {
 		{"POST /jobs/{id}/resume", operator, s.handle(s.controlJobPage(Jobs.Resume))},
 		{"POST /jobs/{id}/cancel", operator, s.handle(s.controlJobPage(Jobs.Cancel))},
 		{"GET /audit", viewer, s.handle(s.listAuditPage)},
+		{"GET /audit/actions/{id}", viewer, s.handle(s.showAuditActionPage)},
 
 		// Sign-in and sign-out (signin.go).
 		{"GET /login", public, s.handle(s.startSignIn)},
@@ -57,10 +60,13 @@ func (s *Server) routeTable() []route {
 		{"DELETE /api/v1/alerts/webhooks/{id}", admin, s.api(s.deleteWebhook)},
 		{"GET /api/v1/alerts/deliveries", viewer, s.api(s.listDeliveries)},
 		{"GET /api/v1/messages", viewer, s.api(s.listMessages)},
+		{"GET /api/v1/messages/count", viewer, s.api(s.countMessages)},
+		{"GET /api/v1/messages/properties", viewer, s.api(s.messageProperties)},
 		{"GET /api/v1/messages/{id}", viewer, s.api(s.showMessage)},
 		{"GET /api/v1/messages/{id}/body", bodies, s.api(s.downloadMessageBody)},
 		{"POST /api/v1/messages/{id}/replay", admin, s.api(s.replayMessage)},
 		{"POST /api/v1/jobs", operator, s.api(s.createJob)},
+		{"POST /api/v1/scheduled/cancel", admin, s.api(s.cancelScheduled)},
 		{"GET /api/v1/jobs", viewer, s.api(s.listJobs)},
 		{"GET /api/v1/jobs/{id}", viewer, s.api(s.showJob)},
 		{"GET /api/v1/jobs/{id}/messages", viewer, s.api(s.listJobMessages)},
@@ -68,6 +74,9 @@ func (s *Server) routeTable() []route {
 		{"POST /api/v1/jobs/{id}/resume", operator, s.api(s.controlJob(Jobs.Resume))},
 		{"POST /api/v1/jobs/{id}/cancel", operator, s.api(s.controlJob(Jobs.Cancel))},
 		{"GET /api/v1/audit", viewer, s.api(s.listAudit)},
+		{"GET /api/v1/audit/actions", viewer, s.api(s.listAuditActions)},
+		{"GET /api/v1/audit/actions/{id}/messages", viewer, s.api(s.listAuditActionMessages)},
+		{"GET /api/v1/audit/export", viewer, s.api(s.exportAudit)},
 		{"/api/", viewer, s.api(s.apiNotFound)},
 
 		// Anything else is a 404 page.

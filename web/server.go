@@ -64,6 +64,9 @@ type Config struct {
 	// Status reports the ingester's freshness; nil when nothing reads a
 	// namespace (GET /api/v1/status then says the catalog is not running).
 	Status StatusSource
+	// Replica is this replica's id (--replica-id): GET /api/v1/status
+	// says which replica answered.
+	Replica string
 	// OrphanAfter is how long a message may stay deferred before the
 	// inventory flags it as an orphan; 0 means DefaultOrphanAfter.
 	OrphanAfter time.Duration
@@ -131,6 +134,8 @@ type Server struct {
 	ns      string
 	// namespaces are Config.Namespaces.
 	namespaces []string
+	// replica is Config.Replica.
+	replica string
 
 	orphanAfter time.Duration
 	audit       AuditSource
@@ -188,7 +193,7 @@ func New(cfg Config) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{logger: logger, catalog: cfg.Catalog, status: cfg.Status, mode: cfg.Mode, ns: cfg.Namespace, hub: cfg.Hub,
-		namespaces: cfg.Namespaces}
+		namespaces: cfg.Namespaces, replica: cfg.Replica}
 	s.orphanAfter = cfg.OrphanAfter
 	if !isNil(cfg.Audit) {
 		s.audit = cfg.Audit

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -229,8 +230,22 @@ func (s *Server) findGroup(ctx context.Context, key string) (dlq.GroupSummary, e
 }
 
 // showGroupPage renders GET /groups/{key}: the group's name, triage,
-// counts per namespace, and a link to its messages.
+// counts per namespace, a link to its messages, and the chart of its dead
+// letters over time (the page's parameter chart picks its range, as on the
+// message list).
 func (s *Server) showGroupPage(w http.ResponseWriter, r *http.Request) error {
+	q, err := newFormQuery(r)
+	if err != nil {
+		return err
+	}
+	v, err := q.one(chartParam)
+	if err != nil {
+		return err
+	}
+	rng, err := chartRange(v)
+	if err != nil {
+		return err
+	}
 	g, err := s.findGroup(r.Context(), r.PathValue("key"))
 	if err != nil {
 		var ae *apiError
@@ -240,5 +255,9 @@ func (s *Server) showGroupPage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	fg := failureGroups([]dlq.GroupSummary{g}, len(s.namespaces) > 1)[0]
-	return s.render(w, r, views.GroupPage(views.GroupDetail{Group: fg, CanEdit: s.triage != nil}))
+	chart, err := s.deadLetterChart(r.Context(), dlq.Filter{Group: g.ID}, rng, time.Now(), func(i int) string { return groupChartURL(g.ID, i) })
+	if err != nil {
+		return err
+	}
+	return s.render(w, r, views.GroupPage(views.GroupDetail{Group: fg, CanEdit: s.triage != nil, Chart: chart}))
 }

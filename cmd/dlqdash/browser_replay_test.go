@@ -150,7 +150,7 @@ func TestBrowserReplay(t *testing.T) {
 		t.Errorf("discard job completed %s, want 3", got)
 	}
 	// The audit page shows who did it.
-	run("audit", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(`[data-testid="audit-entry"]`, chromedp.ByQuery))
+	run("audit", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(`[data-testid="audit-action"]`, chromedp.ByQuery))
 	var actions string
 	run("audit actions", chromedp.Evaluate(`Array.from(document.querySelectorAll('[data-testid="audit-entry-action"]')).map(e => e.textContent.trim()).join(",")`, &actions))
 	for _, a := range []string{"replay_job_created", "replay", "discard_job_created", "discard", "job_completed"} {

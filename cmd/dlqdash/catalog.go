@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/dlqdash/dlqdash/cluster"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/servicebus"
@@ -64,7 +65,11 @@ func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger)
 			retention = -1 // keep forever
 		}
 		var statuses dlq.StatusSet
-		ingesters := map[string]*dlq.Ingester{}
+		ingesters := map[string]*cluster.Ingester{}
+		rs := d.replicas
+		if rs == nil {
+			rs = openReplicas(st, cfg.ReplicaID, logger)
+		}
 		brokers := map[string]replay.Broker{"": namespaces[0].broker} // jobs of the unnamed namespace, if any are left
 		publish := d.publish
 		if len(namespaces) > 1 && publish != nil {
@@ -85,14 +90,31 @@ func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger)
 			if i > 0 {
 				keep = -1
 			}
-			ing := dlq.New(dlq.Config{
-				Broker:    ns.broker,
-				Catalog:   st.Namespace(ns.name),
-				Logger:    logger.With("component", "catalog", "namespace", ns.name),
+			// The namespace's ingester runs only while this replica holds
+			// its ingest lease (always, alone on SQLite), writing through
+			// the catalog of the lease's term (cluster.Ingester).
+			ing := cluster.NewIngester(cluster.IngesterConfig{
 				Namespace: ns.name,
-				Poll:      cfg.Poll,
-				Retention: keep,
-				Publish:   publish,
+				Self:      rs.id,
+				Leases:    rs.leases,
+				Catalog: func(lease string, term int64) dlq.Catalog {
+					return rs.catalog(ns.name, lease, term)
+				},
+				New: func(catalog dlq.Catalog) *dlq.Ingester {
+					return dlq.New(dlq.Config{
+						Broker:    ns.broker,
+						Catalog:   catalog,
+						Logger:    logger.With("component", "catalog", "namespace", ns.name),
+						Namespace: ns.name,
+						Poll:      cfg.Poll,
+						Retention: keep,
+						Publish:   publish,
+					})
+				},
+				LastSuccess: st.Namespace(ns.name).LastSuccess,
+				Stale:       max(3*cfg.Poll, 5*time.Second), // the ingester's own (dlq.Config.Stale)
+				Publish:     publish,
+				Logger:      logger,
 			})
 			statuses = append(statuses, ing)
 			ingesters[ns.name] = ing
@@ -106,7 +128,8 @@ func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger)
 		}
 
 		engine, err := replay.New(replay.Config{
-			Store: st,
+			Store:  rs.jobs,
+			Claims: rs.claims,
 			Brokers: func(name string) (replay.Broker, error) {
 				if b, ok := brokers[name]; ok {
 					return b, nil
@@ -127,6 +150,7 @@ func withCatalog(cfg Config, namespaces []catalogNamespace, logger *slog.Logger)
 			return err
 		}
 		d.jobs = engine
+		rs.engineWake = engine.Wake
 		d.loops = append(d.loops, engine.Run)
 		return nil
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	// MetricsAddr is where GET /metrics is served on a listener of its
 	// own; empty serves it on the dashboard's.
 	MetricsAddr string
+	// ReplicaID names this process among the replicas sharing its
+	// database (--replica-id; config_replica.go).
+	ReplicaID string
 
 	// demo and serve: the catalog
 	Poll time.Duration // how often entity counts are read

@@ -25,6 +25,7 @@ func dashboardFlags(f *flagSet) {
 		f.str("servicebus-transport", envSBTransport, servicebus.TransportAMQP, "how to reach Service Bus: amqp (AMQP over TCP, port 5671) or websockets (AMQP over WebSockets on the HTTPS port 443, through HTTPS_PROXY, for networks that allow only HTTPS)")
 		f.str("config", envConfig, "", "a YAML file listing the namespaces to watch, how to sign in to each (SAS or Entra ID) and per-namespace access rules; instead of "+envConnectionString+" and --admin-endpoint")
 	}
+	replicaFlag(f) // config_replica.go
 	authFlags(f)
 	auditKeyFlag(f)
 	httpFlags(f)  // httpconfig.go
@@ -66,6 +67,9 @@ func parseDashboardConfig(cfg *Config, f *flagSet, getenv func(string) string, b
 			return bad("metrics address %q from %s is the dashboard's own (%s): give another port, or leave it empty to serve /metrics on the dashboard's listener",
 				cfg.MetricsAddr, f.source("metrics-addr"), f.source("addr"))
 		}
+	}
+	if cfg.ReplicaID, err = parseReplicaID(f, bad); err != nil {
+		return err
 	}
 	if cfg.Auth, err = parseAuth(f, cfg.Command, cfg.Addr, getenv, bad); err != nil {
 		return err

@@ -35,8 +35,24 @@ func TestParseConfig(t *testing.T) {
 				Auth:   AuthConfig{Mode: auth.ModeNone, ProxyHeaders: web.DefaultProxyHeaders, SessionIdleTimeout: 2 * time.Hour, SessionMaxAge: 12 * time.Hour},
 				HTTP:   HTTPConfig{AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}, MaxLiveConnections: 500, MaxLivePerActor: 50},
 				Alerts: AlertsConfig{RepeatEvery: 15 * time.Minute}}
+			// The default replica id is the host name and six random hex
+			// digits.
+			if i := strings.LastIndexByte(c.ReplicaID, '-'); i < 1 || len(c.ReplicaID)-i != 7 || !validReplicaID(c.ReplicaID) {
+				t.Errorf("default replica id %q, want HOST-xxxxxx", c.ReplicaID)
+			}
+			c.ReplicaID = ""
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("got %+v, want %+v", c, want)
+			}
+		}},
+		{"replica id from the environment", []string{"demo"}, env(envReplicaID, "pod-7.eu:a_b"), func(t *testing.T, c Config) {
+			if c.ReplicaID != "pod-7.eu:a_b" {
+				t.Errorf("ReplicaID = %q", c.ReplicaID)
+			}
+		}},
+		{"replica id flag wins", []string{"serve", "--replica-id", "dlqdash-2"}, env(envConnectionString, goodConnStr, envReplicaID, "x"), func(t *testing.T, c Config) {
+			if c.ReplicaID != "dlqdash-2" {
+				t.Errorf("ReplicaID = %q", c.ReplicaID)
 			}
 		}},
 		{"Service Bus timeout from the flag", []string{"serve", "--servicebus-timeout", "45s"}, env(envConnectionString, goodConnStr), func(t *testing.T, c Config) {
@@ -192,6 +208,8 @@ func TestParseConfigErrors(t *testing.T) {
 			env(envConnectionString, "Endpoint=sb://contoso/;SharedAccessKey="+testKey), "no SharedAccessKeyName", "dlqdash serve -h"},
 		{"emulator bad amqp address", []string{"emulator", "--amqp-addr", "nope"}, env(), `invalid address "nope" from --amqp-addr`, "dlqdash emulator -h"},
 		{"emulator bad admin env", []string{"emulator"}, env(envEmulatorAdmin, "x:y"), `from DLQDASH_EMULATOR_ADMIN_ADDR`, "dlqdash emulator -h"},
+		{"bad replica id", []string{"demo", "--replica-id", "pod a"}, env(), `invalid replica id "pod a" from --replica-id`, "dlqdash demo -h"},
+		{"too long replica id", []string{"demo"}, env(envReplicaID, strings.Repeat("r", 129)), `from DLQDASH_REPLICA_ID`, "dlqdash demo -h"},
 		{"bad poll", []string{"demo", "--poll", "10ms"}, env(), `invalid poll interval "10ms" from --poll`, "dlqdash demo -h"},
 		{"bad poll env", []string{"demo"}, env(envPoll, "soon"), `invalid poll interval "soon" from DLQDASH_POLL`, "dlqdash demo -h"},
 		{"Service Bus timeout too short", []string{"serve", "--servicebus-timeout", "100ms"}, env(envConnectionString, goodConnStr), `invalid Service Bus timeout "100ms" from --servicebus-timeout`, "dlqdash serve -h"},

@@ -51,6 +51,9 @@ type dashboard struct {
 	jobs *replay.Engine
 	// audit is the keyed audit trail (auditkey.go), set before onStore.
 	audit *audit.Log
+	// replicas is what this replica shares with the others on its
+	// database (replicas.go), set before onStore.
+	replicas *replicas
 }
 
 // serveDashboard is the lifecycle of demo and serve, top to bottom: open the
@@ -67,14 +70,17 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}()
+	d.replicas = openReplicas(st, cfg.ReplicaID, logger)
 	// The hub exists before the ingester that publishes to it; it runs as
 	// a loop, and the server closes its websockets when HTTP shuts down.
+	// Other replicas' changes wake it (Remote); its own tell them.
 	hub := web.NewHub(web.HubConfig{Catalog: st, JobItems: st, Outcomes: st, Logger: logger.With("component", "live"), Mode: d.mode, Namespace: d.namespace,
-		Namespaces: d.namespaces, Statuses: func() []dlq.Status { return namespaceStatuses(d.status) }, MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor})
+		Namespaces: d.namespaces, Statuses: func() []dlq.Status { return namespaceStatuses(d.status) }, MaxConnections: cfg.HTTP.MaxLiveConnections, MaxPerActor: cfg.HTTP.MaxLivePerActor,
+		Remote: d.replicas.remote(), Published: d.replicas.changed()})
 	// Metrics count the same events the hub shows, so they exist before
 	// onStore builds the ingester and the engine that emit them; depth and
 	// jobs are read from the store at scrape time.
-	m := metrics.New(metrics.Config{Catalog: st, Jobs: st, Logger: logger.With("component", "metrics")})
+	m := metrics.New(metrics.Config{Catalog: st, Jobs: st, Logger: logger.With("component", "metrics"), Replica: cfg.ReplicaID})
 	if d.audit, err = openAuditLog(ctx, cfg, st, logAuditKeyCreated(logger)); err != nil {
 		return err
 	}
@@ -86,8 +92,9 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		Webhooks: cfg.Alerts.Webhooks, PublicURL: cfg.Alerts.PublicURL, RepeatEvery: cfg.Alerts.RepeatEvery,
 		FallbackURL: func() string { return listenURL }})
 	d.publish = fanOut(hub.Publish, m.Publish, alerter.CatalogChanged)
-	d.onJob = fanOut(hub.PublishJob, m.JobChanged, alerter.JobChanged)
+	d.onJob = fanOut(hub.PublishJob, m.JobChanged, alerter.JobChanged, d.replicas.jobChanged)
 	d.loops = append(d.loops, hub.Run, alerter.Run)
+	d.loops = append(d.loops, d.replicas.loops()...)
 	d.loops = append(d.loops, logAuditHeads(st, logger, auditHeadEvery))
 	if d.onStore != nil {
 		if err := d.onStore(ctx, st, &d); err != nil {
@@ -99,7 +106,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 	}
 
 	cfgWeb := web.Config{Logger: logger, Catalog: st, Status: d.status, Mode: d.mode, Namespace: d.namespace, OrphanAfter: cfg.OrphanAfter, Audit: st, Hub: hub,
-		Metrics: m, Namespaces: d.namespaces}
+		Metrics: m, Namespaces: d.namespaces, Replica: cfg.ReplicaID}
 	if d.jobs != nil {
 		cfgWeb.Jobs = d.jobs
 	}
@@ -134,7 +141,7 @@ func serveDashboard(ctx context.Context, cfg Config, logger *slog.Logger, d dash
 		logger.Info("metrics listening", "addr", metricsLn.Addr().String(), "url", "http://"+metricsLn.Addr().String()+"/metrics")
 	}
 	listenURL = "http://" + ln.Addr().String()
-	logger.Info("dashboard listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/", "db", st.Path(), "mode", d.mode)
+	logger.Info("dashboard listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/", "db", st.Path(), "mode", d.mode, "replica", cfg.ReplicaID)
 
 	// failed receives the first error of the servers or a loop.
 	failed := make(chan error, 2+len(d.loops))

@@ -33,6 +33,10 @@ func TestDependencyDirection(t *testing.T) {
 		// (database/sql comes in with client_golang's collectors package).
 		"alert":   {"database/sql", "modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus", "github.com/a-h/templ"},
 		"metrics": {"modernc.org/sqlite", "github.com/Azure/", mod + "store", mod + "web", mod + "views", mod + "servicebus"},
+		// cluster coordinates replicas through store/replica (PostgreSQL)
+		// and the consumers' interfaces; it knows neither SQLite, HTTP nor
+		// Service Bus.
+		"cluster": {"modernc.org/sqlite", "net/http", "github.com/Azure/", mod + "web", mod + "views", mod + "servicebus", mod + "emulator", "github.com/a-h/templ"},
 	}
 	args := []string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}
 	for pkg := range forbidden {

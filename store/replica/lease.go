@@ -148,7 +148,7 @@ const (
 // replicas and runs the role's work while it holds it.
 type Lease struct {
 	DB     DB
-	Name   string // the role: "ingest:" + namespace
+	Name   string // the role: "ingest/" + namespace (cluster.IngestLease)
 	Holder string // this replica's id
 
 	// TTL is how long a renewal keeps the lease (DefaultTTL); RenewEvery how

@@ -17,7 +17,14 @@ import (
 // tables, so one that misses a notification (it was reconnecting) loses
 // nothing.
 func Notify(ctx context.Context, db DB, channel string) error {
-	if _, err := db.Exec(ctx, `SELECT pg_notify($1, '')`, channel); err != nil {
+	return NotifyFrom(ctx, db, channel, "")
+}
+
+// NotifyFrom is Notify naming the replica that sends it, so that its own
+// Listener (whose Self is sender) does not wake for what that replica
+// already knows.
+func NotifyFrom(ctx context.Context, db DB, channel, sender string) error {
+	if _, err := db.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, sender); err != nil {
 		return fmt.Errorf("notify %s: %w", channel, err)
 	}
 	return nil
@@ -37,6 +44,9 @@ type Listener struct {
 	// pings it, to notice a connection that died without a word; RetryEvery
 	// how long it waits between failed connection attempts.
 	Idle, RetryEvery time.Duration
+	// Self, when not empty, is this replica's id: notifications it sent
+	// itself (NotifyFrom with it) do not wake it.
+	Self string
 }
 
 // NewListener listens to channels on connections from config (a pool's
@@ -99,11 +109,13 @@ func (l *Listener) session(ctx context.Context) error {
 	l.signal()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, l.Idle)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
-			l.signal()
+			if l.Self == "" || n.Payload != l.Self {
+				l.signal()
+			}
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():

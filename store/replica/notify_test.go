@@ -171,3 +171,47 @@ func TestListenerIdlePingAndShutdown(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// A listener whose Self is its replica's id is not woken by that replica's
+// own notifications (its hub already has the change), and is by another's.
+func TestListenerIgnoresItsOwnReplica(t *testing.T) {
+	ctx := t.Context()
+	dsn := pg.Database(t)
+	a := pool(t, dsn)
+	config, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := replica.NewListener(config, nil, "catalog")
+	l.Self = "replica-a"
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(lctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("listener Run: %v", err)
+		}
+	}()
+	if !woken(l, 10*time.Second) {
+		t.Fatal("no wake-up after connecting")
+	}
+	if err := replica.NotifyFrom(ctx, a, "catalog", "replica-a"); err != nil {
+		t.Fatal(err)
+	}
+	if woken(l, 300*time.Millisecond) {
+		t.Fatal("woken by its own replica's notification")
+	}
+	if err := replica.NotifyFrom(ctx, a, "catalog", "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(l, 5*time.Second) {
+		t.Fatal("not woken by another replica's notification")
+	}
+	if err := replica.Notify(ctx, a, "catalog"); err != nil {
+		t.Fatal(err)
+	}
+	if !woken(l, 5*time.Second) {
+		t.Fatal("not woken by an anonymous notification")
+	}
+}

@@ -660,7 +660,8 @@ func checkpoint(ctx context.Context, path string) error {
 	return nil
 }
 
-// schemaHash identifies the schema this binary migrates to, by its SQL.
+// schemaHash identifies the schema this binary migrates to, by its SQL and
+// its version (a migration may change data alone: 0015 adds a meta row).
 func schemaHash(ctx context.Context, dir string) (string, error) {
 	p := filepath.Join(dir, "schema.db")
 	s, err := store.Open(ctx, p, store.Options{})
@@ -679,6 +680,7 @@ func schemaHash(ctx context.Context, dir string) (string, error) {
 	}
 	defer rows.Close()
 	h := sha256.New()
+	fmt.Fprintf(h, "version %d\x00", store.SchemaVersion())
 	for rows.Next() {
 		var a, b, c string
 		if err := rows.Scan(&a, &b, &c); err != nil {

@@ -259,6 +259,13 @@ type Status struct {
 	// Namespaces are each namespace's own freshness; the fields above are
 	// their summary.
 	Namespaces []NamespaceStatus `json:"namespaces"`
+	// Replica is the replica that answered.
+	Replica Replica `json:"replica"`
+}
+
+// Replica names a replica of dlqdash (--replica-id).
+type Replica struct {
+	ID string `json:"id"`
 }
 
 // NamespaceStatus is one namespace's freshness in GET /api/v1/status.
@@ -267,16 +274,20 @@ type NamespaceStatus struct {
 	Healthy       bool    `json:"healthy"`
 	LastSuccessAt *Time   `json:"last_success_at"`
 	Error         *string `json:"error"`
+	// IngesterReplica is the replica that ingests the namespace (holds its
+	// ingest lease); null when none does.
+	IngesterReplica *string `json:"ingester_replica"`
 }
 
 // NewStatus is s as the API's status object, with each namespace's status
-// (their summary is s).
-func NewStatus(s dlq.Status, namespaces []dlq.Status) Status {
+// (their summary is s), as replica answers it.
+func NewStatus(replica string, s dlq.Status, namespaces []dlq.Status) Status {
 	out := Status{Namespace: s.Namespace, LastSuccessAt: TimeOrNull(s.LastSuccessAt), Healthy: s.Healthy,
-		Error: nonEmpty(s.Error), ErrorSince: TimeOrNull(s.ErrorSince), Namespaces: []NamespaceStatus{}}
+		Error: nonEmpty(s.Error), ErrorSince: TimeOrNull(s.ErrorSince), Namespaces: []NamespaceStatus{},
+		Replica: Replica{ID: replica}}
 	for _, n := range namespaces {
 		out.Namespaces = append(out.Namespaces, NamespaceStatus{Name: n.Namespace, Healthy: n.Healthy,
-			LastSuccessAt: TimeOrNull(n.LastSuccessAt), Error: nonEmpty(n.Error)})
+			LastSuccessAt: TimeOrNull(n.LastSuccessAt), Error: nonEmpty(n.Error), IngesterReplica: nonEmpty(n.Replica)})
 	}
 	return out
 }

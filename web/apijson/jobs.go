@@ -176,6 +176,31 @@ type DryTarget struct {
 	DuplicateDetection       bool    `json:"duplicate_detection"`
 	DuplicateDetectionWindow *string `json:"duplicate_detection_window"`
 	FanOut                   bool    `json:"fan_out"`
+	// Subscriptions are a topic destination's subscriptions, who receive
+	// the copies; null when the destination is a queue or they could not
+	// be listed.
+	Subscriptions []DrySubscription `json:"subscriptions"`
+}
+
+// DrySubscription is one subscription of a topic a dry run's copies go to.
+type DrySubscription struct {
+	Name string `json:"name"`
+	// Receives is "all", "none", "if_filter_matches" or "unknown" (the
+	// rules were not read: a topic with more than 20 subscriptions).
+	Receives string `json:"receives"`
+	// Rules are null when they were not read.
+	Rules []DryRule `json:"rules"`
+	// Copies is how many of the copies it takes, when known exactly (a
+	// selection of at most 10 messages, rules without SQL filters); null
+	// otherwise.
+	Copies *int `json:"copies"`
+}
+
+// DryRule is one rule of a subscription: its filter's kind and text.
+type DryRule struct {
+	Name   string  `json:"name"`
+	Kind   string  `json:"kind"`
+	Filter *string `json:"filter"`
 }
 
 // NewDryRun is a plan as the API writes it.
@@ -198,6 +223,23 @@ func NewDryRun(p replay.Plan) DryRun {
 		if t.DuplicateDetection {
 			s := t.DuplicateDetectionWindow.Round(time.Second).String()
 			dt.DuplicateDetectionWindow = &s
+		}
+		if t.SubscriptionsListed {
+			dt.Subscriptions = []DrySubscription{}
+			for _, sub := range t.Subscriptions {
+				ds := DrySubscription{Name: sub.Name, Receives: string(sub.Receives())}
+				if sub.CopiesKnown {
+					n := sub.Copies
+					ds.Copies = &n
+				}
+				if sub.RulesRead {
+					ds.Rules = []DryRule{}
+					for _, r := range sub.Rules {
+						ds.Rules = append(ds.Rules, DryRule{Name: r.Name, Kind: string(r.Kind), Filter: nonEmpty(r.Filter)})
+					}
+				}
+				dt.Subscriptions = append(dt.Subscriptions, ds)
+			}
 		}
 		d.Targets = append(d.Targets, dt)
 	}

@@ -1,0 +1,44 @@
+package web
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// A wake-up from another replica (HubConfig.Remote) makes every open page
+// refetch, since the hub cannot know what changed; a burst of wake-ups
+// costs one refetch per RemoteEvery, not one each.
+func TestLiveRemoteWakeResyncsEveryPage(t *testing.T) {
+	remote := make(chan struct{}, 1)
+	const every = 300 * time.Millisecond
+	fx := newLiveFixture(t, HubConfig{Remote: remote, RemoteEvery: every})
+	pages := []*websocket.Conn{fx.dial(t, "page=overview"), fx.dial(t, "page=messages&entity=orders"), fx.dial(t, "page=groups")}
+	remote <- struct{}{}
+	for _, c := range pages {
+		if op := next(t, c); op.Op != "resync" {
+			t.Fatalf("after a remote wake-up: %+v, want resync", op)
+		}
+	}
+	// A burst of wake-ups within one interval: one more resync, after it.
+	sent := time.Now()
+	for range 20 {
+		select {
+		case remote <- struct{}{}:
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if op := next(t, pages[0]); op.Op != "resync" {
+		t.Fatalf("after a burst: %+v, want resync", op)
+	}
+	got := time.Since(sent)
+	pages[0].SetReadDeadline(time.Now().Add(2 * every))
+	if _, b, err := pages[0].ReadMessage(); err == nil {
+		t.Errorf("a second frame %s after one burst of wake-ups", b)
+	}
+	if got > 5*every {
+		t.Errorf("the burst's resync came %s later, want within %s", got, 5*every)
+	}
+}

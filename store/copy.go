@@ -46,6 +46,8 @@ var copyTables = []copyTable{
 	{"job_messages", "job_id, message_id", false},
 	{"job_redeadlettered", "job_id, reason", false},
 	{"audit_log", "seq", false},
+	{"audit_actions", "id", false},
+	{"audit_action_entries", "action_id, seq", false},
 	{"sessions", "id", false},
 	{"api_tokens", "name", false},
 	{"group_reopenings", "id", true},
@@ -103,6 +105,15 @@ func (s *Store) CopyTo(ctx context.Context, dst *Store, progress func(CopyProgre
 		return fmt.Errorf("copy the catalog: search index: %w", err)
 	}
 	totals["messages_fts"] = totals["messages"]
+	// The source's indexer may not have indexed its newest messages (a
+	// serve that writes the file, or one that crashed): their property
+	// rows are built here, as PostgreSQL's ingest builds them, and the
+	// destination's watermark covers every copied message.
+	tail, err := dst.copyTailProperties(ctx, src)
+	if err != nil {
+		return fmt.Errorf("copy the catalog: properties of the newest messages: %w", err)
+	}
+	totals["message_properties"] += tail
 	for _, name := range append(tableNames(), "messages_fts") {
 		var n int64
 		if err := dst.reader.QueryRowContext(ctx, `SELECT count(*) FROM `+name).Scan(&n); err != nil {
@@ -247,4 +258,62 @@ func (dst *Store) copySearchRows(ctx context.Context, src *sql.Tx, total int64, 
 		return err
 	}
 	return flush()
+}
+
+// copyTailProperties writes the destination's property rows of the
+// messages above the source's watermark (index.through: the source has
+// none for them), and moves the destination's watermark past every copied
+// message. It returns how many rows the destination has that the source
+// has not (this run's and an earlier, cut-off run's).
+func (dst *Store) copyTailProperties(ctx context.Context, src *sql.Tx) (int64, error) {
+	var through, newest int64
+	if err := src.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
+		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
+		return 0, err
+	}
+	rows, err := src.QueryContext(ctx, `SELECT id, properties, coalesce(enqueued_at, -1) FROM messages WHERE id > ? ORDER BY id`, through)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var args []any
+	for rows.Next() {
+		var id, at int64
+		var props string
+		if err := rows.Scan(&id, &props, &at); err != nil {
+			return 0, err
+		}
+		for _, kv := range propertyValues([]byte(props)) {
+			if len(kv[1]) <= maxIndexedValue {
+				args = append(args, kv[0], kv[1], at, id)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	tx, err := dst.beginWrite(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	for len(args) > 0 {
+		n := min(len(args)/4, copyBatch)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO message_properties (key, value, at, message_id) VALUES "+
+			placeholders(n, 4)+" ON CONFLICT DO NOTHING", args[:n*4]...); err != nil {
+			return 0, err
+		}
+		args = args[n*4:]
+	}
+	// A copy run again finds the rows of an earlier run: they count too.
+	var have int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM message_properties WHERE message_id > ?`, through).Scan(&have); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = CAST(greatest(CAST(meta.value AS BIGINT), CAST(excluded.value AS BIGINT)) AS text)`,
+		metaIndexThrough, fmt.Sprint(newest)); err != nil {
+		return 0, err
+	}
+	return have, tx.Commit()
 }

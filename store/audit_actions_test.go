@@ -40,7 +40,9 @@ func appendJob(t testing.TB, l *audit.Log, job, ns, actor string, messages, batc
 	must(audit.Record{Actor: "dlqdash", Action: audit.ActionJobCompleted, Params: map[string]any{"job_id": job, "namespace": ns}})
 }
 
-func TestAuditActionsGroupPerJobAction(t *testing.T) { ForEachEngine(t, testAuditActionsGroupPerJobAction) }
+func TestAuditActionsGroupPerJobAction(t *testing.T) {
+	ForEachEngine(t, testAuditActionsGroupPerJobAction)
+}
 
 func testAuditActionsGroupPerJobAction(t *testing.T, engine string) {
 	s, l := openAuditLogOn(t, engine)

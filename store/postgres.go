@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dlqdash/dlqdash/store/replica"
 )
 
 // PostgreSQL behind the same Store (issue 20): Open with a postgres:// URL
@@ -74,6 +76,10 @@ func openPostgres(ctx context.Context, target string, opts Options, readOnly boo
 	writeCfg := cfg
 	if readOnly {
 		writeCfg = readCfg
+	} else {
+		// A fenced write transaction left idle (a replica frozen inside
+		// it) is aborted by the server before its lease can expire.
+		replica.ConfigureWriter(writeCfg)
 	}
 
 	s := &Store{Now: time.Now, path: u.Redacted(), eng: postgresEngine}
@@ -104,6 +110,9 @@ func openPostgres(ctx context.Context, target string, opts Options, readOnly boo
 	}
 	if err := s.prepareChunks(ctx); err != nil {
 		return fail(err)
+	}
+	if s.replicaPool, err = openReplicaPool(ctx, writeCfg); err != nil {
+		return fail(fmt.Errorf("open database %s: %w", s.path, err))
 	}
 	return s, nil
 }

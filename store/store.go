@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"net/url"
 	"os"
@@ -83,6 +84,9 @@ type Store struct {
 	// closeUnindexed, set by tests, leaves the unindexed tail to the next
 	// Open, as a crash would.
 	closeUnindexed bool
+	// replicaPool is the PostgreSQL pool the replicas coordinate on
+	// (ReplicaDB); nil on SQLite.
+	replicaPool *pgxpool.Pool
 }
 
 // Open opens the database and migrates it to the newest schema this binary
@@ -200,6 +204,9 @@ func (s *Store) Close() error {
 			errs = append(errs, st.Close())
 		}
 	}
+	if s.replicaPool != nil {
+		s.replicaPool.Close()
+	}
 	return errors.Join(append(errs, s.closeMatches(), s.ckpt.close(), s.reader.Close(), s.writer.Close())...)
 }
 
@@ -212,7 +219,13 @@ func (s *Store) Engine() string { return s.eng.Name() }
 
 // beginWrite begins a write transaction (see engine.lockWriter): every
 // transaction that writes begins here.
+//
+// On PostgreSQL, a write whose context carries a fencer (FencedNamespace,
+// FencedJobs) runs it right after the lock (postgres_shared.go).
 func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	if f := fenceOf(ctx); f != nil && s.eng.postgres {
+		return s.beginFenced(ctx, f)
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ import (
 // Results stay exact: a read that uses either index (a property filter, a
 // search) first waits until the watermark covers the newest message it can
 // see (waitIndexed), which asks the indexer to run now if it has not.
+//
+// On PostgreSQL there is no indexer: insertMessages writes the search
+// documents and the property rows in the ingest transaction and moves the
+// watermark there, so it is always current and waitIndexed returns at once.
 
 const (
 	// indexBatch is how many new messages start an index run at once.

@@ -29,7 +29,7 @@ func (s *Store) TakeNewGroups(ctx context.Context) ([]string, error) {
 	if !found {
 		return nil, nil
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, s.wrap("read new groups", err, DefaultBusyTimeout)
 	}

@@ -25,11 +25,13 @@ const (
 const auditColumns = "seq, at, actor, action, params, message_ids, outcome, prev_hash, hash"
 
 // AppendAudit reads the newest entry and inserts the one build makes from
-// it, in one IMMEDIATE transaction on the single writer connection: appends
-// from this process queue on it, and another process waits for the file's
-// write lock, so every entry chains onto the one before it.
+// it, in one write transaction (beginWrite): on SQLite an IMMEDIATE one on
+// the single writer connection, where appends from this process queue and
+// another process waits for the file's write lock; on PostgreSQL one
+// holding the store's advisory write lock, where the appends of every
+// replica queue. Either way every entry chains onto the one before it.
 func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastHash string) (audit.Entry, error)) (audit.Entry, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
@@ -56,7 +58,7 @@ func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastH
 		e.Seq, e.At.UnixMilli(), e.Actor, e.Action, string(e.Params), string(idsJSON), e.Outcome, e.PrevHash, e.Hash); err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
-	if err := indexAuditAction(ctx, tx, e); err != nil {
+	if err := indexAuditAction(ctx, s.eng, tx, e); err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
 	if err := tx.Commit(); err != nil {
@@ -66,7 +68,7 @@ func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastH
 }
 
 // auditWhere is f as SQL conditions.
-func auditWhere(f audit.Filter) ([]string, []any) {
+func auditWhere(eng engine, f audit.Filter) ([]string, []any) {
 	var where []string
 	var args []any
 	if f.Actor != "" {
@@ -88,14 +90,14 @@ func auditWhere(f audit.Filter) ([]string, []any) {
 	// The namespace is in the params (a job's and its messages' entries,
 	// a denied request's): read where they are JSON (a tampered entry's
 	// may not be, and names none).
-	const ns = "(CASE WHEN json_valid(params) THEN json_extract(params, '$.namespace') END)"
+	ns := eng.jsonField("params", "namespace")
 	if f.Namespace != "" {
-		where = append(where, "("+ns+" = ? OR (CASE WHEN json_valid(params) THEN json_extract(params, '$.destination_namespace') END) = ?)")
+		where = append(where, "("+ns+" = ? OR "+eng.jsonField("params", "destination_namespace")+" = ?)")
 		args = append(args, f.Namespace, f.Namespace)
 	}
 	if f.Visible != nil {
 		names, _ := json.Marshal(f.Visible) // strings always marshal
-		where = append(where, "("+ns+" IS NULL OR "+ns+" IN (SELECT value FROM json_each(?)))")
+		where = append(where, "("+ns+" IS NULL OR "+ns+" IN ("+eng.jsonTexts()+"))")
 		args = append(args, string(names))
 	}
 	if f.Job != "" {
@@ -115,7 +117,7 @@ func (s *Store) ScanAudit(ctx context.Context, f audit.Filter, fn func(audit.Ent
 		return fmt.Errorf("read audit log: %w", err)
 	}
 	defer tx.Rollback()
-	where, args := auditWhere(f)
+	where, args := auditWhere(s.eng, f)
 	rows, err := tx.QueryContext(ctx, "SELECT "+auditColumns+" FROM audit_log"+whereClause(where)+" ORDER BY seq", args...)
 	if err != nil {
 		return fmt.Errorf("read audit log: %w", err)
@@ -148,7 +150,7 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter, limit int, cursor
 	case limit > MaxAuditLimit:
 		limit = MaxAuditLimit
 	}
-	where, args := auditWhere(f)
+	where, args := auditWhere(s.eng, f)
 	if cursor != "" {
 		k, err := decodeKey(auditCursorPrefix, cursor, "pass next_cursor from the previous page as it is")
 		if err != nil {

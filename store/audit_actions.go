@@ -24,7 +24,7 @@ const auditActionCursorPrefix = "g1."
 // (0016_audit_actions): a new action, or the one its GroupKey names grown.
 // An id already taken (an entry appended again by hand after its removal)
 // leaves the index as it is.
-func indexAuditAction(ctx context.Context, tx *sql.Tx, e audit.Entry) error {
+func indexAuditAction(ctx context.Context, eng engine, tx *sql.Tx, e audit.Entry) error {
 	p := audit.Describe(e)
 	null := func(s string) any {
 		if s == "" {
@@ -32,23 +32,43 @@ func indexAuditAction(ctx context.Context, tx *sql.Tx, e audit.Entry) error {
 		}
 		return s
 	}
-	var id int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO audit_actions (id, group_key, last_seq, first_at, last_at, actor, action, outcome,
+	// SQLite takes two ON CONFLICT clauses (the group grows; an id taken
+	// does nothing); PostgreSQL takes one, so there an id taken is checked
+	// first, and then the group grows as on SQLite.
+	insert := `INSERT INTO audit_actions (id, group_key, last_seq, first_at, last_at, actor, action, outcome,
 			job_id, namespace, destination_namespace, entries, messages)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)
 		ON CONFLICT (group_key) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at,
-			entries = entries + 1, messages = messages + excluded.messages
-		ON CONFLICT DO NOTHING
-		RETURNING id`,
-		e.Seq, null(p.GroupKey), e.Seq, e.At.UnixMilli(), e.At.UnixMilli(), e.Actor, e.Action, e.Outcome,
-		null(p.JobID), null(p.Namespace), null(p.DestinationNamespace), len(e.MessageIDs)).Scan(&id)
+			entries = audit_actions.entries + 1, messages = audit_actions.messages + excluded.messages`
+	args := []any{e.Seq, null(p.GroupKey), e.Seq, e.At.UnixMilli(), e.At.UnixMilli(), e.Actor, e.Action, e.Outcome,
+		null(p.JobID), null(p.Namespace), null(p.DestinationNamespace), len(e.MessageIDs)}
+	if !eng.postgres {
+		insert += " ON CONFLICT DO NOTHING"
+	} else {
+		var taken bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM audit_actions WHERE id = ?)`, e.Seq).Scan(&taken); err != nil {
+			return fmt.Errorf("index audit entry %d: %w", e.Seq, err)
+		}
+		if taken {
+			if p.GroupKey == "" {
+				return nil
+			}
+			// The group grows; the entry's own id stays another action's.
+			insert = `UPDATE audit_actions SET last_seq = ?, last_at = ?, entries = entries + 1, messages = messages + ?
+				WHERE group_key = ?`
+			args = []any{e.Seq, e.At.UnixMilli(), len(e.MessageIDs), p.GroupKey}
+		}
+	}
+	insert += " RETURNING id"
+	var id int64
+	err := tx.QueryRowContext(ctx, insert, args...).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("index audit entry %d: %w", e.Seq, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO audit_action_entries (action_id, seq) VALUES (?, ?)`, id, e.Seq); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_action_entries (action_id, seq) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, e.Seq); err != nil {
 		return fmt.Errorf("index audit entry %d: %w", e.Seq, err)
 	}
 	return nil
@@ -58,7 +78,7 @@ func indexAuditAction(ctx context.Context, tx *sql.Tx, e audit.Entry) error {
 // actor, action, job and namespaces are those of each of its entries; the
 // time range keeps the actions with an entry in it (first_at before until,
 // last_at at or after since).
-func auditActionWhere(f audit.Filter) ([]string, []any) {
+func auditActionWhere(eng engine, f audit.Filter) ([]string, []any) {
 	var where []string
 	var args []any
 	if f.Actor != "" {
@@ -83,7 +103,7 @@ func auditActionWhere(f audit.Filter) ([]string, []any) {
 	}
 	if f.Visible != nil {
 		names, _ := json.Marshal(f.Visible) // strings always marshal
-		where = append(where, "(a.namespace IS NULL OR a.namespace IN (SELECT value FROM json_each(?)))")
+		where = append(where, "(a.namespace IS NULL OR a.namespace IN ("+eng.jsonTexts()+"))")
 		args = append(args, string(names))
 	}
 	if f.Job != "" {
@@ -104,7 +124,7 @@ func (s *Store) ListAuditActions(ctx context.Context, f audit.Filter, limit int,
 	case limit > MaxAuditLimit:
 		limit = MaxAuditLimit
 	}
-	where, args := auditActionWhere(f)
+	where, args := auditActionWhere(s.eng, f)
 	if cursor != "" {
 		k, err := decodeKey(auditActionCursorPrefix, cursor, "pass next_cursor from the previous page as it is")
 		if err != nil {
@@ -204,6 +224,7 @@ func (s *Store) AuditActionMessages(ctx context.Context, id int64, limit int, cu
 		}
 		from = pageKey{at: k.at, id: k.id - 1}
 	}
+	eng := s.eng
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, "", fmt.Errorf("read audit action messages: %w", err)
@@ -234,7 +255,7 @@ func (s *Store) AuditActionMessages(ctx context.Context, id int64, limit int, cu
 		if s != seq {
 			idx = 0
 		}
-		got, more, err := entryMessageIDs(ctx, tx, s, idx, limit-len(ids))
+		got, more, err := entryMessageIDs(ctx, eng, tx, s, idx, limit-len(ids))
 		if err != nil {
 			return nil, "", err
 		}
@@ -255,10 +276,18 @@ func (s *Store) AuditActionMessages(ctx context.Context, id int64, limit int, cu
 // entryMessageIDs reads up to n ids of entry seq's message_ids from index
 // start, and where the next id is (0: the entry holds no more). json_each
 // walks the array in order.
-func entryMessageIDs(ctx context.Context, tx *sql.Tx, seq, start int64, n int) ([]string, int64, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT j.key, j.value FROM audit_log l,
+func entryMessageIDs(ctx context.Context, eng engine, tx *sql.Tx, seq, start int64, n int) ([]string, int64, error) {
+	q := `SELECT j.key, j.value FROM audit_log l,
 		json_each(CASE WHEN json_valid(l.message_ids) THEN l.message_ids ELSE '[]' END) j
-		WHERE l.seq = ? AND j.key >= ? AND j.type = 'text' LIMIT ?`, seq, start, n+1)
+		WHERE l.seq = ? AND j.key >= ? AND j.type = 'text' LIMIT ?`
+	if eng.postgres {
+		// json_array_elements WITH ORDINALITY walks the array in order
+		// (dlqdash_json_array: migration 0016).
+		q = `SELECT j.ord - 1, j.elem #>> '{}' FROM audit_log l,
+			json_array_elements(dlqdash_json_array(l.message_ids)) WITH ORDINALITY AS j(elem, ord)
+			WHERE l.seq = ? AND j.ord - 1 >= ? AND json_typeof(j.elem) = 'string' ORDER BY j.ord LIMIT ?`
+	}
+	rows, err := tx.QueryContext(ctx, q, seq, start, n+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read audit entry %d's messages: %w", seq, err)
 	}

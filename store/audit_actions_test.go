@@ -41,7 +41,11 @@ func appendJob(t testing.TB, l *audit.Log, job, ns, actor string, messages, batc
 }
 
 func TestAuditActionsGroupPerJobAction(t *testing.T) {
-	s, l := openAuditLog(t)
+	ForEachEngine(t, testAuditActionsGroupPerJobAction)
+}
+
+func testAuditActionsGroupPerJobAction(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	if _, err := l.Append(ctx, audit.Record{Actor: "oidc:alice", Action: audit.ActionLogin}); err != nil {
 		t.Fatal(err)
@@ -97,8 +101,10 @@ func TestAuditActionsGroupPerJobAction(t *testing.T) {
 	}
 }
 
-func TestAuditActionsFiltersAndPages(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditActionsFiltersAndPages(t *testing.T) { ForEachEngine(t, testAuditActionsFiltersAndPages) }
+
+func testAuditActionsFiltersAndPages(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	now := base
@@ -172,8 +178,10 @@ func TestAuditActionsFiltersAndPages(t *testing.T) {
 
 // TestAuditActionMessagesPages reads a grouped action's ids across entries
 // and a single entry's across pages, in the order recorded.
-func TestAuditActionMessagesPages(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditActionMessagesPages(t *testing.T) { ForEachEngine(t, testAuditActionMessagesPages) }
+
+func testAuditActionMessagesPages(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	appendJob(t, l, "7", "", "local", 23, 5) // creation (23 ids) seq 1; replays 2,3,(failed 4),5,6,7
 	var all []string
@@ -220,8 +228,10 @@ func TestAuditActionMessagesPages(t *testing.T) {
 
 // TestAuditActionsBackfill: a trail kept before 0016 is indexed by the
 // migration as the trigger indexes new entries.
-func TestAuditActionsBackfill(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditActionsBackfill(t *testing.T) { ForEachEngine(t, testAuditActionsBackfill) }
+
+func testAuditActionsBackfill(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	appendJob(t, l, "1", "prod", "oidc:alice", 10, 3)
 	before, _, err := s.ListAuditActions(ctx, audit.Filter{}, 50, "")
@@ -234,7 +244,7 @@ func TestAuditActionsBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ms, err := loadMigrations(migrationFiles)
+	ms, err := loadMigrationsIn(migrationFiles, s.eng.migrationDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +271,10 @@ func TestAuditActionsBackfill(t *testing.T) {
 
 // TestAuditGroupedActionsMatchSQL: the actions the migration groups are
 // audit.GroupedAction's.
-func TestAuditGroupedActionsMatchSQL(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditGroupedActionsMatchSQL(t *testing.T) { ForEachEngine(t, testAuditGroupedActionsMatchSQL) }
+
+func testAuditGroupedActionsMatchSQL(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	for _, a := range audit.Actions() {
 		for range 2 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,13 +13,12 @@ import (
 	"github.com/dlqdash/dlqdash/audit"
 )
 
-func openAuditLog(t testing.TB) (*Store, *audit.Log) {
+func openAuditLog(t testing.TB) (*Store, *audit.Log) { return openAuditLogOn(t, "sqlite") }
+
+// openAuditLogOn is openAuditLog on engine (Engines).
+func openAuditLogOn(t testing.TB, engine string) (*Store, *audit.Log) {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "dlqdash.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := OpenFresh(t, engine)
 	return s, audit.New(s)
 }
 
@@ -43,14 +41,20 @@ func appendN(t testing.TB, l *audit.Log, n int) {
 func dropTriggers(t *testing.T, s *Store) {
 	t.Helper()
 	for _, tr := range []string{"audit_log_no_update", "audit_log_no_delete"} {
-		if _, err := s.writer.Exec("DROP TRIGGER " + tr); err != nil {
+		drop := "DROP TRIGGER " + tr
+		if s.eng.postgres {
+			drop += " ON audit_log"
+		}
+		if _, err := s.writer.Exec(drop); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func TestAuditChainVerifies(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditChainVerifies(t *testing.T) { ForEachEngine(t, testAuditChainVerifies) }
+
+func testAuditChainVerifies(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	n, err := l.Verify(ctx, nil)
 	if n != 0 || err != nil {
@@ -90,8 +94,10 @@ type jsonNumber string
 
 func (n jsonNumber) MarshalJSON() ([]byte, error) { return []byte(n), nil }
 
-func TestAuditTriggersRefuseChanges(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditTriggersRefuseChanges(t *testing.T) { ForEachEngine(t, testAuditTriggersRefuseChanges) }
+
+func testAuditTriggersRefuseChanges(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	appendN(t, l, 3)
 	for _, q := range []string{
 		`UPDATE audit_log SET params = '{}' WHERE seq = 2`,
@@ -127,9 +133,11 @@ func wantBroken(t *testing.T, l *audit.Log, seq int64, reason audit.Reason, msg 
 	}
 }
 
-func TestAuditTamperingDetected(t *testing.T) {
+func TestAuditTamperingDetected(t *testing.T) { ForEachEngine(t, testAuditTamperingDetected) }
+
+func testAuditTamperingDetected(t *testing.T, engine string) {
 	t.Run("params changed", func(t *testing.T) {
-		s, l := openAuditLog(t)
+		s, l := openAuditLogOn(t, engine)
 		appendN(t, l, 100)
 		dropTriggers(t, s)
 		if _, err := s.writer.Exec(`UPDATE audit_log SET params = '{"i":41,"job_id":"evil"}' WHERE seq = 42`); err != nil {
@@ -139,7 +147,7 @@ func TestAuditTamperingDetected(t *testing.T) {
 	})
 	for _, col := range []string{"actor = 'mallory'", "action = 'discard'", "outcome = 'failed'", "message_ids = '[\"99\"]'", "message_ids = 'garbage'", "at = at + 1", "hash = lower(hash)||''"} {
 		t.Run(col, func(t *testing.T) {
-			s, l := openAuditLog(t)
+			s, l := openAuditLogOn(t, engine)
 			appendN(t, l, 20)
 			dropTriggers(t, s)
 			if _, err := s.writer.Exec(`UPDATE audit_log SET ` + col + ` WHERE seq = 7`); err != nil {
@@ -158,7 +166,7 @@ func TestAuditTamperingDetected(t *testing.T) {
 	t.Run("entry rewritten with a fresh hash", func(t *testing.T) {
 		// The attacker recomputes the changed entry's hash: the next entry's
 		// link no longer holds.
-		s, l := openAuditLog(t)
+		s, l := openAuditLogOn(t, engine)
 		appendN(t, l, 20)
 		dropTriggers(t, s)
 		var e audit.Entry
@@ -175,7 +183,7 @@ func TestAuditTamperingDetected(t *testing.T) {
 		wantBroken(t, l, 8, audit.PrevMismatch, "audit chain broken at entry 8: prev_hash does not match the hash of the entry before it")
 	})
 	t.Run("entry deleted in the middle", func(t *testing.T) {
-		s, l := openAuditLog(t)
+		s, l := openAuditLogOn(t, engine)
 		appendN(t, l, 50)
 		dropTriggers(t, s)
 		if _, err := s.writer.Exec(`DELETE FROM audit_log WHERE seq = 30`); err != nil {
@@ -184,7 +192,7 @@ func TestAuditTamperingDetected(t *testing.T) {
 		wantBroken(t, l, 31, audit.Gap, "audit chain broken at entry 31: entries from 30 are missing before it")
 	})
 	t.Run("first entry deleted", func(t *testing.T) {
-		s, l := openAuditLog(t)
+		s, l := openAuditLogOn(t, engine)
 		appendN(t, l, 5)
 		dropTriggers(t, s)
 		if _, err := s.writer.Exec(`DELETE FROM audit_log WHERE seq = 1`); err != nil {
@@ -198,8 +206,10 @@ func TestAuditTamperingDetected(t *testing.T) {
 	})
 }
 
-func TestAuditConcurrentAppends(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditConcurrentAppends(t *testing.T) { ForEachEngine(t, testAuditConcurrentAppends) }
+
+func testAuditConcurrentAppends(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	const workers, each = 8, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -249,8 +259,10 @@ func TestAuditConcurrentAppends(t *testing.T) {
 	}
 }
 
-func TestAuditListFiltersAndPages(t *testing.T) {
-	s, l := openAuditLog(t)
+func TestAuditListFiltersAndPages(t *testing.T) { ForEachEngine(t, testAuditListFiltersAndPages) }
+
+func testAuditListFiltersAndPages(t *testing.T, engine string) {
+	s, l := openAuditLogOn(t, engine)
 	ctx := t.Context()
 	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	now := base

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dlqdash/dlqdash/auth"
@@ -33,7 +32,7 @@ func optTime(v sql.NullInt64) *time.Time {
 func (s *Store) CreateToken(ctx context.Context, t auth.Token, hash string) error {
 	_, err := s.writer.ExecContext(ctx, `INSERT INTO api_tokens (name, hash, role, created_at, created_by, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, t.Name, hash, t.Role.String(), unixMs(t.CreatedAt), t.CreatedBy, millis(t.ExpiresAt))
-	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: api_tokens.name") {
+	if err != nil && s.eng.uniqueViolation(err, "api_tokens.name", "api_tokens_pkey") {
 		return fmt.Errorf("token %q: %w", t.Name, auth.ErrNameTaken)
 	}
 	return s.wrap("create token", err, DefaultBusyTimeout)
@@ -169,7 +168,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 
 // DeleteExpiredSessions deletes the sessions expired at now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM sessions WHERE min(idle_expires_at, expires_at) <= ?`, unixMs(now))
+	res, err := s.writer.ExecContext(ctx, `DELETE FROM sessions WHERE `+s.eng.least("idle_expires_at", "expires_at")+` <= ?`, unixMs(now))
 	if err != nil {
 		return 0, s.wrap("delete expired sessions", err, DefaultBusyTimeout)
 	}

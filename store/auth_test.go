@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -10,8 +9,10 @@ import (
 	"github.com/dlqdash/dlqdash/auth"
 )
 
-func TestTokens(t *testing.T) {
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "tokens.db"), Options{})
+func TestTokens(t *testing.T) { ForEachEngine(t, testTokens) }
+
+func testTokens(t *testing.T, engine string) {
+	s, err := Open(t.Context(), FreshTarget(t, engine), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +71,10 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-func TestSessions(t *testing.T) {
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sessions.db"), Options{})
+func TestSessions(t *testing.T) { ForEachEngine(t, testSessions) }
+
+func testSessions(t *testing.T, engine string) {
+	s, err := Open(t.Context(), FreshTarget(t, engine), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func (s *Store) RecordDepth(ctx context.Context, entity string, c dlq.Counts, at
 }
 
 func (s *Store) recordDepth(ctx context.Context, ns, entity string, c dlq.Counts, at time.Time) error {
-	_, err := s.writer.ExecContext(ctx, `INSERT INTO depth_samples (entity_id, at, active_count, dead_letter_count,
+	err := s.execWrite(ctx, `INSERT INTO depth_samples (entity_id, at, active_count, dead_letter_count,
 			transfer_dead_letter_count, scheduled_count)
 		SELECT id, ?, ?, ?, ?, ? FROM entities WHERE namespace = ? AND path = ?
 		ON CONFLICT (entity_id, at) DO UPDATE SET active_count = excluded.active_count,

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -9,8 +8,10 @@ import (
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
-func TestDepthSeries(t *testing.T) {
-	s := openTemp(t, filepath.Join(t.TempDir(), "depth.db"))
+func TestDepthSeries(t *testing.T) { ForEachEngine(t, testDepthSeries) }
+
+func testDepthSeries(t *testing.T, engine string) {
+	s := OpenFresh(t, engine)
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	ents := []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}, {Path: "email", Kind: dlq.KindQueue}, {Path: "gone", Kind: dlq.KindQueue}}
@@ -45,8 +46,10 @@ func TestDepthSeries(t *testing.T) {
 	}
 }
 
-func TestMergeSearchIndex(t *testing.T) {
-	s := openTemp(t, filepath.Join(t.TempDir(), "merge.db"))
+func TestMergeSearchIndex(t *testing.T) { ForEachEngine(t, testMergeSearchIndex) }
+
+func testMergeSearchIndex(t *testing.T, engine string) {
+	s := OpenFresh(t, engine)
 	ctx := t.Context()
 	now := time.Now()
 	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, now); err != nil {
@@ -77,8 +80,7 @@ func TestMergeSearchIndex(t *testing.T) {
 	if err != nil || more {
 		t.Fatalf("merging never finished: %v, %v", more, err)
 	}
-	var n int
-	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'another'`).Scan(&n); err != nil || n != 40 {
+	if n, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil || n != 40 {
 		t.Fatalf("search after merging finds %d, %v; want 40", n, err)
 	}
 }

@@ -47,11 +47,17 @@ func ListQueryForTest(ctx context.Context, s *Store, f dlq.Filter) (string, []an
 func EncodeCursorForTest(at, id int64) string { return encodeCursor(pageKey{at, id}) }
 
 // SeriesQueryForTest is the count of one bucket of DeadLetterSeries.
-func SeriesQueryForTest(groupID int64, ents []int64) string { return seriesQuery(groupID, ents) }
+func SeriesQueryForTest(groupID int64, ents []int64) string {
+	return seriesQuery(sqliteEngine, groupID, ents)
+}
 
 // PauseIndexerForTest stops the indexer from running (a read through the
-// indexes then waits) until the returned func runs.
+// indexes then waits) until the returned func runs. A PostgreSQL store has
+// no indexer (its ingest indexes): nothing to pause.
 func PauseIndexerForTest(s *Store) (resume func()) {
+	if s.idx == nil {
+		return func() {}
+	}
 	s.idx.paused.Store(true)
 	return func() { s.idx.paused.Store(false); s.idx.poke() }
 }

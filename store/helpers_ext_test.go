@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,9 +10,12 @@ import (
 
 // openWithQueue opens a new store in a temp dir (closed when the test ends)
 // whose catalog knows the queue "orders", listed at at.
-func openWithQueue(t *testing.T, at time.Time) *store.Store {
+func openWithQueue(t *testing.T, at time.Time) *store.Store { return openWithQueueOn(t, "sqlite", at) }
+
+// openWithQueueOn is openWithQueue on engine (store.Engines).
+func openWithQueueOn(t *testing.T, engine string, at time.Time) *store.Store {
 	t.Helper()
-	s, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), store.Options{})
+	s, err := store.Open(t.Context(), store.FreshTarget(t, engine), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

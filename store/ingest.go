@@ -62,7 +62,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if s.rangeIsNew(ctx, ns, p.Entity, sq, p.From, p.Through) {
 		prep = prepareMessages(p.Messages, p.SubQueue)
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
 	}
@@ -204,7 +204,7 @@ func (c counts) write(ctx context.Context, tx *sql.Tx, eid int64) error {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO catalog_counts (entity_id, subqueue, state, present) VALUES (?, ?, ?, ?)
-			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = present + excluded.present`,
+			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = catalog_counts.present + excluded.present`,
 			eid, k.subqueue, k.state, n); err != nil {
 			return fmt.Errorf("update counts: %w", err)
 		}

@@ -22,7 +22,7 @@ func (s *Store) saveCursor(ctx context.Context, ns string, c dlq.Cursor) error {
 	if c.LastError != "" {
 		lastErr = c.LastError
 	}
-	_, err = s.writer.ExecContext(ctx, `INSERT INTO cursors (entity_id, subqueue, floor, max_seen, broker_count, main_low,
+	err = s.execWrite(ctx, `INSERT INTO cursors (entity_id, subqueue, floor, max_seen, broker_count, main_low,
 			last_pass_at, last_full_at, full_duration_ms, last_error)
 		SELECT id, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM entities WHERE namespace = ? AND path = ?
 		ON CONFLICT (entity_id, subqueue) DO UPDATE SET floor = excluded.floor, max_seen = excluded.max_seen,

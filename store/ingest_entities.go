@@ -40,7 +40,7 @@ func (s *Store) SyncEntities(ctx context.Context, listed []dlq.Entity, at time.T
 
 func (s *Store) syncEntities(ctx context.Context, ns string, listed []dlq.Entity, at time.Time) (dlq.EntitySync, error) {
 	var res dlq.EntitySync
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return res, s.wrap("sync entities", err, DefaultBusyTimeout)
 	}
@@ -214,7 +214,7 @@ func (s *Store) SaveSettings(ctx context.Context, settings []dlq.Settings) error
 }
 
 func (s *Store) saveSettings(ctx context.Context, ns string, settings []dlq.Settings) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return s.wrap("save settings", err, DefaultBusyTimeout)
 	}

@@ -71,14 +71,26 @@ func (t *groupTally) addAs(g dlq.Group, grouped bool, m *dlq.Message, at int64, 
 	return d
 }
 
+// earlier and later are the upserts' new first_seen_at and last_seen_at of
+// table: the earlier and the later of the row's and the batch's (written
+// with CASE, which both engines run; the columns are qualified, as
+// PostgreSQL requires in ON CONFLICT DO UPDATE).
+func earlier(table string) string {
+	return "CASE WHEN excluded.first_seen_at < " + table + ".first_seen_at THEN excluded.first_seen_at ELSE " + table + ".first_seen_at END"
+}
+
+func later(table string) string {
+	return "CASE WHEN excluded.last_seen_at > " + table + ".last_seen_at THEN excluded.last_seen_at ELSE " + table + ".last_seen_at END"
+}
+
 func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]*groupDelta) error {
 	// In key order, so that the same batch makes the same group rows.
 	for _, key := range slices.Sorted(maps.Keys(groups)) {
 		d := groups[key]
 		err := tx.QueryRowContext(ctx, `INSERT INTO groups (key, reason, description_pattern, present, total, first_seen_at, last_seen_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET present = present + excluded.present, total = total + excluded.total,
-				first_seen_at = min(first_seen_at, excluded.first_seen_at), last_seen_at = max(last_seen_at, excluded.last_seen_at)
+			ON CONFLICT (key) DO UPDATE SET present = groups.present + excluded.present, total = groups.total + excluded.total,
+				first_seen_at = `+earlier("groups")+`, last_seen_at = `+later("groups")+`
 			RETURNING id`,
 			d.group.ID, d.group.Reason, d.group.DescriptionPattern, d.present, d.added, d.first, d.last).Scan(&d.id)
 		if err != nil {
@@ -86,8 +98,9 @@ func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO group_entities (group_id, entity_id, present, total, first_seen_at, last_seen_at)
 			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (group_id, entity_id) DO UPDATE SET present = present + excluded.present, total = total + excluded.total,
-				first_seen_at = min(first_seen_at, excluded.first_seen_at), last_seen_at = max(last_seen_at, excluded.last_seen_at)`,
+			ON CONFLICT (group_id, entity_id) DO UPDATE SET present = group_entities.present + excluded.present,
+				total = group_entities.total + excluded.total,
+				first_seen_at = `+earlier("group_entities")+`, last_seen_at = `+later("group_entities"),
 			d.id, eid, d.present, d.added, d.first, d.last); err != nil {
 			return err
 		}

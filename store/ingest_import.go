@@ -23,7 +23,7 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return nil, s.wrap("import", err, DefaultBusyTimeout)
 	}

@@ -15,10 +15,12 @@ import (
 // writes) keep their own times and replay counts, are counted and grouped
 // as ApplyPage counts them, and are the catalog's known messages for the
 // ingester's next page: one ingest path.
-func TestImportThenApplyPage(t *testing.T) {
+func TestImportThenApplyPage(t *testing.T) { store.ForEachEngine(t, testImportThenApplyPage) }
+
+func testImportThenApplyPage(t *testing.T, engine string) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, t0)
+	s := openWithQueueOn(t, engine, t0)
 	msg := func(seq int64, id string) dlq.Message {
 		enq := t0.Add(time.Duration(seq) * time.Second)
 		return dlq.Message{SequenceNumber: seq, State: dlq.StateActive, MessageID: id, EnqueuedAt: &enq,

@@ -30,6 +30,10 @@ import (
 // Results stay exact: a read that uses either index (a property filter, a
 // search) first waits until the watermark covers the newest message it can
 // see (waitIndexed), which asks the indexer to run now if it has not.
+//
+// On PostgreSQL there is no indexer: insertMessages writes the search
+// documents and the property rows in the ingest transaction and moves the
+// watermark there, so it is always current and waitIndexed returns at once.
 
 const (
 	// indexBatch is how many new messages start an index run at once.
@@ -86,8 +90,12 @@ func newIndexer(s *Store) *indexer {
 	return ix
 }
 
-// poke asks for a run without waiting for it.
+// poke asks for a run without waiting for it. A nil indexer (a
+// PostgreSQL or read-only store) has nothing to run.
 func (ix *indexer) poke() {
+	if ix == nil {
+		return
+	}
 	select {
 	case ix.kick <- struct{}{}:
 	default:
@@ -96,6 +104,9 @@ func (ix *indexer) poke() {
 
 // added tells the indexer that n new messages were committed.
 func (ix *indexer) added(n int) {
+	if ix == nil {
+		return
+	}
 	if n > 0 && ix.unindexed.Add(int64(n)) >= indexBatch {
 		ix.poke()
 	}
@@ -150,6 +161,9 @@ func (ix *indexer) close() (first bool) {
 // catchUpIndex indexes every message above the watermark, one transaction
 // per indexMax messages.
 func (s *Store) catchUpIndex(ctx context.Context) error {
+	if s.eng.postgres {
+		return nil // indexed in the ingest's own transactions
+	}
 	for {
 		more, err := s.indexOnce(ctx)
 		if err != nil {
@@ -164,13 +178,13 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 // indexOnce indexes up to indexMax messages above the watermark in one
 // transaction and reports whether more are left.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
 	var through, newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0),
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
@@ -202,6 +216,12 @@ func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 	if err := indexProperties(ctx, tx, through+1, hi); err != nil {
 		return err
 	}
+	return setIndexThrough(ctx, tx, hi)
+}
+
+// setIndexThrough moves the watermark to hi in tx, which wrote the index
+// rows of every message up to hi.
+func setIndexThrough(ctx context.Context, tx *sql.Tx, hi int64) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaIndexThrough, fmt.Sprint(hi)); err != nil {
 		return fmt.Errorf("index new messages: %w", err)
@@ -213,7 +233,7 @@ func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 // transaction on the writer (a replay job freezing a filter's selection).
 func indexTail(ctx context.Context, tx *sql.Tx) error {
 	var through, newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0),
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return fmt.Errorf("index new messages: %w", err)
 	}
@@ -239,7 +259,7 @@ func (s *Store) indexInline(ctx context.Context, tx *sql.Tx, first, last int64) 
 		return false, nil
 	}
 	var through int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)`,
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0)`,
 		metaIndexThrough).Scan(&through); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
@@ -251,7 +271,7 @@ func (s *Store) indexInline(ctx context.Context, tx *sql.Tx, first, last int64) 
 
 // indexProgress is the watermark and the newest message's id.
 func (s *Store) indexProgress(ctx context.Context) (through, newest int64, err error) {
-	err = s.reader.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0),
+	err = s.reader.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the search index's progress: %w", err)
@@ -270,6 +290,12 @@ func (s *Store) indexBehind(ctx context.Context) (bool, error) {
 // indexer to run if they do not. A read that answers through the indexes
 // calls it first, so that it finds the messages just ingested too.
 func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
+	if s.eng.postgres {
+		// PostgreSQL's ingest writes the index rows in the transaction
+		// that inserts the messages (insertMessages): a snapshot that
+		// sees a message sees its index rows.
+		return nil
+	}
 	start := time.Now()
 	if s.idx != nil {
 		s.idx.lastRead.Store(start.UnixNano())

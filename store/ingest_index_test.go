@@ -82,18 +82,62 @@ func rawCount(t *testing.T, path, query string, args ...any) int64 {
 	return n
 }
 
+// readCount counts through the store's read pool, directly (the store's
+// reads would wait for the indexer), on either engine.
+func readCount(t *testing.T, s *store.Store, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := s.ReaderForTest().QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 const (
 	ftsCount  = `SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?`
 	propCount = `SELECT count(*) FROM message_properties WHERE key = 'tenant' AND value = ?`
 )
 
+// ftsCountOn is ftsCount for engine (a word is a tsquery on PostgreSQL).
+func ftsCountOn(engine string) string {
+	if engine == "postgres" {
+		return `SELECT count(*) FROM messages_fts WHERE doc @@ CAST(? AS tsquery)`
+	}
+	return ftsCount
+}
+
+// indexedAtOnce checks, on PostgreSQL, that a page's search and property
+// rows were written with it (no indexer there: reads never wait), and
+// reports whether the engine has an indexer that may not have run yet.
+func indexedAtOnce(t *testing.T, s *store.Store, engine, word, tenant string) bool {
+	t.Helper()
+	if engine != "postgres" {
+		return false
+	}
+	if n := readCount(t, s, ftsCountOn(engine), word); n != 1 {
+		t.Errorf("%d search rows of %q right after its page, want 1 (PostgreSQL indexes in the ingest transaction)", n, word)
+	}
+	if n := readCount(t, s, propCount, tenant); n < 1 {
+		t.Errorf("no property rows of tenant %q right after its page", tenant)
+	}
+	if through, newest, err := store.IndexProgressForTest(t.Context(), s); err != nil || through != newest {
+		t.Errorf("watermark %d, newest %d, %v: PostgreSQL's is always current", through, newest, err)
+	}
+	return true
+}
+
 func TestReadRightAfterIngestFindsUnindexedMessage(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+	store.ForEachEngine(t, testReadRightAfterIngestFindsUnindexedMessage)
+}
+
+func testReadRightAfterIngestFindsUnindexedMessage(t *testing.T, engine string) {
+	s := indexStore(t, store.FreshTarget(t, engine))
 	applyIndexPage(t, s, 1, 1, indexMessage(1, "zebra", "acme"))
 	// Nothing indexed it yet: the page was written alone, far under a batch.
-	if n := rawCount(t, path, ftsCount, "zebra"); n != 0 {
-		t.Skipf("the indexer ran before the read (its timer): %d search rows", n)
+	if !indexedAtOnce(t, s, engine, "zebra", "acme") {
+		if n := readCount(t, s, ftsCount, "zebra"); n != 0 {
+			t.Skipf("the indexer ran before the read (its timer): %d search rows", n)
+		}
 	}
 	for _, f := range []dlq.Filter{
 		{Query: "zebra"},
@@ -123,6 +167,8 @@ func TestReadRightAfterIngestFindsUnindexedMessage(t *testing.T) {
 	}
 }
 
+// SQLite only: on PostgreSQL nothing is left unindexed by a crash (the
+// index rows commit with their messages).
 func TestIndexResumesFromWatermarkAfterCrash(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	s := indexStore(t, path)
@@ -165,9 +211,10 @@ func TestIndexResumesFromWatermarkAfterCrash(t *testing.T) {
 	}
 }
 
-func TestPruneUnindexedMessages(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+func TestPruneUnindexedMessages(t *testing.T) { store.ForEachEngine(t, testPruneUnindexedMessages) }
+
+func testPruneUnindexedMessages(t *testing.T, engine string) {
+	s := indexStore(t, store.FreshTarget(t, engine))
 	ctx := t.Context()
 	applyIndexPage(t, s, 1, 1, indexMessage(1, "kept", "acme"))
 	if err := s.FlushIndex(ctx); err != nil {
@@ -192,10 +239,10 @@ func TestPruneUnindexedMessages(t *testing.T) {
 	if got := seqsOf(t, s, dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "initech"}}}); len(got) != 1 || got[0] != 4 {
 		t.Errorf("tenant initech: %v, want [4]", got)
 	}
-	if n := rawCount(t, path, `SELECT count(*) FROM messages_fts`); n != 2 {
+	if n := readCount(t, s, `SELECT count(*) FROM messages_fts`); n != 2 {
 		t.Errorf("%d search rows, want 2 (kept, fresh)", n)
 	}
-	if n := rawCount(t, path, `SELECT count(*) FROM message_properties WHERE message_id NOT IN (SELECT id FROM messages)`); n != 0 {
+	if n := readCount(t, s, `SELECT count(*) FROM message_properties WHERE message_id NOT IN (SELECT id FROM messages)`); n != 0 {
 		t.Errorf("%d property rows of pruned messages", n)
 	}
 
@@ -220,13 +267,14 @@ func TestPruneUnindexedMessages(t *testing.T) {
 }
 
 // The indexer runs by itself within about a second when nobody reads.
-func TestIndexerRunsWithoutReads(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+func TestIndexerRunsWithoutReads(t *testing.T) { store.ForEachEngine(t, testIndexerRunsWithoutReads) }
+
+func testIndexerRunsWithoutReads(t *testing.T, engine string) {
+	s := indexStore(t, store.FreshTarget(t, engine))
 	applyIndexPage(t, s, 1, 1, indexMessage(1, "lonely", "acme"))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	for rawCount(t, path, ftsCount, "lonely") != 1 {
+	for readCount(t, s, ftsCountOn(engine), "lonely") != 1 {
 		if ctx.Err() != nil {
 			t.Fatal("not indexed after 10 s")
 		}
@@ -236,6 +284,7 @@ func TestIndexerRunsWithoutReads(t *testing.T) {
 
 // The write-ahead log is copied into the database by the background
 // checkpoint, long before the writer's own checkpoint would (4,000 pages).
+// SQLite only (its file and log).
 func TestBackgroundCheckpoint(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	s := indexStore(t, path)
@@ -267,6 +316,10 @@ func TestBackgroundCheckpoint(t *testing.T) {
 // writer is taken (groups, previews); the rows are the same as a page
 // prepared inside the transaction.
 func TestPreparedPageWritesTheSameRows(t *testing.T) {
+	store.ForEachEngine(t, testPreparedPageWritesTheSameRows)
+}
+
+func testPreparedPageWritesTheSameRows(t *testing.T, engine string) {
 	var msgs []dlq.Message
 	for i := range 30 {
 		m := indexMessage(int64(i+2), fmt.Sprintf("word%d", i%4), "acme")
@@ -277,31 +330,28 @@ func TestPreparedPageWritesTheSameRows(t *testing.T) {
 		}
 		msgs = append(msgs, m)
 	}
-	rows := func(s *store.Store, path string) string {
-		db, err := storetest.OpenSQL(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+	concat := "group_concat(x, ';')"
+	if engine == "postgres" {
+		concat = "string_agg(x, ';')"
+	}
+	rows := func(s *store.Store) string {
 		var out string
-		err = db.QueryRow(`SELECT group_concat(x, ';') FROM (SELECT m.sequence_number || ' ' || g.key || ' ' || g.description_pattern
+		err := s.ReaderForTest().QueryRow(`SELECT ` + concat + ` FROM (SELECT m.sequence_number || ' ' || g.key || ' ' || g.description_pattern
 			|| ' ' || g.present || ' ' || m.body_preview AS x FROM messages m JOIN groups g ON g.id = m.group_id
-			WHERE m.sequence_number > 1 ORDER BY m.sequence_number)`).Scan(&out)
+			WHERE m.sequence_number > 1 ORDER BY m.sequence_number) AS r`).Scan(&out)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
 	// Prepared: the range 2..31 is new.
-	p1 := filepath.Join(t.TempDir(), "a.db")
-	s1 := indexStore(t, p1)
+	s1 := indexStore(t, store.FreshTarget(t, engine))
 	applyIndexPage(t, s1, 2, 31, msgs...)
 	// Not prepared: the range holds message 1 already.
-	p2 := filepath.Join(t.TempDir(), "b.db")
-	s2 := indexStore(t, p2)
+	s2 := indexStore(t, store.FreshTarget(t, engine))
 	applyIndexPage(t, s2, 1, 1, indexMessage(1, "first", "acme"))
 	applyIndexPage(t, s2, 1, 31, append([]dlq.Message{indexMessage(1, "first", "acme")}, msgs...)...)
-	a, b := rows(s1, p1), rows(s2, p2)
+	a, b := rows(s1), rows(s2)
 	if a == "" || a != b {
 		t.Errorf("prepared:\n%s\nin the transaction:\n%s", a, b)
 	}
@@ -310,11 +360,16 @@ func TestPreparedPageWritesTheSameRows(t *testing.T) {
 // While someone reads through the indexes, the ingest indexes its own pages
 // in their transaction (nothing older waiting), so those reads do not wait.
 func TestIngestIndexesInlineWhileReadersSearch(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+	store.ForEachEngine(t, testIngestIndexesInlineWhileReadersSearch)
+}
+
+func testIngestIndexesInlineWhileReadersSearch(t *testing.T, engine string) {
+	s := indexStore(t, store.FreshTarget(t, engine))
 	applyIndexPage(t, s, 1, 1, indexMessage(1, "before", "acme"))
-	if n := rawCount(t, path, ftsCount, "before"); n != 0 {
-		t.Skipf("the indexer ran before the check (its timer): %d search rows", n)
+	if !indexedAtOnce(t, s, engine, "before", "acme") {
+		if n := readCount(t, s, ftsCount, "before"); n != 0 {
+			t.Skipf("the indexer ran before the check (its timer): %d search rows", n)
+		}
 	}
 	// A search: it waits for message 1, and marks readers active.
 	if got := seqsOf(t, s, dlq.Filter{Query: "before"}); len(got) != 1 {
@@ -322,10 +377,10 @@ func TestIngestIndexesInlineWhileReadersSearch(t *testing.T) {
 	}
 	applyIndexPage(t, s, 2, 2, indexMessage(2, "inline", "initech"))
 	// Indexed when ApplyPage returns, without a read asking.
-	if n := rawCount(t, path, ftsCount, "inline"); n != 1 {
+	if n := readCount(t, s, ftsCountOn(engine), "inline"); n != 1 {
 		t.Errorf("%d search rows of the page right after it, want 1 (indexed in its transaction)", n)
 	}
-	if n := rawCount(t, path, propCount, "initech"); n != 1 {
+	if n := readCount(t, s, propCount, "initech"); n != 1 {
 		t.Errorf("%d property rows of the page right after it, want 1", n)
 	}
 	through, newest, err := store.IndexProgressForTest(t.Context(), s)
@@ -337,8 +392,11 @@ func TestIngestIndexesInlineWhileReadersSearch(t *testing.T) {
 // A replay job's filter selection, summarised and frozen right after the
 // ingest, holds the messages the indexer has not indexed yet.
 func TestJobSelectionFindsUnindexedMessages(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+	store.ForEachEngine(t, testJobSelectionFindsUnindexedMessages)
+}
+
+func testJobSelectionFindsUnindexedMessages(t *testing.T, engine string) {
+	s := indexStore(t, store.FreshTarget(t, engine))
 	ctx := t.Context()
 	store.PauseIndexerForTest(s)
 	applyIndexPage(t, s, 1, 2, indexMessage(1, "alpha", "umbrella"), indexMessage(2, "beta", "umbrella"))
@@ -370,6 +428,10 @@ func TestJobSelectionFindsUnindexedMessages(t *testing.T) {
 // property picker read the search's hits themselves (searchDrive), not
 // through a list's plan, and must wait for the indexer as the lists do.
 func TestSearchDrivenReadsFindUnindexedMessage(t *testing.T) {
+	store.ForEachEngine(t, testSearchDrivenReadsFindUnindexedMessage)
+}
+
+func testSearchDrivenReadsFindUnindexedMessage(t *testing.T, engine string) {
 	defer store.SearchDriveMaxForTest(-1)() // always read the hits
 	for _, read := range []struct {
 		name string
@@ -385,11 +447,12 @@ func TestSearchDrivenReadsFindUnindexedMessage(t *testing.T) {
 		}},
 	} {
 		t.Run(read.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "catalog.db")
-			s := indexStore(t, path)
+			s := indexStore(t, store.FreshTarget(t, engine))
 			applyIndexPage(t, s, 1, 1, indexMessage(1, "kiwi", "initech"))
-			if n := rawCount(t, path, ftsCount, "kiwi"); n != 0 {
-				t.Skipf("the indexer ran before the read (its timer): %d search rows", n)
+			if !indexedAtOnce(t, s, engine, "kiwi", "initech") {
+				if n := readCount(t, s, ftsCount, "kiwi"); n != 0 {
+					t.Skipf("the indexer ran before the read (its timer): %d search rows", n)
+				}
 			}
 			if n, err := read.n(s); err != nil || n != 1 {
 				t.Errorf("right after the page: %d, %v; want 1", n, err)

@@ -23,9 +23,11 @@ const messageColumnCount = 30
 // parameters per statement.
 const insertChunk = 100
 
-// chunkStatements are the prepared full-chunk INSERTs.
+// chunkStatements are the prepared full-chunk INSERTs, and the engine they
+// are for.
 type chunkStatements struct {
 	messages, bodies *sql.Stmt
+	eng              engine
 }
 
 // prepareChunks prepares the full-chunk INSERTs on the writer. Open calls
@@ -33,6 +35,7 @@ type chunkStatements struct {
 // connection, which that transaction holds.
 func (s *Store) prepareChunks(ctx context.Context) error {
 	var err1, err2 error
+	s.chunk.eng = s.eng
 	s.chunk.messages, err1 = s.writer.PrepareContext(ctx,
 		"INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(insertChunk, messageColumnCount))
 	s.chunk.bodies, err2 = s.writer.PrepareContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(insertChunk, 2))
@@ -57,8 +60,10 @@ type newMessage struct {
 
 // insertMessages inserts msgs with their bodies and returns their ids, in
 // order. The caller counts them (counters, groups) and tells the indexer
-// once it has committed (s.idx.added): the search and property rows are
-// written behind (ingest_index.go).
+// once it has committed (s.idx.added): on SQLite the search and property
+// rows are written behind (ingest_index.go); on PostgreSQL they are
+// written here, in the caller's transaction, and the watermark moves with
+// them.
 func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs []newMessage) ([]int64, error) {
 	// Ids are assigned here rather than by SQLite so that rows can go in
 	// many to a statement: the store has one writer connection and this runs
@@ -66,10 +71,11 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	// They are above the index's watermark even when the newest rows were
 	// pruned: the indexer indexes every id above it, and none below.
 	var next int64
-	if err := tx.QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(id) FROM messages), 0),
-		coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?), 0)) + 1`, metaIndexThrough).Scan(&next); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT `+full.eng.greatest(`coalesce((SELECT max(id) FROM messages), 0)`,
+		`coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0)`)+` + 1`, metaIndexThrough).Scan(&next); err != nil {
 		return nil, err
 	}
+	var ftsArgs []any // PostgreSQL's search documents
 	ids := make([]int64, 0, len(msgs))
 	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
 	bodyArgs := make([]any, 0, insertChunk*2)
@@ -133,6 +139,13 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 			b = []byte{}
 		}
 		bodyArgs = append(bodyArgs, id, b)
+		if full.eng.postgres {
+			text, isText := bodyText(m.Body)
+			if !isText {
+				text = ""
+			}
+			ftsArgs = append(ftsArgs, id, tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props))
+		}
 		ids = append(ids, id)
 		if pending++; pending == insertChunk {
 			if err := flush(pending); err != nil {
@@ -143,6 +156,20 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	}
 	if err := flush(pending); err != nil {
 		return nil, err
+	}
+	if full.eng.postgres && len(ids) > 0 {
+		// PostgreSQL's search documents and property rows are built in Go
+		// from the values in hand (postgres_catalog.go) and written in this
+		// transaction, with the watermark: its indexes are never behind.
+		if err := indexPropertiesPG(ctx, tx, msgs, ids); err != nil {
+			return nil, err
+		}
+		if err := insertSearchRowsPG(ctx, tx, ftsArgs); err != nil {
+			return nil, err
+		}
+		if err := setIndexThrough(ctx, tx, ids[len(ids)-1]); err != nil {
+			return nil, err
+		}
 	}
 	return ids, nil
 }

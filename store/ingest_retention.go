@@ -11,7 +11,7 @@ import (
 // samples older than cutoff. Small batches keep each transaction short, so
 // the ingester never waits long for the writer.
 func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, s.wrap("prune", err, DefaultBusyTimeout)
 	}
@@ -19,17 +19,24 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	c := cutoff.UTC().UnixMilli()
 	// Only messages the indexer has indexed (at or below its watermark)
 	// have search and property rows; the others are simply not indexed
-	// when it gets to them (ingest_index.go).
-	pruned := `SELECT id FROM (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)
-		WHERE id <= (SELECT CAST(value AS INTEGER) FROM meta WHERE key = '` + metaIndexThrough + `')`
+	// when it gets to them (ingest_index.go). On PostgreSQL every message
+	// is indexed in the transaction that inserts it.
+	pruned := `SELECT id FROM (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?) AS gone
+		WHERE id <= (SELECT CAST(value AS BIGINT) FROM meta WHERE key = '` + metaIndexThrough + `')`
+	if s.eng.postgres {
+		pruned = `SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?`
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+pruned+`)`, c, batch); err != nil {
 		return 0, fmt.Errorf("prune search index: %w", err)
 	}
 	// Property rows are found from the messages' own properties (their
-	// table has no index on message_id).
-	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (`+
-		propertyRowsOf+`m.id IN (`+pruned+`)`+propertyRowsEnd+`)`,
-		c, batch); err != nil {
+	// table has no index on message_id), on PostgreSQL by that index.
+	pruneProperties := `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (` +
+		propertyRowsOf + `m.id IN (` + pruned + `)` + propertyRowsEnd + `)`
+	if s.eng.postgres {
+		pruneProperties = `DELETE FROM message_properties WHERE message_id IN (` + pruned + `)`
+	}
+	if _, err := tx.ExecContext(ctx, pruneProperties, c, batch); err != nil {
 		return 0, fmt.Errorf("prune properties: %w", err)
 	}
 	r, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
@@ -52,7 +59,17 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 // (about pages pages written), so that its segments, which automerge 16
 // lets pile up during bulk writes, are combined while nothing else writes.
 // It reports whether there was work to do.
+//
+// On PostgreSQL it moves the GIN index's pending entries (fastupdate) into
+// the index, the same kind of deferred work.
 func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
+	if s.eng.postgres {
+		var moved int64
+		if err := s.writer.QueryRowContext(ctx, `SELECT gin_clean_pending_list('messages_fts_doc')`).Scan(&moved); err != nil {
+			return false, s.wrap("merge search index", err, DefaultBusyTimeout)
+		}
+		return moved > 0, nil
+	}
 	// An idle moment: index what the ingest left first, so that the merge
 	// sees its segments.
 	if err := s.catchUpIndex(ctx); err != nil {

@@ -37,22 +37,22 @@ const (
 func displayText(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // selectionWhere turns a replay selection into WHERE terms over messages m.
-func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where []string, args []any, empty bool, err error) {
+func selectionWhere(ctx context.Context, eng engine, q queryer, sel replay.Selection) (where []string, args []any, empty bool, err error) {
 	switch {
 	case sel.Filter != nil && len(sel.IDs) > 0:
 		return nil, nil, false, &InvalidArgumentError{Param: "ids", Msg: "give ids or a filter, not both"}
 	case sel.Filter != nil:
-		c, err := compileFilter(ctx, q, *sel.Filter)
+		c, err := compileFilter(ctx, eng, q, *sel.Filter)
 		if err != nil {
 			return nil, nil, false, err
 		}
 		if c.empty {
 			return nil, nil, true, nil
 		}
-		where, args := c.scanWhere()
+		where, args := c.scanWhere(eng)
 		return where, args, false, nil
 	case len(sel.IDs) > 0:
-		return []string{"m.id IN (SELECT value FROM json_each(?))"}, []any{idList(sel.IDs)}, false, nil
+		return []string{"m.id IN (" + eng.jsonInts() + ")"}, []any{idList(sel.IDs)}, false, nil
 	case sel.Entity != "":
 		db := q
 		q := sel.SubQueue
@@ -75,7 +75,7 @@ func selectionWhere(ctx context.Context, q queryer, sel replay.Selection) (where
 				"%d namespaces have an entity %s: say which one with namespace", len(ids), sel.Entity)}
 		}
 		return []string{"m.entity_id = ?", "m.subqueue = ?",
-				"m.sequence_number IN (SELECT value FROM json_each(?))", "m.gone_at IS NULL"},
+				"m.sequence_number IN (" + eng.jsonInts() + ")", "m.gone_at IS NULL"},
 			[]any{ids[0], code, idList(sel.SequenceNumbers)}, false, nil
 	}
 	return nil, nil, true, nil
@@ -94,16 +94,17 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 		return sum, fmt.Errorf("summarise selection: %w", err)
 	}
 	defer tx.Rollback()
-	where, args, empty, err := selectionWhere(ctx, tx, sel)
+	where, args, empty, err := selectionWhere(ctx, s.eng, tx, sel)
 	if err != nil {
 		return sum, fmt.Errorf("summarise selection: %w", err)
 	}
 	if empty {
 		return sum, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.namespace, ''), coalesce(e.path, ''), m.subqueue, count(*), sum(m.gone_at IS NOT NULL),
-		sum(m.state = 2), sum(m.state = 1), sum(m.replay_count >= ?),
-		sum(EXISTS (SELECT 1 FROM job_messages jm WHERE jm.message_id = m.id AND jm.active = 1)),
+	rows, err := tx.QueryContext(ctx, `SELECT coalesce(e.namespace, ''), coalesce(e.path, ''), m.subqueue, count(*),
+		sum(CASE WHEN m.gone_at IS NOT NULL THEN 1 ELSE 0 END), sum(CASE WHEN m.state = 2 THEN 1 ELSE 0 END),
+		sum(CASE WHEN m.state = 1 THEN 1 ELSE 0 END), sum(CASE WHEN m.replay_count >= ? THEN 1 ELSE 0 END),
+		sum(CASE WHEN EXISTS (SELECT 1 FROM job_messages jm WHERE jm.message_id = m.id AND jm.active = 1) THEN 1 ELSE 0 END),
 		coalesce(min(m.time_to_live_ms), 0)
 		FROM messages m LEFT JOIN entities e ON e.id = m.entity_id`+whereClause(where)+` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
 		append([]any{poisonCap}, args...)...)
@@ -157,19 +158,20 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 // CreateJob implements replay.Store.
 func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int) (replay.Job, error) {
 	const op = "create job"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
 	// The selection is frozen in this transaction, which holds the writer:
-	// it indexes what the indexer has not yet itself (ingest_index.go).
-	if sel.Filter != nil && usesIndexes(*sel.Filter) {
+	// it indexes what the indexer has not yet itself (ingest_index.go; on
+	// PostgreSQL nothing is ever left unindexed).
+	if sel.Filter != nil && usesIndexes(*sel.Filter) && !s.eng.postgres {
 		if err := indexTail(ctx, tx); err != nil {
 			return j, fmt.Errorf("%s: %w", op, err)
 		}
 	}
-	where, args, empty, err := selectionWhere(ctx, tx, sel)
+	where, args, empty, err := selectionWhere(ctx, s.eng, tx, sel)
 	if err != nil {
 		return j, fmt.Errorf("%s: %w", op, err)
 	}
@@ -234,15 +236,15 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	poisonCheck := j.Action == replay.ActionReplay && !j.AllowPoison
-	skip := `CASE WHEN m.gone_at IS NOT NULL THEN ? WHEN m.state = 2 THEN ? WHEN ? AND m.replay_count >= ? THEN ? ELSE '' END`
+	skip := `CASE WHEN m.gone_at IS NOT NULL THEN ? WHEN m.state = 2 THEN ? WHEN ? = 1 AND m.replay_count >= ? THEN ? ELSE '' END`
 	skipArgs := []any{skipGone, skipScheduled, poisonCheck, poisonCap, fmt.Sprintf(skipPoison, poisonCap)}
 	q := `INSERT INTO job_messages (job_id, message_id, entity, subqueue, state, sequence_number, original_message_id,
 			item_state, error, active, edit, updated_at)
 		SELECT ?, id, path, subqueue, state, sequence_number, message_id,
-			CASE WHEN skip = '' THEN 'pending' ELSE 'skipped' END, skip, skip = '', ?, ?
+			CASE WHEN skip = '' THEN 'pending' ELSE 'skipped' END, skip, CASE WHEN skip = '' THEN 1 ELSE 0 END, ?, ?
 		FROM (SELECT m.id, coalesce(e.path, '') AS path, m.subqueue, m.state, m.sequence_number,
 			coalesce(m.message_id, '') AS message_id, ` + skip + ` AS skip
-			FROM messages m LEFT JOIN entities e ON e.id = m.entity_id` + whereClause(where) + `)`
+			FROM messages m LEFT JOIN entities e ON e.id = m.entity_id` + whereClause(where) + `) AS sel`
 	qargs := append([]any{j.ID, edit, now}, skipArgs...)
 	if _, err := tx.ExecContext(ctx, q, append(qargs, args...)...); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
@@ -253,7 +255,7 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 	if err := recountJob(ctx, tx, j.ID); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, j.ID))
+	j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, j.ID))
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -291,9 +293,12 @@ func setItemEdits(ctx context.Context, tx *sql.Tx, jobID int64, edits map[int64]
 // recountJob sets a job's counters from its items.
 func recountJob(ctx context.Context, tx *sql.Tx, id int64) error {
 	_, err := tx.ExecContext(ctx, `UPDATE jobs SET (total, pending, sent, completed, failed, skipped, cancelled, flagged) =
-		(SELECT count(*), coalesce(sum(item_state IN ('pending', 'locked')), 0), coalesce(sum(item_state = 'sent'), 0),
-			coalesce(sum(item_state = 'completed'), 0), coalesce(sum(item_state = 'failed'), 0),
-			coalesce(sum(item_state = 'skipped'), 0), coalesce(sum(item_state = 'cancelled'), 0), coalesce(sum(flagged), 0)
+		(SELECT count(*), coalesce(sum(CASE WHEN item_state IN ('pending', 'locked') THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'sent' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'completed' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'failed' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'skipped' THEN 1 ELSE 0 END), 0),
+			coalesce(sum(CASE WHEN item_state = 'cancelled' THEN 1 ELSE 0 END), 0), coalesce(sum(flagged), 0)
 		FROM job_messages WHERE job_id = ?) WHERE id = ?`, id, id)
 	return err
 }
@@ -335,7 +340,7 @@ func scanJob(row interface{ Scan(...any) error }) (replay.Job, error) {
 
 // Job implements replay.Store.
 func (s *Store) Job(ctx context.Context, id int64) (replay.Job, error) {
-	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, fmt.Errorf("job %d: %w", id, replay.ErrNotFound)
 	}
@@ -379,7 +384,7 @@ func (s *Store) ListJobsIn(ctx context.Context, namespace string, limit int, cur
 	if err != nil {
 		return nil, "", err
 	}
-	q := `SELECT ` + jobColumns + ` FROM jobs`
+	q := `SELECT ` + s.eng.jobColumns() + ` FROM jobs`
 	var where []string
 	args := []any{}
 	if namespace != "" {
@@ -405,7 +410,7 @@ func (s *Store) ListJobsIn(ctx context.Context, namespace string, limit int, cur
 
 // UnfinishedJobs implements replay.Store.
 func (s *Store) UnfinishedJobs(ctx context.Context) ([]replay.Job, error) {
-	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs INDEXED BY jobs_unfinished
+	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs `+s.eng.indexedBy("jobs_unfinished")+`
 		WHERE status IN ('queued', 'running', 'retrying', 'cancelling') ORDER BY id`))
 	if err != nil {
 		return nil, fmt.Errorf("unfinished jobs: %w", err)
@@ -540,7 +545,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -773,13 +778,13 @@ func itemStates(ctx context.Context, stmt *sql.Stmt, jobID int64, ids []int64) (
 // SetStatus implements replay.Store.
 func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, reason string, from ...replay.Status) (replay.Job, error) {
 	const op = "set job status"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
 	if len(from) > 0 {
-		j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+		j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 		}
@@ -832,7 +837,7 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 		}
 	}
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -853,7 +858,7 @@ func finishPending(ctx context.Context, tx *sql.Tx, jobID int64, st, why string,
 // CancelUnsent implements replay.Store.
 func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, error) {
 	const op = "cancel unsent job messages"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -870,12 +875,12 @@ func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, erro
 // SetRetrying implements replay.Store.
 func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retrying) (replay.Job, error) {
 	const op = "record job retrying"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}
@@ -906,7 +911,7 @@ func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retryin
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
-	if j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID)); err != nil {
+	if j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID)); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
 	}
 	if err := tx.Commit(); err != nil {
@@ -921,7 +926,7 @@ func (s *Store) GoneMessages(ctx context.Context, ids []int64) (map[int64]bool, 
 	if len(ids) == 0 {
 		return gone, nil
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))
+	rows, err := s.reader.QueryContext(ctx, `SELECT id FROM messages WHERE id IN (`+s.eng.jsonInts()+`)
 		AND gone_at IS NOT NULL`, idList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("gone messages: %w", err)
@@ -946,8 +951,8 @@ func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record
 	if err != nil {
 		return nil, fmt.Errorf("copies: %w", err)
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m INDEXED BY messages_copies `+recordJoins+`
-		WHERE m.replay_count > 0 AND m.message_id IN (SELECT value FROM json_each(?)) ORDER BY m.id`, string(list))
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m `+s.eng.indexedBy("messages_copies")+` `+recordJoins+`
+		WHERE m.replay_count > 0 AND m.message_id IN (`+s.eng.jsonTexts()+`) ORDER BY m.id`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("copies: %w", err)
 	}
@@ -966,7 +971,7 @@ func (s *Store) CopiesOf(ctx context.Context, messageIDs []string) ([]dlq.Record
 // commitJob reads job jobID back inside tx, as the write just left it, and
 // commits: what every job write returns.
 func (s *Store) commitJob(ctx context.Context, tx *sql.Tx, op string, jobID int64) (replay.Job, error) {
-	return s.commitJobRow(tx, op, jobID, tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, jobID))
+	return s.commitJobRow(tx, op, jobID, tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 }
 
 // commitJobRow is commitJob with the job's row already queried (by a

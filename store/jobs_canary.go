@@ -19,10 +19,17 @@ import (
 // maxRedeadletteredReasons is how many reasons a job carries.
 const maxRedeadletteredReasonsSQL = "10"
 
-const jobCanaryColumns = `redeadlettered,
-	(SELECT json_group_array(json_array(reason, count)) FROM (SELECT reason, count FROM job_redeadlettered r
-		WHERE r.job_id = jobs.id ORDER BY count DESC, reason LIMIT ` + maxRedeadletteredReasonsSQL + `)),
+const jobCanaryColumns = `redeadlettered, ` + jobReasonsSQLite + `,
 	canary_count, canary_watch_ms, pause_on_redeadletter, ramp_ms, canary_verdict, guard_sent_base, guard_redeadlettered_base`
+
+// jobReasonsSQLite is the column of a job's reasons; jobReasonsPG the same
+// on PostgreSQL (engine.jobColumns).
+const (
+	jobReasonsSQLite = `(SELECT json_group_array(json_array(reason, count)) FROM (SELECT reason, count FROM job_redeadlettered r
+		WHERE r.job_id = jobs.id ORDER BY count DESC, reason LIMIT ` + maxRedeadletteredReasonsSQL + `))`
+	jobReasonsPG = `(SELECT json_agg(json_build_array(reason, count) ORDER BY count DESC, reason) FROM (SELECT reason, count
+		FROM job_redeadlettered r WHERE r.job_id = jobs.id ORDER BY count DESC, reason LIMIT ` + maxRedeadletteredReasonsSQL + `) AS top)`
+)
 
 // canaryRow is what scanJob reads of jobCanaryColumns.
 type canaryRow struct {
@@ -58,7 +65,7 @@ func (c canaryRow) into(j *replay.Job) error {
 // SetCanary implements replay.Store.
 func (s *Store) SetCanary(ctx context.Context, jobID int64, verdict string, sentBase, redeadletteredBase int) (replay.Job, error) {
 	const op = "record a job's canary"
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
 	}
@@ -80,9 +87,9 @@ func (s *Store) JobsOfCopies(ctx context.Context, ids []int64) ([]replay.Job, er
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id IN (
-		SELECT CAST(json_extract(properties, '$."dlqdash.job_id"') AS INTEGER) FROM messages
-		WHERE id IN (SELECT value FROM json_each(?)) AND replay_count > 0 AND subqueue IN (1, 2)) ORDER BY id`, idList(ids)))
+	js, err := readJobs(s.reader.QueryContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id IN (
+		SELECT `+s.eng.jobIDOfCopy("properties")+` FROM messages
+		WHERE id IN (`+s.eng.jsonInts()+`) AND replay_count > 0 AND subqueue IN (1, 2)) ORDER BY id`, idList(ids)))
 	if err != nil {
 		return nil, fmt.Errorf("jobs of copies: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store"
 )
 
 // TestRedeadletteredCountedOnceAtIngest: copies of a job that come back to
@@ -17,9 +18,13 @@ import (
 // with their reasons; a copy seen again, or gone, is not counted twice or
 // uncounted; a copy naming a job this database does not have is ignored.
 func TestRedeadletteredCountedOnceAtIngest(t *testing.T) {
+	store.ForEachEngine(t, testRedeadletteredCountedOnceAtIngest)
+}
+
+func testRedeadletteredCountedOnceAtIngest(t *testing.T, engine string) {
 	ctx := t.Context()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, at)
+	s := openWithQueueOn(t, engine, at)
 	msg := func(seq int64, id, reason string, props map[string]any) dlq.Message {
 		enq := at.Add(time.Duration(seq) * time.Second)
 		return dlq.Message{SequenceNumber: seq, State: dlq.StateActive, MessageID: id, EnqueuedAt: &enq,

@@ -6,10 +6,13 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store"
 )
 
-func TestCountJobs(t *testing.T) {
-	fx := newFixture(t, 50)
+func TestCountJobs(t *testing.T) { store.ForEachEngine(t, testCountJobs) }
+
+func testCountJobs(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 50)
 	ctx := t.Context()
 	got, err := fx.s.CountJobs(ctx)
 	if err != nil || len(got) != 0 {

@@ -9,10 +9,15 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store"
 )
 
 func TestJobsFreezeSkipConflictAndCount(t *testing.T) {
-	fx := newFixture(t, 300)
+	store.ForEachEngine(t, testJobsFreezeSkipConflictAndCount)
+}
+
+func testJobsFreezeSkipConflictAndCount(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 300)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders", IncludeGone: true}
 	want := fx.want(f)
@@ -140,8 +145,10 @@ func TestJobsFreezeSkipConflictAndCount(t *testing.T) {
 // A running job's failing broker call is recorded (retrying, its error,
 // attempts and next attempt) and cleared when it succeeds; a job a person
 // paused is left alone; a running job's adoption covers retrying.
-func TestJobRetryingState(t *testing.T) {
-	fx := newFixture(t, 50)
+func TestJobRetryingState(t *testing.T) { store.ForEachEngine(t, testJobRetryingState) }
+
+func testJobRetryingState(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 50)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders"}
 	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 100)
@@ -192,8 +199,10 @@ func TestJobRetryingState(t *testing.T) {
 
 // A cancel counts the pending messages as cancelled at once and frees
 // them; a message locked (being sent) or sent keeps its state.
-func TestCancelUnsent(t *testing.T) {
-	fx := newFixture(t, 50)
+func TestCancelUnsent(t *testing.T) { store.ForEachEngine(t, testCancelUnsent) }
+
+func testCancelUnsent(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 50)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders"}
 	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 100)
@@ -227,7 +236,11 @@ func TestCancelUnsent(t *testing.T) {
 // are not the job's are ignored, and only finished items leave the active
 // set.
 func TestUpdateItemsBatchedOutcomes(t *testing.T) {
-	fx := newFixture(t, 200)
+	store.ForEachEngine(t, testUpdateItemsBatchedOutcomes)
+}
+
+func testUpdateItemsBatchedOutcomes(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 200)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}
 	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 9)
@@ -309,8 +322,10 @@ func TestUpdateItemsBatchedOutcomes(t *testing.T) {
 // The same outcomes when every id is given once (the engine's batches):
 // the counters follow from counting the items by state, and a finished
 // item is still never moved.
-func TestUpdateItemsOnePerItem(t *testing.T) {
-	fx := newFixture(t, 200)
+func TestUpdateItemsOnePerItem(t *testing.T) { store.ForEachEngine(t, testUpdateItemsOnePerItem) }
+
+func testUpdateItemsOnePerItem(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 200)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter}
 	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "tester"}, replay.Selection{Filter: &f}, 9)

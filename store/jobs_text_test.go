@@ -6,14 +6,17 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
 // Text a job record keeps for display is valid UTF-8 (U+FFFD for each
 // invalid sequence), whatever a form or a broker error carried; the
 // catalog's message data keeps its exact bytes.
-func TestJobRecordTextIsValidUTF8(t *testing.T) {
-	fx := newFixture(t, 40)
+func TestJobRecordTextIsValidUTF8(t *testing.T) { store.ForEachEngine(t, testJobRecordTextIsValidUTF8) }
+
+func testJobRecordTextIsValidUTF8(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 40)
 	ctx := t.Context()
 	f := dlq.Filter{Entity: "orders"}
 	j, err := fx.s.CreateJob(ctx, replay.Job{Action: replay.ActionReplay, CreatedBy: "proxy:b\xffb", Reason: "bug \xfe\xff fixed",

@@ -99,7 +99,7 @@ func (s *Store) Lineage(ctx context.Context, id int64) ([]dlq.LineageEvent, erro
 			if st.copyID == "" {
 				continue
 			}
-			copies, err := copiesByJob(ctx, tx, st.copyID, st.ev.JobID)
+			copies, err := copiesByJob(ctx, s.eng, tx, st.copyID, st.ev.JobID)
 			if err != nil {
 				return err
 			}
@@ -162,10 +162,10 @@ func originalOf(ctx context.Context, tx *sql.Tx, c dlq.Record) (dlq.Record, bool
 // copiesByJob are the cataloged copies with MessageId copyID sent by job
 // jobID (a copy sent to a topic may be dead-lettered by several of its
 // subscriptions), oldest first.
-func copiesByJob(ctx context.Context, tx *sql.Tx, copyID string, jobID int64) ([]dlq.Record, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m INDEXED BY messages_copies `+recordJoins+`
+func copiesByJob(ctx context.Context, eng engine, tx *sql.Tx, copyID string, jobID int64) ([]dlq.Record, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+recordColumns+` FROM messages m `+eng.indexedBy("messages_copies")+` `+recordJoins+`
 		WHERE m.replay_count > 0 AND m.message_id = ?
-		AND CAST(json_extract(m.properties, '$."dlqdash.job_id"') AS INTEGER) = ? ORDER BY m.id`, copyID, jobID)
+		AND `+eng.jobIDOfCopy("m.properties")+` = ? ORDER BY m.id`, copyID, jobID)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,10 +23,10 @@ type lineageFixture struct {
 	j1, j2           int64
 }
 
-func newLineageFixture(t *testing.T) lineageFixture {
+func newLineageFixture(t *testing.T, engine string) lineageFixture {
 	t.Helper()
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "lineage.db")
+	path := store.FreshTarget(t, engine)
 	s, err := store.Open(ctx, path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +90,10 @@ func lineageText(evs []dlq.LineageEvent) string {
 // One timeline whichever of its messages is asked about: the first dead
 // letter, the job that replayed it as a copy, the copy dead-lettered again,
 // and on; a message with the copy's MessageId from another job is not in it.
-func TestLineageBothWays(t *testing.T) {
-	fx := newLineageFixture(t)
+func TestLineageBothWays(t *testing.T) { store.ForEachEngine(t, testLineageBothWays) }
+
+func testLineageBothWays(t *testing.T, engine string) {
+	fx := newLineageFixture(t, engine)
 	want := fmt.Sprintf("0:dl %d, 0:replayed by %d of %d as o-1/dlqdash-1 (completed), 1:dl %d, "+
 		"1:replayed by %d of %d as o-1/dlqdash-1/dlqdash-2 (completed), 2:dl %d",
 		fx.orig, fx.j1, fx.orig, fx.c1, fx.j2, fx.c1, fx.c2)

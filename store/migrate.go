@@ -14,8 +14,18 @@ import (
 	"time"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql migrations/postgres/*.sql
 var migrationFiles embed.FS
+
+// migrationDir is where an engine's migrations are: SQLite's in
+// migrations/, their PostgreSQL twins (same numbers and names) in
+// migrations/postgres/.
+func (e engine) migrationDir() string {
+	if e.postgres {
+		return "migrations/postgres"
+	}
+	return "migrations"
+}
 
 type migration struct {
 	version int
@@ -23,10 +33,15 @@ type migration struct {
 	sql     string
 }
 
-// loadMigrations reads the embedded files named NNNN_name.sql, in version
-// order. Versions must be 1, 2, 3, ... without gaps.
+// loadMigrations reads the embedded files named NNNN_name.sql of SQLite,
+// in version order. Versions must be 1, 2, 3, ... without gaps.
 func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
+	return loadMigrationsIn(fsys, sqliteEngine.migrationDir())
+}
+
+// loadMigrationsIn reads the migrations in directory dir of fsys.
+func loadMigrationsIn(fsys fs.FS, dir string) ([]migration, error) {
+	names, err := fs.Glob(fsys, dir+"/*.sql")
 	if err != nil {
 		return nil, err
 	}
@@ -62,18 +77,35 @@ func SchemaVersion() int {
 	return len(ms)
 }
 
+// schemaVersion is the newest schema version this binary knows for the
+// engine (the same as SchemaVersion once every migration has its
+// PostgreSQL twin: TestMigrationTwins).
+func (e engine) schemaVersion() int {
+	ms, err := loadMigrationsIn(migrationFiles, e.migrationDir())
+	if err != nil {
+		panic(err) // the embedded files are checked by the tests
+	}
+	return len(ms)
+}
+
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER PRIMARY KEY,
 	name       TEXT    NOT NULL,
 	applied_at INTEGER NOT NULL
 ) STRICT`
 
+const createMigrationsTablePG = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    bigint PRIMARY KEY,
+	name       text   NOT NULL,
+	applied_at bigint NOT NULL
+)`
+
 func (s *Store) migrate(ctx context.Context, logger *slog.Logger, busy time.Duration) error {
-	ms, err := loadMigrations(migrationFiles)
+	ms, err := loadMigrationsIn(migrationFiles, s.eng.migrationDir())
 	if err != nil {
 		return err
 	}
-	if _, err := s.writer.ExecContext(ctx, createMigrationsTable); err != nil {
+	if err := s.createMigrationsTable(ctx); err != nil {
 		return s.wrap("create schema_migrations", err, busy)
 	}
 	known := len(ms)
@@ -93,10 +125,44 @@ func (s *Store) migrate(ctx context.Context, logger *slog.Logger, busy time.Dura
 	}
 }
 
+// createMigrationsTable creates schema_migrations if it is missing. On
+// PostgreSQL it holds the migration lock meanwhile: two replicas creating
+// the table at once would collide in PostgreSQL's catalog.
+func (s *Store) createMigrationsTable(ctx context.Context) error {
+	if !s.eng.postgres {
+		_, err := s.writer.ExecContext(ctx, createMigrationsTable)
+		return err
+	}
+	tx, err := s.beginMigration(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, createMigrationsTablePG); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// beginMigration begins a migration's transaction: IMMEDIATE on SQLite; on
+// PostgreSQL holding the migration lock (an advisory lock), so that the
+// replicas starting together apply each migration once, one after another.
+func (s *Store) beginMigration(ctx context.Context) (*sql.Tx, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil || !s.eng.postgres {
+		return tx, err
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLockKey); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
+
 // applyNext applies the first migration the database lacks and returns it,
 // or nil when the database is current.
 func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duration) (*migration, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginMigration(ctx)
 	if err != nil {
 		return nil, s.wrap("begin migration", err, busy)
 	}
@@ -113,7 +179,7 @@ func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duratio
 		return nil, nil
 	}
 	m := ms[current]
-	if m.foreignKeysOff() {
+	if m.foreignKeysOff() && !s.eng.postgres {
 		// A table rebuild (SQLite's twelve steps): foreign key enforcement
 		// cannot change inside a transaction, so this one starts again
 		// with it off on the one writer connection, and checks the keys

@@ -102,7 +102,7 @@ func (s *Store) Adopt(ctx context.Context, from, to string) (int64, error) {
 	if from == "" {
 		what = "the unnamed namespace"
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, s.wrap("adopt "+what, err, DefaultBusyTimeout)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,9 +16,14 @@ import (
 // queue orders, with n dead letters each (reasons Timeout in both; Bad only
 // in us), and returns it with the two namespace catalogs.
 func twoNamespaces(t *testing.T, at time.Time, n int) (*store.Store, *store.Namespace, *store.Namespace) {
+	return twoNamespacesOn(t, "sqlite", at, n)
+}
+
+// twoNamespacesOn is twoNamespaces on engine (store.Engines).
+func twoNamespacesOn(t *testing.T, engine string, at time.Time, n int) (*store.Store, *store.Namespace, *store.Namespace) {
 	t.Helper()
 	ctx := t.Context()
-	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"), store.Options{})
+	s, err := store.Open(ctx, store.FreshTarget(t, engine), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +61,13 @@ func twoNamespaces(t *testing.T, at time.Time, n int) (*store.Store, *store.Name
 // namespaces is two entities; each namespace's writes, cursors, listing and
 // last success stay its own, and the filters tell them apart.
 func TestNamespacesShareAPathWithoutMixing(t *testing.T) {
+	store.ForEachEngine(t, testNamespacesShareAPathWithoutMixing)
+}
+
+func testNamespacesShareAPathWithoutMixing(t *testing.T, engine string) {
 	ctx := t.Context()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	s, eu, us := twoNamespaces(t, at, 6)
+	s, eu, us := twoNamespacesOn(t, engine, at, 6)
 
 	es, err := s.ListEntities(ctx)
 	if err != nil {
@@ -138,8 +146,10 @@ func TestNamespacesShareAPathWithoutMixing(t *testing.T) {
 
 // TestGroupsCountPerNamespace: one failure in two namespaces is one group,
 // with a count in each.
-func TestGroupsCountPerNamespace(t *testing.T) {
-	s, _, _ := twoNamespaces(t, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), 6)
+func TestGroupsCountPerNamespace(t *testing.T) { store.ForEachEngine(t, testGroupsCountPerNamespace) }
+
+func testGroupsCountPerNamespace(t *testing.T, engine string) {
+	s, _, _ := twoNamespacesOn(t, engine, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC), 6)
 	gs, err := s.ListGroups(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +175,12 @@ func TestGroupsCountPerNamespace(t *testing.T) {
 
 // TestAdoptUnnamed: rows cataloged before namespaces (namespace "") carry
 // on under the first namespace's name, with their cursors and last success.
-func TestAdoptUnnamed(t *testing.T) {
+func TestAdoptUnnamed(t *testing.T) { store.ForEachEngine(t, testAdoptUnnamed) }
+
+func testAdoptUnnamed(t *testing.T, engine string) {
 	ctx := t.Context()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, at) // the unnamed namespace's orders
+	s := openWithQueueOn(t, engine, at) // the unnamed namespace's orders
 	if err := s.SaveCursor(ctx, dlq.Cursor{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, MaxSeen: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +210,12 @@ func TestAdoptUnnamed(t *testing.T) {
 // entities, messages, cursors and last success, its jobs as source and as
 // destination; the other namespace is untouched and a second call moves
 // nothing.
-func TestAdoptRenamedNamespace(t *testing.T) {
+func TestAdoptRenamedNamespace(t *testing.T) { store.ForEachEngine(t, testAdoptRenamedNamespace) }
+
+func testAdoptRenamedNamespace(t *testing.T, engine string) {
 	ctx := t.Context()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	s, _, _ := twoNamespaces(t, at, 4)
+	s, _, _ := twoNamespacesOn(t, engine, at, 4)
 	ids := func(ns string) []int64 {
 		recs, _, err := s.ListMessages(ctx, dlq.Filter{Namespace: ns}, 100, "")
 		if err != nil {

@@ -233,7 +233,7 @@ func whereClause(terms []string) string {
 // GetMessage returns one cataloged message with its body, or an error
 // wrapping ErrNotFound.
 func (s *Store) GetMessage(ctx context.Context, id int64) (dlq.Record, error) {
-	row := s.reader.QueryRowContext(ctx, "SELECT "+recordColumns+", coalesce(b.body, x'') FROM messages m "+
+	row := s.reader.QueryRowContext(ctx, "SELECT "+recordColumns+", b.body FROM messages m "+
 		recordJoins+" LEFT JOIN bodies b ON b.message_id = m.id WHERE m.id = ?", id)
 	r, err := scanRecord(row, true)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -250,7 +250,7 @@ func (s *Store) GetMessage(ctx context.Context, id int64) (dlq.Record, error) {
 func (s *Store) MessageBody(ctx context.Context, id int64) ([]byte, *string, error) {
 	var body []byte
 	var ct *string
-	err := s.reader.QueryRowContext(ctx, `SELECT m.content_type, coalesce(b.body, x'') FROM messages m
+	err := s.reader.QueryRowContext(ctx, `SELECT m.content_type, b.body FROM messages m
 		LEFT JOIN bodies b ON b.message_id = m.id WHERE m.id = ?`, id).Scan(&ct, &body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, fmt.Errorf("message %d: %w", id, ErrNotFound)

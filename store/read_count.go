@@ -47,7 +47,7 @@ func (s *Store) CountMessages(ctx context.Context, f dlq.Filter, max int64) (int
 		args = append(args, max)
 	}
 	var n int64
-	if err := s.reader.QueryRowContext(ctx, "SELECT count(*) FROM ("+inner+")", args...).Scan(&n); err != nil {
+	if err := s.reader.QueryRowContext(ctx, "SELECT count(*) FROM ("+inner+") AS matches", args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count messages: %w", err)
 	}
 	return n, nil
@@ -77,7 +77,7 @@ func (s *Store) countSearchHits(ctx context.Context, f dlq.Filter, max int64) (n
 	if sd.empty {
 		return 0, true, nil
 	}
-	err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 `+sd.from+` LIMIT ?)`, append(sd.args, max)...).Scan(&n)
+	err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 `+sd.from+` LIMIT ?) AS hits`, append(sd.args, max)...).Scan(&n)
 	return n, true, err
 }
 
@@ -102,7 +102,7 @@ func (s *Store) searchDrive(ctx context.Context, f dlq.Filter, want int64) (sear
 	if err := s.waitIndexed(ctx, -1); err != nil {
 		return searchDriven{}, err
 	}
-	c, err := compileFilter(ctx, s.reader, f)
+	c, err := compileFilter(ctx, s.eng, s.reader, f)
 	if err != nil {
 		return searchDriven{}, err
 	}
@@ -131,14 +131,22 @@ func (s *Store) searchDrive(ctx context.Context, f dlq.Filter, want int64) (sear
 	}
 	read := min(float64(hits), float64(want)*float64(total)/float64(d))
 	walked := min(float64(d), float64(want)*float64(total)/float64(hits))
-	walk := min(float64(hits)*costCollect+walked*costWalk, walked*(costProbe+costWalk))
+	probeCost, collectCost := float64(costProbe), float64(costCollect)
+	if s.eng.postgres {
+		probeCost, collectCost = pgCostProbe, pgCostCollect
+	}
+	walk := min(float64(hits)*collectCost+walked*costWalk, walked*(probeCost+costWalk))
 	if hits <= int64(ftsFetchMax) {
 		walk = min(walk, float64(hits)*costFetch)
 	}
 	if !always && (read > float64(searchDriveMax) || read*costDrive > walk) {
 		return searchDriven{declined: true}, nil
 	}
-	where, args := append([]string{"f.messages_fts MATCH ?"}, c.where...), append([]any{c.query}, c.args...)
+	hit := "f.messages_fts MATCH ?"
+	if s.eng.postgres {
+		hit = "f.doc @@ CAST(? AS tsquery)"
+	}
+	where, args := append([]string{hit}, c.where...), append([]any{s.eng.searchArg(c.query)}, c.args...)
 	for _, t := range c.last {
 		where = append(where, t.sql)
 		args = append(args, t.args...)
@@ -147,7 +155,11 @@ func (s *Store) searchDrive(ctx context.Context, f dlq.Filter, want int64) (sear
 		where = append(where, sortKey+" < ?")
 		args = append(args, *c.until)
 	}
-	return searchDriven{from: "FROM messages_fts f CROSS JOIN messages m ON m.id = f.rowid" + whereClause(where), args: args}, nil
+	join := "CROSS JOIN" // SQLite: keeps the search index the outer loop
+	if s.eng.postgres {
+		join = "JOIN" // PostgreSQL plans the join order itself
+	}
+	return searchDriven{from: "FROM messages_fts f " + join + " messages m ON m.id = f.rowid" + whereClause(where), args: args}, nil
 }
 
 func max64(a, b int64) int64 {

@@ -13,7 +13,11 @@ import (
 // both ways of counting a search (reading the hits by id, or walking the
 // list's plan).
 func TestCountMessagesMatchesReference(t *testing.T) {
-	fx := newFixture(t, 250)
+	store.ForEachEngine(t, testCountMessagesMatchesReference)
+}
+
+func testCountMessagesMatchesReference(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 250)
 	filters := referenceFilters(fx)
 	filters = append(filters, dlq.Filter{Query: `"failed after"`}, dlq.Filter{Query: "alph* bravo", Entity: "email"})
 	for _, driveMax := range []int64{-1, 0} {
@@ -49,8 +53,10 @@ func TestCountMessagesMatchesReference(t *testing.T) {
 
 // TestSearchSyntaxErrorIsNamed: a quote left open is the person's mistake,
 // reported as such (the API's 400 naming q), never a server error.
-func TestSearchSyntaxErrorIsNamed(t *testing.T) {
-	fx := newFixture(t, 20)
+func TestSearchSyntaxErrorIsNamed(t *testing.T) { store.ForEachEngine(t, testSearchSyntaxErrorIsNamed) }
+
+func testSearchSyntaxErrorIsNamed(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 20)
 	for _, q := range []string{`"alpha`, `alpha "bravo`, `"" "`} {
 		_, _, err := fx.s.ListMessages(t.Context(), dlq.Filter{Query: q}, 50, "")
 		var ia *store.InvalidArgumentError

@@ -31,17 +31,17 @@ func (s *Store) ExportMessages(ctx context.Context, f dlq.Filter, fn func(dlq.Re
 	}
 	defer tx.Rollback()
 
-	c, err := compileFilter(ctx, tx, f)
+	c, err := compileFilter(ctx, s.eng, tx, f)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	if c.empty {
 		return nil
 	}
-	where, args := c.scanWhere()
+	where, args := c.scanWhere(s.eng)
 	// NOT INDEXED walks the table in rowid order, so nothing is sorted: an
 	// export of everything costs one pass and no temporary storage.
-	rows, err := tx.QueryContext(ctx, "SELECT "+recordColumns+", coalesce(b.body, x'') FROM messages m NOT INDEXED "+
+	rows, err := tx.QueryContext(ctx, "SELECT "+recordColumns+", b.body FROM messages m "+s.eng.notIndexed()+" "+
 		recordJoins+" LEFT JOIN bodies b ON b.message_id = m.id"+whereClause(where)+" ORDER BY m.id", args...)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -82,6 +82,9 @@ func (e *SchemaTooOldError) Error() string {
 // Store fail. The schema must be exactly the one this binary knows
 // (*SchemaTooOldError or *SchemaTooNewError otherwise).
 func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error) {
+	if isPostgresURL(path) {
+		return openPostgres(ctx, path, opts, true)
+	}
 	if path == "" {
 		return nil, errors.New("open database: empty path")
 	}
@@ -155,15 +158,15 @@ func readOnlyDSN(path string, busy time.Duration) string {
 // anyway (export, freezing a replay selection): no index choice, no cursor.
 // The property phrases would narrow nothing worth it there: every row is
 // read, and its JSON checked.
-func (c *compiled) scanWhere() ([]string, []any) {
+func (c *compiled) scanWhere(eng engine) ([]string, []any) {
 	where, args := upperBound(slices.Clone(c.where), slices.Clone(c.args), c.until, nil)
 	for _, t := range c.last {
 		where = append(where, t.sql)
 		args = append(args, t.args...)
 	}
-	if c.query != "" {
-		where = append(where, "m.id IN (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?)")
-		args = append(args, c.query)
+	if c.query != nil {
+		where = append(where, "m.id IN (SELECT rowid FROM messages_fts WHERE "+eng.searchMatch()+")")
+		args = append(args, eng.searchArg(c.query))
 	}
 	return where, args
 }

@@ -31,7 +31,7 @@ func (s *Store) MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]
 			return nil, fmt.Errorf("messages by id: %w", err)
 		}
 	}
-	c, err := compileFilter(ctx, s.reader, f)
+	c, err := compileFilter(ctx, s.eng, s.reader, f)
 	var unknown *dlq.UnknownEntityError
 	if errors.As(err, &unknown) {
 		return nil, nil // a live list of an entity not (yet) seen: none of them
@@ -44,7 +44,7 @@ func (s *Store) MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]
 	}
 	// NOT INDEXED: the id list drives, through rowid lookups; every other
 	// term is a check on those rows.
-	where := append([]string{"m.id IN (SELECT value FROM json_each(?))"}, c.where...)
+	where := append([]string{"m.id IN (" + s.eng.jsonInts() + ")"}, c.where...)
 	args := append([]any{idList(ids)}, c.args...)
 	if c.until != nil {
 		where = append(where, sortKey+" < ?")
@@ -57,11 +57,11 @@ func (s *Store) MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]
 	// The search and the property phrases are asked about each id alone
 	// (a rowid lookup in the search index), never as a full match.
 	// (c.phrases need no check: the property terms in c.last imply them.)
-	if c.query != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? AND rowid = m.id)")
-		args = append(args, c.query)
+	if c.query != nil {
+		where = append(where, "EXISTS (SELECT 1 FROM messages_fts WHERE "+s.eng.searchMatch()+" AND rowid = m.id)")
+		args = append(args, s.eng.searchArg(c.query))
 	}
-	q := "SELECT " + recordColumns + " FROM messages m NOT INDEXED " + recordJoins + whereClause(where) +
+	q := "SELECT " + recordColumns + " FROM messages m " + s.eng.notIndexed() + " " + recordJoins + whereClause(where) +
 		" ORDER BY " + sortKey + " DESC, m.id DESC"
 	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {

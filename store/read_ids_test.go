@@ -13,7 +13,11 @@ import (
 // MessagesByID agrees with the reference for every filter, on a subset of
 // the ids (every third one, plus an id that does not exist).
 func TestMessagesByIDMatchesReference(t *testing.T) {
-	fx := newFixture(t, 250)
+	store.ForEachEngine(t, testMessagesByIDMatchesReference)
+}
+
+func testMessagesByIDMatchesReference(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 250)
 	var ids []int64
 	in := map[int64]bool{}
 	for i, r := range fx.recs {
@@ -46,8 +50,10 @@ func TestMessagesByIDMatchesReference(t *testing.T) {
 	}
 }
 
-func TestMessagesByIDLimits(t *testing.T) {
-	fx := newFixture(t, 5)
+func TestMessagesByIDLimits(t *testing.T) { store.ForEachEngine(t, testMessagesByIDLimits) }
+
+func testMessagesByIDLimits(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 5)
 	recs, err := fx.s.MessagesByID(t.Context(), nil, dlq.Filter{})
 	if err != nil || len(recs) != 0 {
 		t.Errorf("no ids: %v, %v", recs, err)

@@ -15,10 +15,12 @@ import (
 // sides: messages written by ApplyPage (not by storetest) are found by every
 // filter and search strategy, in particular property filters, which rely on
 // the search index holding the properties' JSON text (propertyPhrase).
-func TestReadsWhatIngestWrites(t *testing.T) {
+func TestReadsWhatIngestWrites(t *testing.T) { store.ForEachEngine(t, testReadsWhatIngestWrites) }
+
+func testReadsWhatIngestWrites(t *testing.T, engine string) {
 	ctx := t.Context()
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, at)
+	s := openWithQueueOn(t, engine, at)
 	var msgs []dlq.Message
 	for i := range 60 {
 		enq := at.Add(time.Duration(i) * time.Second)

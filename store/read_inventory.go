@@ -40,7 +40,7 @@ func (s *Store) ListWaiting(ctx context.Context, state dlq.State, limit int, cur
 		where = append(where, key+" >= ?", "("+key+" > ? OR m.id > ?)")
 		args = append(args, k.at, k.at, k.id)
 	}
-	q := "SELECT " + recordColumns + ", " + key + " FROM messages m INDEXED BY " + index + " " + recordJoins +
+	q := "SELECT " + recordColumns + ", " + key + " FROM messages m " + s.eng.indexedBy(index) + " " + recordJoins +
 		whereClause(where) + " ORDER BY " + key + ", m.id LIMIT ?"
 	args = append(args, limit+1)
 	rows, err := s.reader.QueryContext(ctx, q, args...)

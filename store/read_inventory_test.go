@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,8 +12,10 @@ import (
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
-func TestListWaiting(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "w.db")
+func TestListWaiting(t *testing.T) { store.ForEachEngine(t, testListWaiting) }
+
+func testListWaiting(t *testing.T, engine string) {
+	path := store.FreshTarget(t, engine)
 	st, err := store.Open(t.Context(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -54,6 +56,13 @@ func (s *Store) PropertyKeys(ctx context.Context, f dlq.Filter, n int) ([]dlq.Pr
 	if sample == "" {
 		return nil, nil
 	}
+	if s.eng.postgres {
+		out, err := s.propertyCountsPG(ctx, sample, args, func(kv [2]string) (string, bool) { return kv[0], true }, n)
+		if err != nil {
+			return nil, fmt.Errorf("property keys: %w", err)
+		}
+		return out, nil
+	}
 	out, err := s.propertyCounts(ctx, `SELECT j.key, count(*) FROM (`+sample+`) s, json_each(s.properties) j
 		WHERE json_valid(s.properties) AND json_type(s.properties) = 'object'
 		GROUP BY j.key ORDER BY count(*) DESC, j.key LIMIT ?`, append(args, n)...)
@@ -75,6 +84,15 @@ func (s *Store) PropertyValues(ctx context.Context, f dlq.Filter, key string, n 
 	}
 	if sample == "" {
 		return nil, nil
+	}
+	if s.eng.postgres {
+		out, err := s.propertyCountsPG(ctx, sample, args, func(kv [2]string) (string, bool) {
+			return kv[1], kv[0] == key && len(kv[1]) <= maxIndexedValue
+		}, n)
+		if err != nil {
+			return nil, fmt.Errorf("property values: %w", err)
+		}
+		return out, nil
 	}
 	args = append(args, key, maxIndexedValue, n)
 	out, err := s.propertyCounts(ctx, `SELECT v, count(*) FROM (
@@ -103,4 +121,46 @@ func (s *Store) propertyCounts(ctx context.Context, q string, args ...any) ([]dl
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// propertyCountsPG counts, on PostgreSQL, what of reads from each
+// top-level property of the sample's messages (propertyValues: the pairs
+// SQLite's json_each gives, a value as the property filter compares it),
+// in Go: the sample is at most dlq.PropertySample rows. The order is
+// SQLite's: the most common first, then by bytes; at most n.
+func (s *Store) propertyCountsPG(ctx context.Context, sample string, args []any, of func([2]string) (string, bool), n int) ([]dlq.PropertyCount, error) {
+	rows, err := s.reader.QueryContext(ctx, sample, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[string]int64{}
+	for rows.Next() {
+		var props string
+		if err := rows.Scan(&props); err != nil {
+			return nil, err
+		}
+		for _, kv := range propertyValues([]byte(props)) {
+			if text, ok := of(kv); ok {
+				counts[text]++
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]dlq.PropertyCount, 0, len(counts))
+	for text, c := range counts {
+		out = append(out, dlq.PropertyCount{Text: text, Count: c})
+	}
+	slices.SortFunc(out, func(a, b dlq.PropertyCount) int {
+		if a.Count != b.Count {
+			return cmp.Compare(b.Count, a.Count)
+		}
+		return strings.Compare(a.Text, b.Text)
+	})
+	if n >= 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
 }

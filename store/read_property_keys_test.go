@@ -16,7 +16,11 @@ import (
 // those of the list's messages (the fixture is smaller than the sample),
 // counted, the most common first.
 func TestPropertySuggestionsMatchReference(t *testing.T) {
-	fx := newFixture(t, 250)
+	store.ForEachEngine(t, testPropertySuggestionsMatchReference)
+}
+
+func testPropertySuggestionsMatchReference(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 250)
 	byID := map[int64]dlq.Record{}
 	for _, r := range fx.recs {
 		byID[r.ID] = r

@@ -35,9 +35,12 @@ var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 // everything the filters look at varied: subqueues, states, reasons and
 // descriptions (so groups), properties of every JSON type, words in bodies,
 // missing and equal enqueued times, gone messages, binary bodies.
-func newFixture(t *testing.T, n int) *fixture {
+func newFixture(t *testing.T, n int) *fixture { return newFixtureOn(t, "sqlite", n) }
+
+// newFixtureOn is newFixture on engine (store.Engines).
+func newFixtureOn(t *testing.T, engine string, n int) *fixture {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "catalog.db")
+	path := store.FreshTarget(t, engine)
 	s, err := store.Open(t.Context(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +320,11 @@ func referenceFilters(fx *fixture) []dlq.Filter {
 }
 
 func TestListMessagesMatchesReference(t *testing.T) {
-	fx := newFixture(t, 250)
+	store.ForEachEngine(t, func(t *testing.T, engine string) { testListMessagesMatchesReference(t, engine) })
+}
+
+func testListMessagesMatchesReference(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 250)
 	filters := referenceFilters(fx)
 	empty := 0
 	for _, f := range filters {
@@ -359,6 +366,18 @@ func TestListMessagesMatchesReference(t *testing.T) {
 							t.Fatalf("filter %+v limit %d:\n got %v\nwant %v", f, limit, got, want)
 						}
 					}
+					// The count walks what the page walks: all of it, and
+					// capped.
+					for _, max := range []int64{0, 5} {
+						n, err := fx.s.CountMessages(t.Context(), f, max)
+						want := int64(len(want))
+						if max > 0 {
+							want = min(want, max)
+						}
+						if err != nil || n != want {
+							t.Fatalf("CountMessages(%+v, %d) = %d, %v; want %d", f, max, n, err, want)
+						}
+					}
 				})
 			}
 		})
@@ -367,7 +386,11 @@ func TestListMessagesMatchesReference(t *testing.T) {
 }
 
 func TestListMessagesPagesAreStableUnderInserts(t *testing.T) {
-	fx := newFixture(t, 200)
+	store.ForEachEngine(t, testListMessagesPagesAreStableUnderInserts)
+}
+
+func testListMessagesPagesAreStableUnderInserts(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 200)
 	f := dlq.Filter{IncludeGone: true}
 	first, next, err := fx.s.ListMessages(t.Context(), f, 50, "")
 	if err != nil {
@@ -411,8 +434,10 @@ func countNull(fx *fixture) int {
 	return n
 }
 
-func TestListMessagesRecordFields(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fields.db")
+func TestListMessagesRecordFields(t *testing.T) { store.ForEachEngine(t, testListMessagesRecordFields) }
+
+func testListMessagesRecordFields(t *testing.T, engine string) {
+	path := store.FreshTarget(t, engine)
 	s, err := store.Open(t.Context(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +518,11 @@ func mustJSON(v any) string {
 }
 
 func TestListMessagesInvalidArguments(t *testing.T) {
-	fx := newFixture(t, 10)
+	store.ForEachEngine(t, testListMessagesInvalidArguments)
+}
+
+func testListMessagesInvalidArguments(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 10)
 	tests := []struct {
 		name   string
 		f      dlq.Filter
@@ -521,8 +550,10 @@ func TestListMessagesInvalidArguments(t *testing.T) {
 	}
 }
 
-func TestSearchSyntaxIsInert(t *testing.T) {
-	fx := newFixture(t, 100)
+func TestSearchSyntaxIsInert(t *testing.T) { store.ForEachEngine(t, testSearchSyntaxIsInert) }
+
+func testSearchSyntaxIsInert(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 100)
 	// Whatever a person types is words (or "quoted phrases"), never FTS5
 	// syntax: none of these may fail, and each must find what its words
 	// find. (A quote left open is an invalid q: TestSearchSyntaxErrorIsNamed.)
@@ -610,8 +641,10 @@ func explain(t *testing.T, s *store.Store, q string, args ...any) string {
 	return b.String()
 }
 
-func TestListEntities(t *testing.T) {
-	fx := newFixture(t, 300)
+func TestListEntities(t *testing.T) { store.ForEachEngine(t, testListEntities) }
+
+func testListEntities(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 300)
 	deleted := t0.Add(time.Hour)
 	storetest.AddEntities(t, fx.path,
 		storetest.Entity{Path: "orders", Counts: dlq.Counts{Active: 5, DeadLetter: 6, TransferDeadLetter: 7, Scheduled: 8}, Status: "SendDisabled"},
@@ -661,8 +694,10 @@ func TestListEntities(t *testing.T) {
 	}
 }
 
-func TestListGroups(t *testing.T) {
-	fx := newFixture(t, 400)
+func TestListGroups(t *testing.T) { store.ForEachEngine(t, testListGroups) }
+
+func testListGroups(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 400)
 	gs, err := fx.s.ListGroups(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -725,8 +760,10 @@ func TestListGroups(t *testing.T) {
 	}
 }
 
-func TestExportMessages(t *testing.T) {
-	fx := newFixture(t, 300)
+func TestExportMessages(t *testing.T) { store.ForEachEngine(t, testExportMessages) }
+
+func testExportMessages(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 300)
 	since := t0.Add(30000 * time.Second)
 	for _, f := range []dlq.Filter{
 		{},
@@ -850,6 +887,53 @@ func setVersion(t *testing.T, path string, v int) {
 	for i := 1; i <= v; i++ {
 		if _, err := db.ExecContext(t.Context(), `INSERT OR IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, 'x', 0)`, i); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestStringsKeepTheirBytes: a message's strings are kept exactly as the
+// broker gave them, NUL and invalid UTF-8 included (PostgreSQL's text
+// refuses both: the store encodes them reversibly there), and filters
+// compare them exactly.
+func TestStringsKeepTheirBytes(t *testing.T) { store.ForEachEngine(t, testStringsKeepTheirBytes) }
+
+func testStringsKeepTheirBytes(t *testing.T, engine string) {
+	path := store.FreshTarget(t, engine)
+	s, err := store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	odd := []string{"nul\x00inside", "bad \xff\xfe bytes", "\U0010FF41 a byte rune itself", "plain"}
+	var recs []dlq.Record
+	for i, v := range odd {
+		recs = append(recs, dlq.Record{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, Message: dlq.Message{
+			SequenceNumber: int64(i + 1), State: dlq.StateActive, MessageID: v, Subject: ptr(v), DeadLetterReason: ptr(v),
+			DeadLetterErrorDescription: ptr(v + " description"), Body: []byte(v)}})
+	}
+	ids := storetest.Insert(t, path, recs...)
+	for i, v := range odd {
+		r, err := s.GetMessage(t.Context(), ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MessageID != v || *r.Subject != v || *r.DeadLetterReason != v || *r.DeadLetterErrorDescription != v+" description" ||
+			string(r.Body) != v {
+			t.Errorf("message %d: %q %q %q %q %q, want %q", i, r.MessageID, *r.Subject, *r.DeadLetterReason,
+				*r.DeadLetterErrorDescription, r.Body, v)
+		}
+		got, _, err := s.ListMessages(t.Context(), dlq.Filter{Reason: v}, 10, "")
+		if err != nil || len(got) != 1 || got[0].ID != ids[i] {
+			t.Errorf("reason filter %q: %d messages, %v", v, len(got), err)
+		}
+	}
+	groups, err := s.ListGroups(t.Context())
+	if err != nil || len(groups) != len(odd) {
+		t.Fatalf("groups %d, %v", len(groups), err)
+	}
+	for _, g := range groups {
+		if !slices.Contains(odd, g.Reason) {
+			t.Errorf("group reason %q is none of the messages'", g.Reason)
 		}
 	}
 }

@@ -6,14 +6,17 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store"
 )
 
 // A filter naming an entity the catalog never saw is an error in every
 // reader (the API's 404, export's exit 1, a job's refusal), never an empty
 // answer; a live list (MessagesByID) just gets nothing. A known entity with
 // no matching messages stays an empty answer.
-func TestUnknownEntityIsAnError(t *testing.T) {
-	fx := newFixture(t, 20)
+func TestUnknownEntityIsAnError(t *testing.T) { store.ForEachEngine(t, testUnknownEntityIsAnError) }
+
+func testUnknownEntityIsAnError(t *testing.T, engine string) {
+	fx := newFixtureOn(t, engine, 20)
 	f := dlq.Filter{Entity: "nosuch", SubQueue: dlq.SubQueueDeadLetter}
 	check := func(what string, err error) {
 		t.Helper()

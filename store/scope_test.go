@@ -8,15 +8,18 @@ import (
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/store"
 )
 
 // A reader's scope (dlq.Filter.Namespaces, access rules): three namespaces
 // with 3 messages each; a scope of two lists, counts and finds by id only
 // theirs, with or without an entity; an empty scope nothing.
-func TestFilterNamespacesScope(t *testing.T) {
+func TestFilterNamespacesScope(t *testing.T) { store.ForEachEngine(t, testFilterNamespacesScope) }
+
+func testFilterNamespacesScope(t *testing.T, engine string) {
 	ctx := t.Context()
 	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	s, _, _ := twoNamespaces(t, at, 3)
+	s, _, _ := twoNamespacesOn(t, engine, at, 3)
 	apac := s.Namespace("apac")
 	if _, err := apac.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, at); err != nil {
 		t.Fatal(err)
@@ -80,9 +83,11 @@ func TestFilterNamespacesScope(t *testing.T) {
 // The audit trail's namespace filter (params' namespace or
 // destination_namespace) and a reader's visible namespaces (entries naming
 // none stay visible).
-func TestAuditNamespaceFilters(t *testing.T) {
+func TestAuditNamespaceFilters(t *testing.T) { store.ForEachEngine(t, testAuditNamespaceFilters) }
+
+func testAuditNamespaceFilters(t *testing.T, engine string) {
 	ctx := t.Context()
-	s, _, _ := twoNamespaces(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), 1)
+	s, _, _ := twoNamespacesOn(t, engine, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), 1)
 	log := audit.New(s)
 	for _, p := range []map[string]any{
 		{"namespace": "eu"},

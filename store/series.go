@@ -78,7 +78,7 @@ func (s *Store) DeadLetterSeries(ctx context.Context, q dlq.SeriesQuery) (dlq.Co
 
 	// One count per bucket: each a covering range of the index (a single
 	// GROUP BY over the bucket arithmetic makes SQLite read the table rows).
-	stmt, err := tx.PrepareContext(ctx, seriesQuery(groupID, ents))
+	stmt, err := tx.PrepareContext(ctx, seriesQuery(s.eng, groupID, ents))
 	if err != nil {
 		return out, fmt.Errorf("dead-letter series: %w", err)
 	}
@@ -105,7 +105,7 @@ func (s *Store) DeadLetterSeries(ctx context.Context, q dlq.SeriesQuery) (dlq.Co
 // messages_by_group (entities, if any, checked in the index), an entity's
 // through messages_by_entity. Its arguments: the group's id (for a group),
 // then the bucket's start and end.
-func seriesQuery(groupID int64, ents []int64) string {
+func seriesQuery(eng engine, groupID int64, ents []int64) string {
 	var in strings.Builder
 	for i, id := range ents {
 		if i > 0 {
@@ -115,13 +115,13 @@ func seriesQuery(groupID int64, ents []int64) string {
 	}
 	const window = `coalesce(m.enqueued_at, -1) >= ? AND coalesce(m.enqueued_at, -1) < ? AND m.subqueue IN (1, 2)`
 	if groupID != 0 {
-		q := `SELECT count(*) FROM messages m INDEXED BY messages_by_group WHERE m.group_id = ? AND ` + window
+		q := `SELECT count(*) FROM messages m ` + eng.indexedBy("messages_by_group") + ` WHERE m.group_id = ? AND ` + window
 		if len(ents) > 0 {
 			q += ` AND m.entity_id IN (` + in.String() + `)`
 		}
 		return q
 	}
-	return `SELECT count(*) FROM messages m INDEXED BY messages_by_entity WHERE m.entity_id IN (` + in.String() + `) AND ` + window
+	return `SELECT count(*) FROM messages m ` + eng.indexedBy("messages_by_entity") + ` WHERE m.entity_id IN (` + in.String() + `) AND ` + window
 }
 
 // seriesJobs are the jobs created in [from, to) that acted on the series'

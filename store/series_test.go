@@ -19,8 +19,12 @@ import (
 // entity) per bucket, whatever else is in the catalog, and marks the jobs
 // that acted on them.
 func TestDeadLetterSeriesCountsAndJobs(t *testing.T) {
+	store.ForEachEngine(t, testDeadLetterSeriesCountsAndJobs)
+}
+
+func testDeadLetterSeriesCountsAndJobs(t *testing.T, engine string) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "series.db")
+	path := store.FreshTarget(t, engine)
 	s, err := store.Open(ctx, path, store.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"net/url"
 	"os"
@@ -50,13 +51,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Store is the SQLite database. It is safe for concurrent use.
+// Store is the catalog's database: a SQLite file, or a PostgreSQL
+// database (Open). It is safe for concurrent use.
 type Store struct {
 	// Now returns the current time; tests replace it. Times are stored as
 	// Unix milliseconds UTC.
 	Now func() time.Time
 
+	// path is the SQLite file, or the PostgreSQL URL without its password.
 	path string
+	eng  engine
 	// writer has exactly one connection so that writes queue in Go rather
 	// than fight over SQLite's lock, and every transaction on it begins
 	// IMMEDIATE so that a read-then-write transaction never fails to upgrade.
@@ -80,11 +84,23 @@ type Store struct {
 	// closeUnindexed, set by tests, leaves the unindexed tail to the next
 	// Open, as a crash would.
 	closeUnindexed bool
+	// replicaPool is the PostgreSQL pool the replicas coordinate on
+	// (ReplicaDB); nil on SQLite.
+	replicaPool *pgxpool.Pool
 }
 
-// Open opens (creating if needed) the database at path and migrates it to
-// the newest schema this binary knows.
-func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+// Open opens the database and migrates it to the newest schema this binary
+// knows. target is a postgres:// or postgresql:// URL for a PostgreSQL
+// database (postgres.go), else the path of a SQLite file, created if
+// needed.
+func Open(ctx context.Context, target string, opts Options) (*Store, error) {
+	if isPostgresURL(target) {
+		return openPostgres(ctx, target, opts, false)
+	}
+	return openSQLite(ctx, target, opts)
+}
+
+func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open database: empty path")
 	}
@@ -188,11 +204,38 @@ func (s *Store) Close() error {
 			errs = append(errs, st.Close())
 		}
 	}
+	if s.replicaPool != nil {
+		s.replicaPool.Close()
+	}
 	return errors.Join(append(errs, s.closeMatches(), s.ckpt.close(), s.reader.Close(), s.writer.Close())...)
 }
 
-// Path is the database file's path.
+// Path is the database file's path, or the PostgreSQL URL without its
+// password.
 func (s *Store) Path() string { return s.path }
+
+// Engine is "sqlite" or "postgres".
+func (s *Store) Engine() string { return s.eng.Name() }
+
+// beginWrite begins a write transaction (see engine.lockWriter): every
+// transaction that writes begins here.
+//
+// On PostgreSQL, a write whose context carries a fencer (FencedNamespace,
+// FencedJobs) runs it right after the lock (postgres_shared.go).
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	if f := fenceOf(ctx); f != nil && s.eng.postgres {
+		return s.beginFenced(ctx, f)
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.eng.lockWriter(ctx, tx); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
 
 // walCheckpointPages is how many pages the write-ahead log grows to before
 // the writer's commit copies them into the database (wal_autocheckpoint).

@@ -22,8 +22,10 @@ func openTemp(t *testing.T, path string) *Store {
 	return s
 }
 
-func TestOpenMigrateReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "dlqdash.db")
+func TestOpenMigrateReopen(t *testing.T) { ForEachEngine(t, testOpenMigrateReopen) }
+
+func testOpenMigrateReopen(t *testing.T, engine string) {
+	path := FreshTarget(t, engine)
 	ctx := t.Context()
 
 	s, err := Open(ctx, path, Options{})
@@ -112,8 +114,10 @@ func TestPragmas(t *testing.T) {
 	check("reader", "query_only", "1")
 }
 
-func TestWriteThroughReadPoolFails(t *testing.T) {
-	s := openTemp(t, filepath.Join(t.TempDir(), "rw.db"))
+func TestWriteThroughReadPoolFails(t *testing.T) { ForEachEngine(t, testWriteThroughReadPoolFails) }
+
+func testWriteThroughReadPoolFails(t *testing.T, engine string) {
+	s := OpenFresh(t, engine)
 	ctx := t.Context()
 	if _, err := s.reader.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('k', 'v')`); err == nil {
 		t.Fatal("insert through the read pool succeeded; want a query_only error")
@@ -123,8 +127,10 @@ func TestWriteThroughReadPoolFails(t *testing.T) {
 	}
 }
 
-func TestSchemaTooNew(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "new.db")
+func TestSchemaTooNew(t *testing.T) { ForEachEngine(t, testSchemaTooNew) }
+
+func testSchemaTooNew(t *testing.T, engine string) {
+	path := FreshTarget(t, engine)
 	ctx := t.Context()
 	s, err := Open(ctx, path, Options{})
 	if err != nil {

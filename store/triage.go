@@ -40,7 +40,7 @@ func (s *Store) UpdateGroupTriage(ctx context.Context, key string, c dlq.TriageC
 	if c.Status != nil && !c.Status.Valid() {
 		return before, after, fmt.Errorf("update group %s: %q is not a status", key, *c.Status)
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return before, after, s.wrap("update group", err, DefaultBusyTimeout)
 	}

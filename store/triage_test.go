@@ -47,9 +47,11 @@ func oneGroup(t *testing.T, s *store.Store, reason string) dlq.GroupSummary {
 // TestGroupTriage: a new group is new with a generated name; a rename, an
 // owner, notes and status changes are kept (status_changed_at moves only
 // when the status does); a bad status and an unknown group are refused.
-func TestGroupTriage(t *testing.T) {
+func TestGroupTriage(t *testing.T) { store.ForEachEngine(t, testGroupTriage) }
+
+func testGroupTriage(t *testing.T, engine string) {
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, at)
+	s := openWithQueueOn(t, engine, at)
 	ctx := t.Context()
 	deadLetter(t, s, 1, 3, "MaxDeliveryCountExceeded", "Order 4711 not found", at)
 	g := oneGroup(t, s, "MaxDeliveryCountExceeded")
@@ -93,9 +95,11 @@ func TestGroupTriage(t *testing.T) {
 // TestResolvedGroupReopens: a resolved group that receives new dead letters
 // is new again, says when, and the reopening waits for the audit; a known
 // group stays known.
-func TestResolvedGroupReopens(t *testing.T) {
+func TestResolvedGroupReopens(t *testing.T) { store.ForEachEngine(t, testResolvedGroupReopens) }
+
+func testResolvedGroupReopens(t *testing.T, engine string) {
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, at)
+	s := openWithQueueOn(t, engine, at)
 	ctx := t.Context()
 	deadLetter(t, s, 1, 2, "Timeout", "after 30 s", at)
 	deadLetter(t, s, 3, 3, "Bad", "bad input", at)
@@ -135,9 +139,11 @@ func TestResolvedGroupReopens(t *testing.T) {
 
 // TestAlertTables: the new-group cursor, the oldest present dead letter,
 // webhooks and deliveries.
-func TestAlertTables(t *testing.T) {
+func TestAlertTables(t *testing.T) { store.ForEachEngine(t, testAlertTables) }
+
+func testAlertTables(t *testing.T, engine string) {
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
-	s := openWithQueue(t, at)
+	s := openWithQueueOn(t, engine, at)
 	ctx := t.Context()
 	deadLetter(t, s, 1, 3, "Timeout", "after 30 s", at)
 	keys, err := s.TakeNewGroups(ctx)

@@ -29,17 +29,17 @@ type AuditExportConfig struct {
 }
 
 func auditVerifyFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog (read only; never created or migrated)")
 	auditKeyFlag(f)
 	f.str("expect-head", "", "", "SEQ:HASH a head recorded earlier (dlqdash audit head, or serve's hourly 'audit head' log line): the chain must still reach it unchanged")
 }
 
 func auditHeadFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog (read only; never created or migrated)")
 }
 
 func auditExportFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog (read only; never created or migrated)")
 	f.str("format", "", "jsonl", "jsonl (one entry object per line) or csv (a header row; params and message_ids as JSON text)")
 	f.str("since", "", "", "only entries at or after this RFC 3339 time, e.g. 2026-11-22T10:00:00Z")
 	f.str("until", "", "", "only entries before this RFC 3339 time")

@@ -59,6 +59,14 @@ func loadAuditKey(cfg Config, create bool) (key []byte, from string, created boo
 	case cfg.AuditKey != "":
 		return check([]byte(cfg.AuditKey), envAuditKey)
 	}
+	if store.IsPostgresURL(cfg.DB) {
+		// No file beside a database server: every replica must be given
+		// the same key.
+		if !create {
+			return nil, "", false, nil
+		}
+		return nil, "", false, fmt.Errorf("with a PostgreSQL database the audit key must be given, the same to every replica: --audit-key-file or %s", envAuditKey)
+	}
 	path := defaultAuditKeyPath(cfg.DB)
 	b, err := os.ReadFile(path)
 	switch {

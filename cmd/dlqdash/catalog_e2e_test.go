@@ -12,12 +12,24 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/dlqdash/dlqdash/store/pgtest"
 )
 
 // TestServeCatalogsTheEmulator is the catalog end to end with the real
 // program: `dlqdash emulator` and `dlqdash serve` against it, the real SDK
-// dead-lettering messages, read back through /api/v1 and `dlqdash export`.
+// dead-lettering messages, read back through /api/v1 and `dlqdash export`,
+// on a SQLite file and on a PostgreSQL database (pgtest: skipped outside CI
+// when PostgreSQL is not installed).
 func TestServeCatalogsTheEmulator(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testServeCatalogsTheEmulator(t, filepath.Join(t.TempDir(), "catalog.db"), env()) })
+	t.Run("postgres", func(t *testing.T) {
+		// No file beside a database server holds the audit key: it is given.
+		testServeCatalogsTheEmulator(t, pgtest.Start(t).Database(t), env(envAuditKey, strings.Repeat("k", 32)))
+	})
+}
+
+func testServeCatalogsTheEmulator(t *testing.T, db string, dbEnv func(string) string) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	conn, adminAddr := startTestEmulator(t, "")
@@ -46,9 +58,13 @@ func TestServeCatalogsTheEmulator(t *testing.T) {
 	}
 	deadLetter(5, "SqlTimeout")
 
-	db := filepath.Join(t.TempDir(), "catalog.db")
 	s := start(t, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--poll", "100ms", "--admin-endpoint", "http://" + adminAddr},
-		env(envConnectionString, conn))
+		func(k string) string {
+			if k == envConnectionString {
+				return conn
+			}
+			return dbEnv(k)
+		})
 	defer s.stop(t)
 
 	getJSON := func(path string, v any) {
@@ -141,7 +157,7 @@ func TestServeCatalogsTheEmulator(t *testing.T) {
 
 	// Export from the same database while serve runs.
 	var out, errOut syncBuffer
-	if code := run(ctx, []string{"export", "--db", db, "--entity", "queue.1", "--subqueue", "dead_letter"}, env(), &out, &errOut); code != 0 {
+	if code := run(ctx, []string{"export", "--db", db, "--entity", "queue.1", "--subqueue", "dead_letter"}, dbEnv, &out, &errOut); code != 0 {
 		t.Fatalf("export exit %d: %s", code, errOut.String())
 	}
 	lines := 0

@@ -39,6 +39,7 @@ var commands = []command{
 	{"token create", "create an API token (Authorization: Bearer) with a role; prints it once, alone on the last line", tokenCreateFlags},
 	{"token list", "list the API tokens: name, role, state, created, expires, last used", tokenListFlags},
 	{"token revoke", "revoke an API token by name; it stops working at its next request", tokenRevokeFlags},
+	{"store copy", "copy a catalog (a SQLite file) into a PostgreSQL database: streams, shows progress, continues where a cut-off copy stopped, verifies the counts", storeCopyFlags},
 }
 
 // subcommands lists the subcommands of a two-word command group ("audit"):

@@ -16,6 +16,7 @@ import (
 const (
 	envAddr             = "DLQDASH_ADDR"
 	envDB               = "DLQDASH_DB"
+	envDatabaseURL      = "DLQDASH_DATABASE_URL"
 	envLogLevel         = "DLQDASH_LOG_LEVEL"
 	envLogFormat        = "DLQDASH_LOG_FORMAT"
 	envConnectionString = "SERVICEBUS_CONNECTION_STRING"
@@ -124,6 +125,10 @@ type Config struct {
 
 	// token create, list and revoke (DB is their database)
 	Token TokenConfig
+
+	// store copy: DB is the catalog copied (--from), CopyTo the PostgreSQL
+	// database it is copied into (--to).
+	CopyTo string
 }
 
 // EmulatorSASRule is a namespace shared access rule of the emulator besides
@@ -181,7 +186,6 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if err := parseLogConfig(&cfg, f, bad); err != nil {
 		return Config{}, err
 	}
-	v := f.get
 	switch c.name {
 	case "demo", "serve":
 		err = parseDashboardConfig(&cfg, f, getenv, bad)
@@ -190,8 +194,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	case "healthcheck":
 		err = parseHealthcheckConfig(&cfg, f, getenv, bad)
 	case "export":
-		if cfg.DB = strings.TrimSpace(v("db")); cfg.DB == "" {
-			return Config{}, bad("empty database path from %s", f.source("db"))
+		if cfg.DB, err = f.db(bad); err != nil {
+			return Config{}, err
 		}
 		if cfg.Export, err = parseExport(f, bad); err != nil {
 			return Config{}, err
@@ -200,6 +204,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		err = parseTokenConfig(&cfg, f, bad)
 	case "audit verify", "audit export", "audit head":
 		err = parseAuditConfig(&cfg, f, bad)
+	case "store copy":
+		err = parseStoreCopy(&cfg, f, bad)
 	}
 	if err != nil {
 		return Config{}, err

@@ -13,7 +13,7 @@ import (
 
 func dashboardFlags(f *flagSet) {
 	f.str("addr", envAddr, defaultAddr, "address the dashboard listens on (host:port; port 0 picks a free port)")
-	f.str("db", envDB, defaultDB, "SQLite database file (created if missing)")
+	f.str("db", envDB, defaultDB, "SQLite database file (created if missing) or postgres:// URL (or DLQDASH_DATABASE_URL)")
 	f.str("poll", envPoll, defaultPoll, "how often entity counts are read (a Go duration: 500ms, 1s, 5s)")
 	f.str("servicebus-timeout", envSBTimeout, defaultSBTimeout, "deadline of each Service Bus call (send, receive beyond its wait, complete, peek, admin read, link attach); a call past it is retried like any failure (1s to 5m)")
 	f.str("retention", envRetention, defaultRetention, "how long messages that left Service Bus stay in the catalog (30d, 72h; 0 keeps them forever)")

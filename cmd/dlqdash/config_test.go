@@ -65,6 +65,16 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("got %+v", c)
 			}
 		}},
+		{"DLQDASH_DATABASE_URL names PostgreSQL", []string{"demo"}, env(envDatabaseURL, "postgres://dash@db/dlqdash"), func(t *testing.T, c Config) {
+			if c.DB != "postgres://dash@db/dlqdash" {
+				t.Errorf("DB = %q", c.DB)
+			}
+		}},
+		{"--db wins over DLQDASH_DATABASE_URL", []string{"export", "--db", "x.db"}, env(envDatabaseURL, "postgres://dash@db/dlqdash"), func(t *testing.T, c Config) {
+			if c.DB != "x.db" {
+				t.Errorf("DB = %q", c.DB)
+			}
+		}},
 		{"flags win over env", []string{"demo", "--addr", "127.0.0.1:0", "-db=flag.db", "--log-level=warn"},
 			env(envAddr, ":9090", envDB, "/data/x.db", envLogLevel, "debug"), func(t *testing.T, c Config) {
 				if c.Addr != "127.0.0.1:0" || c.DB != "flag.db" || c.LogLevel != slog.LevelWarn {
@@ -186,6 +196,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"port out of range", []string{"demo", "--addr", ":70000"}, env(), "port must be a number", "dlqdash demo -h"},
 		{"flag without value", []string{"demo", "--addr"}, env(), "flag needs an argument", "dlqdash demo -h"},
 		{"empty db", []string{"demo", "--db", " "}, env(), "empty database path from --db", "dlqdash demo -h"},
+		{"two database variables", []string{"demo"}, env(envDB, "x.db", envDatabaseURL, "postgres://db/x"), "both DLQDASH_DB and DLQDASH_DATABASE_URL are set", "dlqdash demo -h"},
+		{"database URL not PostgreSQL", []string{"demo"}, env(envDatabaseURL, "mysql://db/x"), "DLQDASH_DATABASE_URL must be a postgres:// or postgresql:// URL", "dlqdash demo -h"},
 		{"bad log level", []string{"demo"}, env(envLogLevel, "loud"), `invalid log level "loud" from DLQDASH_LOG_LEVEL`, "dlqdash demo -h"},
 		{"bad log format", []string{"demo", "--log-format", "xml"}, env(), `invalid log format "xml" from --log-format`, "dlqdash demo -h"},
 		{"positional argument", []string{"serve", goodConnStr}, env(envConnectionString, goodConnStr), "takes no arguments", "dlqdash serve -h"},

@@ -22,7 +22,7 @@ type ExportConfig struct {
 }
 
 func exportFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog (read only; never created or migrated)")
 	f.str("format", "", "jsonl", "jsonl (one message object per line, with body_base64) or csv (a header row; no body_base64 or application_properties)")
 	// The filter's flags are dlq's (one per key of the message list's
 	// filter), listed in the help like the others.

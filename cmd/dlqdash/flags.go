@@ -4,6 +4,8 @@ import (
 	"flag"
 	"io"
 	"strings"
+
+	"github.com/dlqdash/dlqdash/store"
 )
 
 // flagSet is a flag.FlagSet whose string flags default to an environment
@@ -64,11 +66,26 @@ func newFlagSet(c command, getenv func(string) string) *flagSet {
 // defaults).
 func (f *flagSet) get(name string) string { return *f.values[name] }
 
-// db is the --db flag: a database path, not empty.
+// db is the --db flag: a SQLite file's path or a PostgreSQL URL, not
+// empty. Without --db, DLQDASH_DATABASE_URL names a PostgreSQL database
+// (the variable's usual name on platforms that provision one); it and
+// DLQDASH_DB together are ambiguous.
 func (f *flagSet) db(bad func(string, ...any) error) (string, error) {
 	db := strings.TrimSpace(f.get("db"))
+	source := f.source("db")
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "db" })
+	if u := strings.TrimSpace(f.getenv(envDatabaseURL)); u != "" && !given {
+		if source == envDB {
+			return "", bad("both %s and %s are set: keep the one that names the database", envDB, envDatabaseURL)
+		}
+		if !store.IsPostgresURL(u) {
+			return "", bad("%s must be a postgres:// or postgresql:// URL (a SQLite file goes in %s)", envDatabaseURL, envDB)
+		}
+		return u, nil
+	}
 	if db == "" {
-		return "", bad("empty database path from %s", f.source("db"))
+		return "", bad("empty database path from %s", source)
 	}
 	return db, nil
 }

@@ -9,11 +9,19 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/dlqdash/dlqdash/store/pgtest"
 )
 
 // TestReplayAPI drives the job API of a real dlqdash serve against the
-// emulator: the answers and status codes of docs/api.md.
+// emulator: the answers and status codes of docs/api.md, on a SQLite file
+// and on a PostgreSQL database.
 func TestReplayAPI(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testReplayAPI(t, filepath.Join(t.TempDir(), "dlqdash.db"), "") })
+	t.Run("postgres", func(t *testing.T) { testReplayAPI(t, pgtest.Start(t).Database(t), strings.Repeat("k", 32)) })
+}
+
+func testReplayAPI(t *testing.T, db, auditKey string) {
 	cfg := filepath.Join(t.TempDir(), "Config.json")
 	if err := os.WriteFile(cfg, []byte(`{"UserConfig":{"Namespaces":[{"Name":"api","Queues":[
 		{"Name":"orders","Properties":{"LockDuration":"PT10S"}}],
@@ -49,9 +57,8 @@ func TestReplayAPI(t *testing.T) {
 	r, _ = client.NewReceiverForSubscription("payments", "audit", nil)
 	deadLetter(r, 1, "Boom")
 
-	db := filepath.Join(t.TempDir(), "dlqdash.db")
 	s := start(t, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--poll", "100ms", "--admin-endpoint", "http://" + adminAddr, "--log-level", "debug"},
-		env(envConnectionString, conn))
+		env(envConnectionString, conn, envAuditKey, auditKey))
 	defer s.stop(t)
 	defer func() {
 		if t.Failed() {

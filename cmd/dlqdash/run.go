@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runTokenList(ctx, cfg, stdout)
 	case "token revoke":
 		err = runTokenRevoke(ctx, cfg, stdout)
+	case "store copy":
+		err = runStoreCopy(ctx, cfg, stdout)
 	default:
 		err = fmt.Errorf("command %q has no implementation", cfg.Command)
 	}

@@ -29,7 +29,7 @@ type TokenConfig struct {
 }
 
 func tokenCreateFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (created and migrated if needed)")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog (created and migrated if needed)")
 	f.str("name", "", "", "the token's name (required): letters, digits, '.', '_' or '-'; never reused, even after revocation")
 	f.str("role", "", "", "the token's role (required): viewer, operator or admin")
 	f.str("expires", "", "", "how long the token is valid: a Go duration (720h) or days (90d); empty for never")
@@ -37,11 +37,11 @@ func tokenCreateFlags(f *flagSet) {
 }
 
 func tokenListFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog (read only; never created or migrated)")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog (read only; never created or migrated)")
 }
 
 func tokenRevokeFlags(f *flagSet) {
-	f.str("db", envDB, defaultDB, "SQLite database file of a dlqdash catalog")
+	f.str("db", envDB, defaultDB, "SQLite database file or postgres:// URL (or DLQDASH_DATABASE_URL) of a dlqdash catalog")
 	f.str("name", "", "", "the name of the token to revoke (required)")
 	auditKeyFlag(f)
 }

@@ -1,0 +1,222 @@
+//go:build scale
+
+// The same scale measurements on both engines (issue 20): ingest into an
+// empty catalog through the ingester's write path (storetest.Seeder), then
+// list and search p95 over the catalog it wrote, SQLite then PostgreSQL in
+// one run so that both share the machine's load:
+//
+//	go test -tags scale -run TestScaleEngines -timeout 60m -v ./store/ -scale.engines-n 100000
+//
+// PostgreSQL is a pgtest cluster (fsync off: a throwaway cluster; see
+// pgtest) on a unix socket, vacuumed and analyzed after the load. The process's own CPU (getrusage) is the
+// client's share; the server's is the CPU time of the cluster's processes
+// (the test binary's descendants, from /proc), so the load-independent
+// cost of a message is the sum.
+package store_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/store"
+	"github.com/dlqdash/dlqdash/store/storetest"
+)
+
+var scaleEnginesN = flag.Int("scale.engines-n", 100_000, "messages TestScaleEngines ingests per engine")
+
+func TestScaleEngines(t *testing.T) {
+	n := *scaleEnginesN
+	for _, engine := range store.Engines() {
+		t.Run(engine, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := store.Open(ctx, store.FreshTarget(t, engine), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			seeder, err := storetest.NewSeeder(ctx, st, storetest.ScaleOptions{Total: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu0, srv0, start := processCPU(), serverCPU(), time.Now()
+			if err := seeder.Seed(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			wall, cpu, srv := time.Since(start), processCPU()-cpu0, serverCPU()-srv0
+			t.Logf("%s: ingested %d messages in %s: %.0f msg/s; CPU per message %.1f µs in the process, %.1f µs in the server",
+				engine, n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(),
+				float64(cpu.Microseconds())/float64(n), float64(srv.Microseconds())/float64(n))
+			if engine == "postgres" {
+				// Autovacuum vacuums and analyzes tables this size within a
+				// minute of the load (PostgreSQL 13 and later vacuum after
+				// inserts, setting the visibility map that index-only scans
+				// need); the measurement does not wait for it.
+				if err := store.WriterExecForTest(ctx, st, "VACUUM ANALYZE"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			props := func(kv ...string) []dlq.PropertyMatch {
+				var out []dlq.PropertyMatch
+				for i := 0; i+1 < len(kv); i += 2 {
+					out = append(out, dlq.PropertyMatch{Key: kv[i], Value: kv[i+1]})
+				}
+				return out
+			}
+			deep, _, err := st.ListMessages(ctx, dlq.Filter{}, 500, "")
+			if err != nil || len(deep) == 0 {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				name   string
+				f      dlq.Filter
+				cursor bool
+			}{
+				{"list: all", dlq.Filter{}, false},
+				{"list: all, a page 2,000 rows deep", dlq.Filter{}, true},
+				{"list: entity " + storetest.BigEntity, dlq.Filter{Entity: storetest.BigEntity}, false},
+				{"list: subqueue transfer_dead_letter", dlq.Filter{SubQueue: dlq.SubQueueTransferDeadLetter}, false},
+				{"filter: property region (30 %)", dlq.Filter{Properties: props("region", storetest.CommonRegion)}, false},
+				{"filter: tenant-0009 + priority high", dlq.Filter{Properties: props("tenant", "tenant-0009", "priority", "high")}, false},
+				{"filter: entity + reason SqlTimeout", dlq.Filter{Entity: storetest.BigEntity, Reason: "SqlTimeout"}, false},
+				{"search: word in 1/3 of bodies", dlq.Filter{Query: storetest.CommonWord}, false},
+				{"search: word in 1 %", dlq.Filter{Query: storetest.MidWord}, false},
+				{"search: rare word", dlq.Filter{Query: storetest.RareWord}, false},
+				{"search: entity + word in 1 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}, false},
+			} {
+				cursor := ""
+				if c.cursor {
+					// 2,000 rows in: four pages of 500.
+					for range 4 {
+						var next string
+						if _, next, err = st.ListMessages(ctx, c.f, 500, cursor); err != nil {
+							t.Fatal(err)
+						}
+						cursor = next
+					}
+				}
+				var ds []time.Duration
+				var rows int
+				cpu0, srv0 := processCPU(), serverCPU()
+				const runs = 60
+				for range runs {
+					t0 := time.Now()
+					recs, _, err := st.ListMessages(ctx, c.f, store.DefaultListLimit, cursor)
+					if err != nil {
+						t.Fatalf("%s: %v", c.name, err)
+					}
+					ds = append(ds, time.Since(t0))
+					rows = len(recs)
+				}
+				slices.Sort(ds)
+				ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+				t.Logf("%s %-40s p50 %7.2f ms  p95 %7.2f ms  CPU/page %.2f ms process + %.2f ms server  (%d rows)",
+					engine, c.name, ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]),
+					ms((processCPU()-cpu0)/runs), ms((serverCPU()-srv0)/runs), rows)
+			}
+		})
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU is the CPU time of this process's descendants that are still
+// running (the pgtest cluster's postmaster and backends; the pools keep
+// their connections), from /proc: utime + stime in clock ticks (100 Hz).
+func serverCPU() time.Duration {
+	parent := map[int]int{}
+	ticks := map[int]int64{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 {
+			continue
+		}
+		pid, _ := strconv.Atoi(s[:strings.IndexByte(s, ' ')])
+		fields := strings.Fields(s[end+2:]) // from the state field (3rd)
+		if len(fields) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		ut, _ := strconv.ParseInt(fields[11], 10, 64)
+		stt, _ := strconv.ParseInt(fields[12], 10, 64)
+		parent[pid], ticks[pid] = ppid, ut+stt
+	}
+	self := os.Getpid()
+	var total int64
+	for pid, t := range ticks {
+		for p := parent[pid]; p > 1; p = parent[p] {
+			if p == self {
+				total += t
+				break
+			}
+		}
+	}
+	return time.Duration(total) * 10 * time.Millisecond
+}
+
+// TestScalePostgresPlans logs PostgreSQL's plans (EXPLAIN ANALYZE) of the
+// list queries that cost the most in TestScaleEngines, for each search
+// strategy, on a catalog of -scale.engines-n messages.
+func TestScalePostgresPlans(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.FreshTarget(t, "postgres"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	storetest.SeedScale(t, st, *scaleEnginesN, storetest.ScaleOptions{Total: *scaleEnginesN})
+	if err := store.WriterExecForTest(ctx, st, "VACUUM ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	props := []dlq.PropertyMatch{{Key: "tenant", Value: "tenant-0009"}, {Key: "priority", Value: "high"}}
+	for _, c := range []struct {
+		name string
+		f    dlq.Filter
+	}{
+		{"two properties", dlq.Filter{Properties: props}},
+		{"common word", dlq.Filter{Query: storetest.CommonWord}},
+		{"word in 1 %", dlq.Filter{Query: storetest.MidWord}},
+		{"entity + word in 1 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
+	} {
+		for _, how := range []string{"", "collect", "probe", "fetch"} {
+			restore := store.ForceSearchForTest(how)
+			q, args, err := store.ListQueryForTest(ctx, st, c.f)
+			restore()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := st.ReaderForTest().QueryContext(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+q, args...)
+			if err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+			var plan strings.Builder
+			for rows.Next() {
+				var line string
+				rows.Scan(&line)
+				plan.WriteString(line + "\n")
+			}
+			rows.Close()
+			t.Logf("%s, strategy %q:\n%s\n%s", c.name, how, q, plan.String())
+		}
+	}
+}

@@ -580,7 +580,7 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 	default:
 		indexTerms()
 		lastTerms()
-		p.and("EXISTS (SELECT 1 FROM messages_fts WHERE "+s.eng.searchMatch()+" AND rowid = m.id)", s.eng.searchArg(expr))
+		p.and(s.eng.searchProbe(), s.eng.searchArg(expr))
 	}
 	return p, nil
 }

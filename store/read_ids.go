@@ -58,7 +58,7 @@ func (s *Store) MessagesByID(ctx context.Context, ids []int64, f dlq.Filter) ([]
 	// (a rowid lookup in the search index), never as a full match.
 	// (c.phrases need no check: the property terms in c.last imply them.)
 	if c.query != nil {
-		where = append(where, "EXISTS (SELECT 1 FROM messages_fts WHERE "+s.eng.searchMatch()+" AND rowid = m.id)")
+		where = append(where, s.eng.searchProbe())
 		args = append(args, s.eng.searchArg(c.query))
 	}
 	q := "SELECT " + recordColumns + " FROM messages m " + s.eng.notIndexed() + " " + recordJoins + whereClause(where) +

@@ -74,7 +74,7 @@ func readSource(t *testing.T) source {
 			s.flags[string(m[1])] = true
 		}
 	}
-	for _, want := range []string{"DLQDASH_DB", "DLQDASH_AUDIT_KEY", "DLQDASH_REPLICA_ID"} {
+	for _, want := range []string{"DLQDASH_DATABASE_URL", "DLQDASH_AUDIT_KEY", "DLQDASH_REPLICA_ID"} {
 		if !s.env[want] {
 			t.Fatalf("the source scan found no %s in cmd/dlqdash: the scan is broken, or the variable was renamed (then rename it in deploy/ too)", want)
 		}
@@ -416,15 +416,15 @@ func TestInitSecrets(t *testing.T) {
 	for k := range env {
 		src.checkEnv(t, "dlqdash.env", k)
 	}
-	u, err := url.Parse(env["DLQDASH_DB"])
+	u, err := url.Parse(env["DLQDASH_DATABASE_URL"])
 	if err != nil || u.Scheme != "postgres" {
-		t.Fatalf("DLQDASH_DB is not a postgres:// URL: %v", err)
+		t.Fatalf("DLQDASH_DATABASE_URL is not a postgres:// URL: %v", err)
 	}
 	if p, _ := u.User.Password(); p != string(pw) || len(pw) < 32 {
 		t.Errorf("the URL's password is not postgres_password's (%d characters)", len(pw))
 	}
 	if u.Hostname() != "postgres" || u.User.Username() != "dlqdash" || u.Path != "/dlqdash" {
-		t.Errorf("DLQDASH_DB names %s@%s%s, want dlqdash@postgres/dlqdash as compose.yaml creates it", u.User.Username(), u.Host, u.Path)
+		t.Errorf("DLQDASH_DATABASE_URL names %s@%s%s, want dlqdash@postgres/dlqdash as compose.yaml creates it", u.User.Username(), u.Host, u.Path)
 	}
 	if k := env["DLQDASH_AUDIT_KEY"]; len(k) < 32 {
 		t.Errorf("the audit key has %d characters", len(k))
@@ -585,7 +585,7 @@ func TestKubernetes(t *testing.T) {
 			}
 		}
 	}
-	for _, need := range []string{"DLQDASH_DB", "DLQDASH_AUDIT_KEY", "SERVICEBUS_CONNECTION_STRING"} {
+	for _, need := range []string{"DLQDASH_DATABASE_URL", "DLQDASH_AUDIT_KEY", "SERVICEBUS_CONNECTION_STRING"} {
 		if secretOf[need] == "" {
 			t.Errorf("%s is not from the Secret", need)
 		}

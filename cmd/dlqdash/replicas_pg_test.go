@@ -23,9 +23,9 @@ import (
 )
 
 // fakeShared is the PostgreSQL store's side of sharedStore, for the
-// wake-ups: its pool is real, its catalog and jobs are a SQLite store's
-// (the PostgreSQL store is not there yet; nothing here writes through
-// them).
+// wake-ups alone: its pool is real, its catalog and jobs are a SQLite
+// store's, which nothing here writes through (TestTwoServesShareOnePostgres
+// runs the real PostgreSQL store).
 type fakeShared struct {
 	pool *pgxpool.Pool
 	st   *store.Store

@@ -3,7 +3,7 @@
 # (default: secrets/ beside this script), once, readable by you alone:
 #
 #   postgres_password  PostgreSQL's password (the docker secret of the postgres service)
-#   dlqdash.env        DLQDASH_DB (the postgres:// URL with that password),
+#   dlqdash.env        DLQDASH_DATABASE_URL (the postgres:// URL with that password),
 #                      DLQDASH_AUDIT_KEY (32 random bytes, hex: the same key for
 #                      every replica) and SERVICEBUS_CONNECTION_STRING
 #   emulator.env       DLQDASH_EMULATOR_KEY, the SAS key of the emulator
@@ -35,7 +35,7 @@ printf '%s' "$password" >"$dir/postgres_password"
 # sslmode=disable: PostgreSQL is reached on compose's own network only. A
 # database elsewhere: sslmode=verify-full.
 cat >"$dir/dlqdash.env" <<END
-DLQDASH_DB=postgres://dlqdash:$password@postgres:5432/dlqdash?sslmode=disable
+DLQDASH_DATABASE_URL=postgres://dlqdash:$password@postgres:5432/dlqdash?sslmode=disable
 DLQDASH_AUDIT_KEY=$audit_key
 SERVICEBUS_CONNECTION_STRING=$connection
 END

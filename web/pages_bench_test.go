@@ -54,6 +54,9 @@ func BenchmarkPages(b *testing.B) {
 	}{
 		{"overview", "/", false},
 		{"groups", "/groups", false},
+		{"group-page", "/groups/" + url.PathEscape(gs[0].ID), false},
+		{"group-page-30d", "/groups/" + url.PathEscape(gs[0].ID) + "?chart=30d", false},
+		{"inventory", "/inventory", false},
 		{"messages/first", "/messages", false},
 		{"messages/deep", "/messages", true},
 		{"messages/entity", "/messages?entity=" + url.QueryEscape(storetest.SmallEntity), false},

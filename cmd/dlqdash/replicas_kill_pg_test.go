@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dlqdash/dlqdash/emulator"
+	"github.com/dlqdash/dlqdash/emulator/broker"
+	"github.com/dlqdash/dlqdash/emulator/emulatortest"
+	"github.com/dlqdash/dlqdash/store/pgtest"
+)
+
+// Issue 20's end-to-end tests with three `dlqdash serve` replicas, each a
+// real process (the test binary as dlqdash: TestMain), on one PostgreSQL
+// database (store/pgtest) and one emulator: the ingesting replica killed
+// (SIGKILL) or frozen past its lease (SIGSTOP, then SIGCONT).
+
+// threeReplicas is the shared setup: an emulator with the queue "orders",
+// a database, and three serve processes pod-a, pod-b and pod-c on them.
+type threeReplicas struct {
+	t    *testing.T
+	ns   *broker.Namespace
+	db   string
+	conn *pgx.Conn
+	pods map[string]*child
+}
+
+func startThreeReplicas(t *testing.T) *threeReplicas {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs three serve processes on PostgreSQL")
+	}
+	db := pgtest.Start(t).Database(t)
+	emu := emulatortest.Start(t, emulator.Config{TickInterval: emulator.DefaultTickInterval})
+	if _, err := emu.Namespace().CreateQueue("orders", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	r := &threeReplicas{t: t, ns: emu.Namespace(), db: db, conn: conn, pods: map[string]*child{}}
+	for _, id := range []string{"pod-a", "pod-b", "pod-c"} {
+		c := startChild(t, []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--poll", "200ms",
+			"--admin-endpoint", emu.AdminURL(), "--replica-id", id},
+			envConnectionString+"="+emu.ConnectionString(), envAuditKey+"="+strings.Repeat("k", 32))
+		t.Cleanup(func() {
+			_ = c.cmd.Process.Signal(syscall.SIGCONT) // if the test froze it
+			c.kill()
+		})
+		r.pods[id] = c
+	}
+	return r
+}
+
+// deadLetter sends n messages with the ids prefix-0 ... prefix-(n-1) to
+// orders and dead-letters them (the broker's own API, as FillDLQ does,
+// but with ids of the caller's choosing).
+func (r *threeReplicas) deadLetter(prefix string, n int) []string {
+	t := r.t
+	t.Helper()
+	c, err := r.ns.NewConsumer(context.Background(), "orders", broker.ConsumerOptions{Mode: broker.PeekLock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ids := make([]string, 0, n)
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		m := &goamqp.Message{Data: [][]byte{[]byte(`{"order":"` + id + `"}`)}, Properties: &goamqp.MessageProperties{MessageID: id}}
+		if err := r.ns.Send("orders", m); err != nil {
+			t.Fatal(err)
+		}
+		d, ok := c.Next()
+		if !ok {
+			t.Fatal("the consumer has no message right after a send")
+		}
+		if err := r.ns.DeadLetter(d.LockToken, "SqlTimeout", "Timeout after 30000 ms", nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// ingester is the ingester_replica that pod's GET /api/v1/status names
+// ("" when none, or when the pod does not answer).
+func (r *threeReplicas) ingester(pod string) string {
+	var st struct {
+		Namespaces []struct {
+			IngesterReplica *string `json:"ingester_replica"`
+		} `json:"namespaces"`
+	}
+	if callAPI(r.t, r.pods[pod].addr, "GET", "/api/v1/status", nil, &st) != 200 ||
+		len(st.Namespaces) != 1 || st.Namespaces[0].IngesterReplica == nil {
+		return ""
+	}
+	return *st.Namespaces[0].IngesterReplica
+}
+
+// cataloged counts the messages that pod lists (GET /api/v1/messages,
+// every page) by message id.
+func (r *threeReplicas) cataloged(pod string) map[string]int {
+	t := r.t
+	t.Helper()
+	counts := map[string]int{}
+	cursor := ""
+	for {
+		var page struct {
+			Messages []struct {
+				MessageID *string `json:"message_id"`
+			} `json:"messages"`
+			NextCursor *string `json:"next_cursor"`
+		}
+		path := "/api/v1/messages?limit=500"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if code := callAPI(t, r.pods[pod].addr, "GET", path, nil, &page); code != 200 {
+			t.Fatalf("GET %s on %s = %d", path, pod, code)
+		}
+		for _, m := range page.Messages {
+			id := "<none>"
+			if m.MessageID != nil {
+				id = *m.MessageID
+			}
+			counts[id]++
+		}
+		if page.NextCursor == nil {
+			return counts
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// exactlyOnce says what is wrong with counts for want (every id once,
+// nothing else), "" when nothing.
+func exactlyOnce(counts map[string]int, want []string) string {
+	var problems []string
+	for _, id := range want {
+		if n := counts[id]; n != 1 {
+			problems = append(problems, fmt.Sprintf("%s listed %d times", id, n))
+		}
+	}
+	for id := range counts {
+		if !slices.Contains(want, id) {
+			problems = append(problems, fmt.Sprintf("unexpected %s", id))
+		}
+	}
+	slices.Sort(problems)
+	if len(problems) > 5 {
+		problems = append(problems[:5], fmt.Sprintf("and %d more", len(problems)-5))
+	}
+	return strings.Join(problems, "; ")
+}
+
+// lease is the ingest lease's holder and term, and the catalog's message
+// rows and distinct (entity, subqueue, sequence number) among them, read
+// from the database directly.
+func (r *threeReplicas) lease() (holder string, term int64, rows, distinct int) {
+	t := r.t
+	t.Helper()
+	if err := r.conn.QueryRow(t.Context(), `SELECT coalesce(holder, ''), term FROM leases WHERE name LIKE 'ingest/%'`).
+		Scan(&holder, &term); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT (entity_id, subqueue, sequence_number)) FROM messages`).
+		Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+// agreedIngester waits until every pod in pods names the same ingester,
+// one of pods, and returns it.
+func (r *threeReplicas) agreedIngester(within time.Duration, pods ...string) string {
+	r.t.Helper()
+	var who string
+	waitForWithin(r.t, within, fmt.Sprintf("%v agreeing on an ingester among them", pods), func() bool {
+		who = r.ingester(pods[0])
+		if !slices.Contains(pods, who) {
+			return false
+		}
+		for _, p := range pods[1:] {
+			if r.ingester(p) != who {
+				return false
+			}
+		}
+		return true
+	})
+	return who
+}
+
+func others(all []string, but string) []string {
+	return slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == but })
+}
+
+var podIDs = []string{"pod-a", "pod-b", "pod-c"}
+
+// TestThreeReplicasIngesterKilled: the ingesting replica is killed
+// (SIGKILL) while dead letters keep arriving; another replica takes the
+// namespace over within 10 s, and every dead letter sent before, during
+// and after is cataloged exactly once.
+func TestThreeReplicasIngesterKilled(t *testing.T) {
+	r := startThreeReplicas(t)
+	first := r.agreedIngester(30*time.Second, podIDs...)
+	t.Logf("%s ingests", first)
+	survivors := others(podIDs, first)
+
+	want := r.deadLetter("before", 40)
+	waitForWithin(t, 30*time.Second, "the first dead letters cataloged", func() bool {
+		return exactlyOnce(r.cataloged(survivors[0]), want) == ""
+	})
+	_, term1, _, _ := r.lease()
+
+	killed := time.Now()
+	r.pods[first].kill()
+	want = append(want, r.deadLetter("during", 25)...)
+	var next string
+	waitForWithin(t, 30*time.Second, "a survivor taking the namespace over", func() bool {
+		next = r.ingester(survivors[0])
+		return slices.Contains(survivors, next)
+	})
+	takeover := time.Since(killed)
+	t.Logf("%s took over from %s %v after the kill", next, first, takeover.Round(time.Millisecond))
+	if takeover > 10*time.Second {
+		t.Errorf("takeover took %v, want at most 10 s", takeover)
+	}
+	want = append(want, r.deadLetter("after", 25)...)
+
+	for _, p := range survivors {
+		waitForWithin(t, 30*time.Second, "every dead letter on "+p, func() bool { return exactlyOnce(r.cataloged(p), want) == "" })
+		if got := r.ingester(p); got != next {
+			t.Errorf("%s names %q as the ingester, want %s", p, got, next)
+		}
+	}
+	cataloged := time.Since(killed)
+	t.Logf("all %d dead letters cataloged on both survivors %v after the kill", len(want), cataloged.Round(time.Millisecond))
+	// A last look after a few renewals: nothing cataloged twice since.
+	time.Sleep(3 * time.Second)
+	for _, p := range survivors {
+		if problem := exactlyOnce(r.cataloged(p), want); problem != "" {
+			t.Errorf("on %s: %s", p, problem)
+		}
+	}
+	holder, term, rows, distinct := r.lease()
+	if holder != next || term <= term1 || rows != len(want) || distinct != len(want) {
+		t.Errorf("lease held by %q at term %d (was %d), %d message rows (%d distinct); want %s, a later term, %d rows",
+			holder, term, term1, rows, distinct, next, len(want))
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -257,5 +258,81 @@ func TestThreeReplicasIngesterKilled(t *testing.T) {
 	if holder != next || term <= term1 || rows != len(want) || distinct != len(want) {
 		t.Errorf("lease held by %q at term %d (was %d), %d message rows (%d distinct); want %s, a later term, %d rows",
 			holder, term, term1, rows, distinct, next, len(want))
+	}
+}
+
+// TestThreeReplicasCutOffHolder: the ingesting replica is frozen
+// (SIGSTOP) past its lease (store/replica's DefaultTTL, 6 s), another
+// takes over; thawed (SIGCONT), the old holder writes nothing with its
+// old term: no duplicate rows, the lease stays with the new holder at a
+// later term, and the old holder's status names the new one.
+func TestThreeReplicasCutOffHolder(t *testing.T) {
+	r := startThreeReplicas(t)
+	first := r.agreedIngester(30*time.Second, podIDs...)
+	survivors := others(podIDs, first)
+	want := r.deadLetter("before", 30)
+	waitForWithin(t, 30*time.Second, "the first dead letters cataloged", func() bool {
+		return exactlyOnce(r.cataloged(survivors[0]), want) == ""
+	})
+	_, term1, _, _ := r.lease()
+
+	frozen := r.pods[first].cmd.Process
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	// Dead letters that the frozen holder may have had in flight, or that
+	// its stale ingester would read again when it thaws.
+	want = append(want, r.deadLetter("frozen", 20)...)
+	var next string
+	waitForWithin(t, 30*time.Second, "a survivor taking the namespace over", func() bool {
+		next = r.ingester(survivors[0])
+		return slices.Contains(survivors, next)
+	})
+	t.Logf("%s took over from the frozen %s %v after SIGSTOP", next, first, time.Since(stopped).Round(time.Millisecond))
+	waitForWithin(t, 30*time.Second, "the dead letters sent while frozen cataloged", func() bool {
+		return exactlyOnce(r.cataloged(next), want) == ""
+	})
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s continued %v after SIGSTOP", first, time.Since(stopped).Round(time.Millisecond))
+	want = append(want, r.deadLetter("thawed", 20)...)
+
+	waitForWithin(t, 30*time.Second, "the thawed replica naming the new ingester", func() bool { return r.ingester(first) == next })
+	for _, p := range podIDs {
+		waitForWithin(t, 30*time.Second, "every dead letter on "+p, func() bool { return exactlyOnce(r.cataloged(p), want) == "" })
+	}
+	// The thawed replica's renewals (every 2 s) and polls (every 1 s) have
+	// run several times by now: it must not have taken anything back.
+	time.Sleep(4 * time.Second)
+	for _, p := range podIDs {
+		if problem := exactlyOnce(r.cataloged(p), want); problem != "" {
+			t.Errorf("on %s: %s", p, problem)
+		}
+		if got := r.ingester(p); got != next {
+			t.Errorf("%s names %q as the ingester, want %s", p, got, next)
+		}
+	}
+	holder, term, rows, distinct := r.lease()
+	if holder != next || term <= term1 || rows != len(want) || distinct != len(want) {
+		t.Errorf("lease held by %q at term %d (was %d), %d message rows (%d distinct); want %s, a later term, %d rows",
+			holder, term, term1, rows, distinct, next, len(want))
+	}
+	// The thawed replica knows it lost the lease of its old term (its own
+	// clock gives up before the database would refuse it), and said so.
+	lost := false
+	for line := range strings.Lines(r.pods[first].stderr.String()) {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Term int64  `json:"term"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, "lease") {
+			t.Logf("%s: %s", first, strings.TrimSpace(line))
+			lost = lost || rec.Msg == "lease lost" && rec.Term == term1
+		}
+	}
+	if !lost {
+		t.Errorf("%s never logged losing its lease at term %d", first, term1)
 	}
 }

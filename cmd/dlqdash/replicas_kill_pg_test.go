@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -68,9 +71,15 @@ func startThreeReplicas(t *testing.T) *threeReplicas {
 // orders and dead-letters them (the broker's own API, as FillDLQ does,
 // but with ids of the caller's choosing).
 func (r *threeReplicas) deadLetter(prefix string, n int) []string {
+	r.t.Helper()
+	return r.deadLetterTo("orders", prefix, n)
+}
+
+// deadLetterTo is deadLetter to queue.
+func (r *threeReplicas) deadLetterTo(queue, prefix string, n int) []string {
 	t := r.t
 	t.Helper()
-	c, err := r.ns.NewConsumer(context.Background(), "orders", broker.ConsumerOptions{Mode: broker.PeekLock})
+	c, err := r.ns.NewConsumer(context.Background(), queue, broker.ConsumerOptions{Mode: broker.PeekLock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +88,7 @@ func (r *threeReplicas) deadLetter(prefix string, n int) []string {
 	for i := range n {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		m := &goamqp.Message{Data: [][]byte{[]byte(`{"order":"` + id + `"}`)}, Properties: &goamqp.MessageProperties{MessageID: id}}
-		if err := r.ns.Send("orders", m); err != nil {
+		if err := r.ns.Send(queue, m); err != nil {
 			t.Fatal(err)
 		}
 		d, ok := c.Next()
@@ -334,5 +343,187 @@ func TestThreeReplicasCutOffHolder(t *testing.T) {
 	}
 	if !lost {
 		t.Errorf("%s never logged losing its lease at term %d", first, term1)
+	}
+}
+
+// catalogIDs is the catalog ids (GET /api/v1/messages' "id") of the
+// messages pod lists, by message id.
+func (r *threeReplicas) catalogIDs(pod string) map[string]string {
+	t := r.t
+	t.Helper()
+	var page struct {
+		Messages []struct {
+			ID        json.RawMessage `json:"id"`
+			MessageID string          `json:"message_id"`
+		} `json:"messages"`
+	}
+	if code := callAPI(t, r.pods[pod].addr, "GET", "/api/v1/messages?limit=500", nil, &page); code != 200 {
+		t.Fatalf("GET /api/v1/messages on %s = %d", pod, code)
+	}
+	ids := map[string]string{}
+	for _, m := range page.Messages {
+		var id string
+		if json.Unmarshal(m.ID, &id) != nil {
+			id = string(m.ID) // a number
+		}
+		ids[m.MessageID] = id
+	}
+	return ids
+}
+
+// TestThreeReplicasAuditVerify: three jobs (two replays, a discard, each
+// on a queue of its own) submitted at once, one to each replica, run
+// concurrently (paced, so
+// that their appends to the audit chain interleave); when all three have
+// completed, `dlqdash audit verify` on the database with the replicas'
+// audit key finds the chain intact, with as many entries as
+// GET /api/v1/audit lists.
+func TestThreeReplicasAuditVerify(t *testing.T) {
+	r := startThreeReplicas(t)
+	// One queue per job: two replays of one entity running on two
+	// replicas at once each hold the other's messages locked (a replay
+	// leaves the messages it did not select locked, untouched) and wait a
+	// lock duration for them; that is not what this test is about.
+	for _, p := range podIDs {
+		if _, err := r.ns.CreateQueue("orders-"+p, broker.DefaultQueueProperties()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.agreedIngester(30*time.Second, podIDs...)
+	var want []string
+	for _, p := range podIDs {
+		want = append(want, r.deadLetterTo("orders-"+p, "job-"+p, 20)...)
+	}
+	waitForWithin(t, 30*time.Second, "the dead letters cataloged", func() bool {
+		return exactlyOnce(r.cataloged("pod-a"), want) == ""
+	})
+	catalog := r.catalogIDs("pod-a")
+
+	type submitted struct {
+		pod  string
+		code int
+		job  struct {
+			ID     json.RawMessage `json:"id"`
+			Status string          `json:"status"`
+		}
+		err error
+	}
+	results := make(chan submitted, len(podIDs))
+	for i, p := range podIDs {
+		var ids []string
+		for j := range 20 {
+			ids = append(ids, catalog[fmt.Sprintf("job-%s-%d", p, j)])
+		}
+		body := map[string]any{"ids": ids, "action": "replay", "rate_per_second": 10}
+		if i == 1 {
+			body = map[string]any{"ids": ids, "action": "discard", "reason": "three replicas audit test"}
+		}
+		b, _ := json.Marshal(body)
+		go func() {
+			s := submitted{pod: p}
+			res, err := http.Post("http://"+r.pods[p].addr+"/api/v1/jobs", "application/json", bytes.NewReader(b))
+			if err != nil {
+				s.err = err
+			} else {
+				defer res.Body.Close()
+				s.code = res.StatusCode
+				out, _ := io.ReadAll(res.Body)
+				if err := json.Unmarshal(out, &s.job); err != nil {
+					s.err = fmt.Errorf("%s: %w", out, err)
+				}
+			}
+			results <- s
+		}()
+	}
+	jobs := map[string]string{} // job id -> the pod it was submitted to
+	for range podIDs {
+		s := <-results
+		if s.err != nil || s.code != 201 {
+			t.Fatalf("POST /api/v1/jobs on %s = %d: %v", s.pod, s.code, s.err)
+		}
+		jobs[strings.Trim(string(s.job.ID), `"`)] = s.pod
+	}
+	for id, p := range jobs {
+		other := podIDs[(slices.Index(podIDs, p)+1)%len(podIDs)]
+		var raw json.RawMessage
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("job %s (submitted to %s) last seen on %s: %s", id, p, other, raw)
+				var claim string
+				_ = r.conn.QueryRow(context.Background(), `SELECT coalesce(claimed_by, '') || ' term ' || claim_term FROM jobs WHERE id = $1`, id).Scan(&claim)
+				t.Logf("job %s claimed by %s", id, claim)
+				for _, q := range podIDs {
+					for line := range strings.Lines(r.pods[q].stderr.String()) {
+						if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, "job") {
+							t.Logf("%s: %s", q, strings.TrimSpace(line))
+						}
+					}
+				}
+			}
+		})
+		waitForWithin(t, 60*time.Second, "job "+id+" completed", func() bool {
+			var job struct {
+				Status string `json:"status"`
+				Counts struct {
+					Completed int `json:"completed"`
+				} `json:"counts"`
+			}
+			callAPI(t, r.pods[other].addr, "GET", "/api/v1/jobs/"+id, nil, &raw)
+			_ = json.Unmarshal(raw, &job)
+			if job.Status == "failed" || job.Status == "cancelled" {
+				t.Fatalf("job %s (submitted to %s) %s", id, p, job.Status)
+			}
+			return job.Status == "completed" && job.Counts.Completed == 20
+		})
+	}
+
+	// A job's status reads completed a moment before its job_completed
+	// entry is appended: wait for the entries (the API on pod-c).
+	var entries int
+	var actions map[string]int
+	waitForWithin(t, 30*time.Second, "the three job_completed audit entries", func() bool {
+		entries, actions = 0, map[string]int{}
+		cursor := ""
+		for {
+			var page struct {
+				Entries []struct {
+					Action string `json:"action"`
+				} `json:"entries"`
+				NextCursor *string `json:"next_cursor"`
+			}
+			path := "/api/v1/audit?limit=500"
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			if code := callAPI(t, r.pods["pod-c"].addr, "GET", path, nil, &page); code != 200 {
+				t.Fatalf("GET %s = %d", path, code)
+			}
+			entries += len(page.Entries)
+			for _, e := range page.Entries {
+				actions[e.Action]++
+			}
+			if page.NextCursor == nil {
+				break
+			}
+			cursor = *page.NextCursor
+		}
+		return actions["job_completed"] == 3
+	})
+	t.Logf("audit entries by action: %v", actions)
+	if actions["replay_job_created"] != 2 || actions["discard_job_created"] != 1 || actions["job_completed"] != 3 {
+		t.Errorf("audit entries by action %v; want 2 replay_job_created, 1 discard_job_created, 3 job_completed", actions)
+	}
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"audit", "verify", "--db", r.db}, env(envAuditKey, strings.Repeat("k", 32)), &out, &errOut)
+	t.Logf("audit verify: %d: %s%s", code, out.String(), errOut.String())
+	var n int
+	if _, err := fmt.Sscanf(out.String(), "audit chain intact: %d entries", &n); code != 0 || err != nil {
+		t.Fatalf("audit verify exited %d: %s%s", code, out.String(), errOut.String())
+	}
+	if n != entries || n < len(jobs) {
+		t.Errorf("audit verify checked %d entries; GET /api/v1/audit lists %d, and there are %d jobs", n, entries, len(jobs))
+	}
+	if !strings.Contains(out.String(), "audit key from") {
+		t.Errorf("audit verify did not use the audit key: %s", out.String())
 	}
 }

@@ -101,9 +101,8 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 			c.kill()
 		}
 	}()
-	var any1 string
 	for range 3 {
-		any1 = spawn()
+		spawn()
 	}
 	// anyAlive is a replica that is up: the API answers the same from each.
 	anyAlive := func() *child {
@@ -115,7 +114,7 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 	}
 	waitForWithin(t, 60*time.Second, "the catalog of the DLQ", func() bool {
 		var out struct{ Messages []json.RawMessage }
-		replicas[any1].api(t, "GET", "/api/v1/messages?limit=500&entity=dedup", nil, &out)
+		replicas["pod-1"].api(t, "GET", "/api/v1/messages?limit=500&entity=dedup", nil, &out)
 		return len(out.Messages) == n
 	})
 
@@ -149,7 +148,7 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 		h, _, st, d := claim()
 		runner = h
 		return h != "" && st == "running" && d > 0
-	})
+	}, dump)
 	t.Logf("job %s first claimed by %s", job.ID, runner)
 	var adoptions []time.Duration
 	killed := map[string]bool{}
@@ -178,7 +177,7 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 			}
 			runner = h2
 			return h2 != "" && h2 != h && term2 > term && d > before
-		})
+		}, dump)
 		took := time.Since(killAt)
 		adoptions = append(adoptions, took)
 		if killed[runner] {
@@ -202,7 +201,7 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 			t.Fatalf("the job ended %s\n%s", st, dump())
 		}
 		return st == "completed"
-	})
+	}, dump)
 	if killed[last] || replicas[last] == nil {
 		t.Errorf("the job finished under %s's claim, which is not a survivor", last)
 	}
@@ -211,6 +210,9 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 		Counts struct{ Completed, Failed, Skipped, Pending int }
 	}
 	anyAlive().api(t, "GET", "/api/v1/jobs/"+job.ID, nil, &final)
+	if final.Status != "completed" {
+		t.Errorf("the job's status on a survivor is %q; want completed", final.Status)
+	}
 	if final.Counts.Completed != n || final.Counts.Failed != 0 || final.Counts.Skipped != 0 || final.Counts.Pending != 0 {
 		t.Errorf("job counts %+v; want %d completed and nothing else", final.Counts, n)
 	}
@@ -261,14 +263,15 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 	}
 }
 
-// pollUntil is waitForWithin polling every 50 ms: the conditions here read
-// the database, and adoptions take tens of seconds.
-func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+// pollUntil is waitForWithin polling every 50 ms (the conditions here read
+// the database, and adoptions take tens of seconds) that shows logs() when
+// it gives up.
+func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool, logs func() string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
+			t.Fatalf("timed out after %s waiting for %s; the replicas' logs:\n%s", within, what, logs())
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval, not a wait for an event
 	}

@@ -183,7 +183,16 @@ func TestWebSocketSubprotocols(t *testing.T) {
 	if resp.StatusCode != http.StatusUpgradeRequired || !strings.Contains(string(body), "AMQPWSB10") {
 		t.Errorf("plain GET: %d %q, want 426 naming AMQPWSB10", resp.StatusCode, body)
 	}
-	if n := emu.Connections().WebSocket; n != 2 {
+	// The server counts a connection when its handler takes it over, which
+	// may be just after the client's Dial has returned (the 101 is written
+	// first): wait for the count rather than read it once (CI saw 1).
+	deadline := time.Now().Add(5 * time.Second)
+	n := emu.Connections().WebSocket
+	for n < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		n = emu.Connections().WebSocket
+	}
+	if n != 2 {
 		t.Errorf("%d websocket connections served, want 2 (the refusals are not connections)", n)
 	}
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -359,22 +358,13 @@ func (s *Server) exportAudit(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-store")
 	out := &sentWriter{w: w}
 	bw := bufio.NewWriterSize(out, 64<<10)
-	var write func(audit.Entry) error
-	finish := func() error { return nil }
-	if format == "csv" {
-		cw := csv.NewWriter(bw)
-		if err := cw.Write(apijson.AuditCSVHeader()); err != nil {
-			return err
-		}
-		write = func(e audit.Entry) error { return cw.Write(apijson.NewAuditEntry(e).CSVRecord()) }
-		finish = func() error { cw.Flush(); return cw.Error() }
-	} else {
-		enc := json.NewEncoder(bw)
-		write = func(e audit.Entry) error { return enc.Encode(apijson.NewAuditEntry(e)) }
+	ex, err := apijson.NewAuditExporter(bw, format)
+	if err != nil {
+		return err
 	}
-	err = s.audit.ScanAudit(r.Context(), f, write)
+	err = s.audit.ScanAudit(r.Context(), f, ex.Write)
 	if err == nil {
-		err = finish()
+		err = ex.Finish()
 	}
 	if err == nil {
 		err = bw.Flush()

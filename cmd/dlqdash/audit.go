@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,25 +203,15 @@ func runAuditExport(ctx context.Context, cfg Config, stdout io.Writer) error {
 	defer st.Close()
 
 	w := bufio.NewWriterSize(stdout, 64<<10)
-	var write func(audit.Entry) error
-	finish := func() error { return nil }
-	switch cfg.AuditExport.Format {
-	case "csv":
-		cw := csv.NewWriter(w)
-		if err := cw.Write(apijson.AuditCSVHeader()); err != nil {
-			return fmt.Errorf("audit export: %w", err)
-		}
-		write = func(e audit.Entry) error { return cw.Write(apijson.NewAuditEntry(e).CSVRecord()) }
-		finish = func() error { cw.Flush(); return cw.Error() }
-	default:
-		enc := json.NewEncoder(w)
-		write = func(e audit.Entry) error { return enc.Encode(apijson.NewAuditEntry(e)) }
-	}
-	f := audit.Filter{Since: cfg.AuditExport.Since, Until: cfg.AuditExport.Until}
-	if err := st.ScanAudit(ctx, f, write); err != nil {
+	ex, err := apijson.NewAuditExporter(w, cfg.AuditExport.Format)
+	if err != nil {
 		return fmt.Errorf("audit export: %w", err)
 	}
-	if err := finish(); err != nil {
+	f := audit.Filter{Since: cfg.AuditExport.Since, Until: cfg.AuditExport.Until}
+	if err := st.ScanAudit(ctx, f, ex.Write); err != nil {
+		return fmt.Errorf("audit export: %w", err)
+	}
+	if err := ex.Finish(); err != nil {
 		return fmt.Errorf("audit export: %w", err)
 	}
 	if err := w.Flush(); err != nil {

@@ -1,7 +1,9 @@
 package apijson
 
 import (
+	"encoding/csv"
 	"encoding/json"
+	"io"
 	"strconv"
 
 	"github.com/dlqdash/dlqdash/audit"
@@ -47,4 +49,32 @@ func (a AuditEntry) CSVRecord() []string {
 	ids, _ := json.Marshal(a.MessageIDs)
 	return []string{strconv.FormatInt(a.Seq, 10), a.At.String(), a.Actor, a.Action, string(a.Params), string(ids),
 		a.Outcome, a.PrevHash, a.Hash}
+}
+
+// AuditExporter writes audit entries to w in an export format, "csv" (the
+// header row first) or anything else for JSON lines. Finish flushes what
+// the format buffers; w itself is the caller's to flush.
+type AuditExporter struct {
+	Write  func(audit.Entry) error
+	Finish func() error
+}
+
+// NewAuditExporter starts an export to w: `dlqdash audit export` and
+// GET /api/v1/audit/export write the same bytes.
+func NewAuditExporter(w io.Writer, format string) (AuditExporter, error) {
+	if format == "csv" {
+		cw := csv.NewWriter(w)
+		if err := cw.Write(AuditCSVHeader()); err != nil {
+			return AuditExporter{}, err
+		}
+		return AuditExporter{
+			Write:  func(e audit.Entry) error { return cw.Write(NewAuditEntry(e).CSVRecord()) },
+			Finish: func() error { cw.Flush(); return cw.Error() },
+		}, nil
+	}
+	enc := json.NewEncoder(w)
+	return AuditExporter{
+		Write:  func(e audit.Entry) error { return enc.Encode(NewAuditEntry(e)) },
+		Finish: func() error { return nil },
+	}, nil
 }

@@ -67,14 +67,18 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 		}
 	}
 
-	// landed waits for a page a form's submission loads: the execution
-	// context is replaced mid-way, so a failed evaluation is retried.
+	// landed waits for the page a form's submission loads: the execution
+	// context is replaced mid-way, so a failed evaluation is retried. The
+	// submitting page is marked (window.submitted), and the condition holds
+	// only on a page without the mark: a live page can show the saved values
+	// before the form's own navigation has finished, and navigating away
+	// then would race it.
 	landed := func(cond string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			var ok bool
-			err := chromedp.Run(b, chromedp.Evaluate(cond, &ok))
+			err := chromedp.Run(b, chromedp.Evaluate(`!window.submitted && (`+cond+`)`, &ok))
 			if err == nil && ok {
 				return
 			}
@@ -94,6 +98,7 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 			const format = `+byLabel("Format")+`; format.value = "slack";
 			for (const box of document.querySelectorAll('input[name="events"]')) box.checked = ["new_group", "group_growth"].includes(box.value);
 			`+byLabel("Growing fast: at least this many dead letters per minute")+`.value = "5";
+			window.submitted = true;
 			setTimeout(() => document.querySelector('[data-testid="webhook-save"]').click(), 0);
 		})()`, nil))
 	landed(`document.readyState === "complete" && document.querySelector('[data-testid="webhook-added"]') !== null`)
@@ -129,6 +134,7 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 			if (status.tagName !== "SELECT") throw new Error("Status is a " + status.tagName);
 			status.value = "known";
 			`+byLabel("Owner")+`.value = "ops team";
+			window.submitted = true;
 			setTimeout(() => document.querySelector('[data-testid="group-save"]').click(), 0);
 		})()`, nil))
 	landed(`document.readyState === "complete" && document.querySelector('[data-testid="group-title"]') !== null && document.querySelector('[data-testid="group-title"]').textContent.trim() === "Orders deleted upstream"`)

@@ -26,6 +26,10 @@ const (
 	// any replica.
 	loginCookie = "__Host-dlqdash_login"
 	loginMaxAge = 10 * time.Minute
+	// maxNextBytes is the longest destination a sign-in keeps (a longer
+	// one goes to "/"): it is stored with the sign-in in progress, which
+	// one address may have 100 of.
+	maxNextBytes = 8 << 10
 )
 
 // SignIn runs an OpenID Connect sign-in; package auth/oidc implements it,
@@ -107,7 +111,11 @@ func (s *Server) startSignIn(w http.ResponseWriter, r *http.Request) error {
 	if s.tooManyFailures(w, r) {
 		return nil
 	}
-	redirect, cookie, err := s.signIn.Begin(r.Context(), safeNext(r.URL.Query().Get("next")), s.signInClient(r))
+	next := safeNext(r.URL.Query().Get("next"))
+	if len(next) > maxNextBytes {
+		next = "/"
+	}
+	redirect, cookie, err := s.signIn.Begin(r.Context(), next, s.signInClient(r))
 	if err != nil {
 		return err
 	}

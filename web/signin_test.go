@@ -67,6 +67,7 @@ func TestSignInNextWithTabStaysOnThisHost(t *testing.T) {
 type recordingSignIn struct {
 	mu      sync.Mutex
 	clients []string
+	nexts   []string
 	err     error
 }
 
@@ -74,6 +75,7 @@ func (r *recordingSignIn) Begin(_ context.Context, next, client string) (string,
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clients = append(r.clients, client)
+	r.nexts = append(r.nexts, next)
 	return "https://idp.example/authorize?state=s", "key", nil
 }
 
@@ -98,6 +100,16 @@ func TestSignInClientAndServerErrors(t *testing.T) {
 	want := []string{"192.0.2.7", "2001:db8:1:2::/64", "2001:db8:1:2::/64", "192.0.2.8"}
 	if strings.Join(si.clients, " ") != strings.Join(want, " ") {
 		t.Errorf("sign-ins counted against %q, want %q", si.clients, want)
+	}
+	// A destination too long to keep with the sign-in goes to /.
+	long := "/messages?q=" + strings.Repeat("x", maxNextBytes)
+	for _, next := range []string{long[:maxNextBytes], long} {
+		if res, _ := do(t, fx.h, httptest.NewRequest("GET", "/login?next="+url.QueryEscape(next), nil)); res.StatusCode != http.StatusFound {
+			t.Fatalf("GET /login: %d", res.StatusCode)
+		}
+	}
+	if n := len(si.nexts); si.nexts[n-2] != long[:maxNextBytes] || si.nexts[n-1] != "/" {
+		t.Errorf("destinations of %d and %d bytes kept as %d and %q", maxNextBytes, len(long), len(si.nexts[n-2]), si.nexts[n-1])
 	}
 	r := httptest.NewRequest("GET", "/auth/callback?state=s&code=c", nil)
 	r.AddCookie(&http.Cookie{Name: loginCookie, Value: "key"})

@@ -87,3 +87,16 @@ type Store interface {
 	// absolute) and says how many.
 	DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error)
 }
+
+// PendingSignIn is an OpenID Connect sign-in in progress, as stored
+// between the redirect to the identity provider and the provider's
+// redirect back (package auth/oidc keeps it, package store stores it). It
+// holds no secret: the sign-in's state, nonce and PKCE verifier are derived
+// from a key that only the browser's login cookie holds.
+type PendingSignIn struct {
+	StateHash string // SHA-256 of the sign-in's state, hex
+	Client    string // the address it started from; bounds how many one address keeps
+	Next      string // where to go once signed in (a path of the dashboard)
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}

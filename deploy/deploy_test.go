@@ -360,6 +360,17 @@ func TestCompose(t *testing.T) {
 	if health == nil || !slices.Contains(routes, string(health[1])) {
 		t.Errorf("Caddy's health_uri %q is not a GET route of web/routes.go", health)
 	}
+	// No affinity: any replica serves any request, an OIDC sign-in's
+	// callback included (its state is in the database), so Caddy spreads
+	// requests and never pins a browser (cookie, client address, header
+	// or URI hashing).
+	policy := "random (the default)"
+	if m := regexp.MustCompile(`(?m)^\s*lb_policy\s+(\S+)`).FindSubmatch(caddy); m != nil {
+		policy = string(m[1])
+	}
+	if !slices.Contains([]string{"round_robin", "least_conn", "random (the default)"}, policy) {
+		t.Errorf("Caddy's lb_policy is %s, want round_robin, least_conn or random: the replicas need no affinity", policy)
+	}
 	for _, p := range strs(t, at(services["lb"], "ports")) {
 		if !strings.HasPrefix(p, "127.0.0.1:") {
 			t.Errorf("the load balancer publishes %s beyond this computer, with --auth none behind it", p)
@@ -659,6 +670,17 @@ func TestKubernetes(t *testing.T) {
 	}
 	if b := str(at(objs["Ingress/dlqdash"], "spec", "rules", 0, "http", "paths", 0, "backend", "service", "name")); b != "dlqdash" {
 		t.Errorf("the Ingress routes to %q", b)
+	}
+	// No affinity anywhere: any replica serves any request, an OIDC
+	// sign-in's callback included (its state is in the database).
+	if a := str(at(svc, "spec", "sessionAffinity")); a != "" && a != "None" {
+		t.Errorf("the Service has sessionAffinity %s: the replicas need none", a)
+	}
+	annotations, _ := at(objs["Ingress/dlqdash"], "metadata", "annotations").(map[string]any)
+	for k, v := range annotations {
+		if strings.Contains(k, "affinity") || strings.Contains(k, "session-cookie") || strings.Contains(k, "upstream-hash-by") {
+			t.Errorf("the Ingress pins browsers to a replica (%s: %v): the replicas need no affinity", k, v)
+		}
 	}
 }
 

@@ -23,7 +23,9 @@ type CopyProgress struct {
 }
 
 // copyTable is a table CopyTo copies, in an order that satisfies every
-// foreign key, with the key it pages by. Jobs come after messages, so that
+// foreign key, with the key it pages by. oidc_signins (sign-ins in
+// progress, ten minutes each) is not copied: one in progress during the
+// move is started again. Jobs come after messages, so that
 // the destination's messages_redeadlettered trigger finds no job to count
 // a copied copy for: the jobs' own counters are copied.
 type copyTable struct {

@@ -36,7 +36,7 @@ type fakeSignIn struct {
 	users map[string]auth.User
 }
 
-func (f fakeSignIn) Begin(next string) (string, string, error) {
+func (f fakeSignIn) Begin(_ context.Context, next, _ string) (string, string, error) {
 	state := "state-" + strconv.Itoa(len(next))
 	return "https://idp.example/authorize?" + url.Values{"state": {state}, "next": {next}}.Encode(), state + "|" + next, nil
 }

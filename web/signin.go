@@ -21,22 +21,48 @@ import (
 const (
 	sessionCookie = "__Host-dlqdash_session"
 	// loginCookie binds a sign-in in progress to the browser that started
-	// it: the callback must come back with the state it holds.
+	// it: it holds the sign-in's key, from which the callback's state must
+	// derive. The sign-in itself is in the store, so the callback may reach
+	// any replica.
 	loginCookie = "__Host-dlqdash_login"
 	loginMaxAge = 10 * time.Minute
+	// maxNextBytes is the longest destination a sign-in keeps (a longer
+	// one goes to "/"): it is stored with the sign-in in progress, which
+	// one address may have 100 of.
+	maxNextBytes = 8 << 10
 )
 
-// SignIn runs an OpenID Connect sign-in; package auth/oidc implements it.
+// SignIn runs an OpenID Connect sign-in; package auth/oidc implements it,
+// keeping sign-ins in progress in the store that every replica shares.
 type SignIn interface {
-	// Begin starts a sign-in that returns to next (a path of this
-	// server): the provider URL to send the browser to, and the state to
-	// keep in the browser.
-	Begin(next string) (redirectURL, state string, err error)
-	// Finish completes the sign-in whose state the browser kept, with the
+	// Begin starts a sign-in from client (the address it is bounded by:
+	// see signInClient) that returns to next (a path of this server): the
+	// provider URL to send the browser to, and the value to keep in the
+	// browser (the login cookie), opaque to it.
+	Begin(ctx context.Context, next, client string) (redirectURL, cookie string, err error)
+	// Finish completes the sign-in whose cookie the browser kept, with the
 	// query the provider redirected back with. It returns whom the
-	// provider vouched for and where to go next. Its errors are safe to
-	// show.
-	Finish(ctx context.Context, state string, callback url.Values) (auth.User, string, error)
+	// provider vouched for and where to go next. Its errors that implement
+	// SignInRefused are the sign-in's failure, safe to show; others are
+	// the server's.
+	Finish(ctx context.Context, cookie string, callback url.Values) (auth.User, string, error)
+}
+
+// signInRefusal is an error of SignIn.Finish that is the sign-in's own failure.
+type signInRefusal interface{ SignInRefused() }
+
+// signInClient is the address a sign-in in progress counts against (the
+// store keeps a bounded number per address): the client's address as the
+// failure throttle sees it, an IPv6 address by its /64, which one
+// subscriber usually holds whole.
+func (s *Server) signInClient(r *http.Request) string {
+	a := s.clientAddr(r)
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return a.String()
 }
 
 func setCookie(w http.ResponseWriter, name, value string, maxAge time.Duration) {
@@ -75,6 +101,8 @@ type signInError struct{ msg string }
 
 func (e *signInError) Error() string { return e.msg }
 
+func (e *signInError) SignInRefused() {}
+
 // startSignIn answers GET /login: off to the identity provider.
 func (s *Server) startSignIn(w http.ResponseWriter, r *http.Request) error {
 	if s.signIn == nil {
@@ -83,11 +111,15 @@ func (s *Server) startSignIn(w http.ResponseWriter, r *http.Request) error {
 	if s.tooManyFailures(w, r) {
 		return nil
 	}
-	redirect, state, err := s.signIn.Begin(safeNext(r.URL.Query().Get("next")))
+	next := safeNext(r.URL.Query().Get("next"))
+	if len(next) > maxNextBytes {
+		next = "/"
+	}
+	redirect, cookie, err := s.signIn.Begin(r.Context(), next, s.signInClient(r))
 	if err != nil {
 		return err
 	}
-	setCookie(w, loginCookie, state, loginMaxAge)
+	setCookie(w, loginCookie, cookie, loginMaxAge)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, redirect, http.StatusFound)
 	return nil
@@ -110,9 +142,13 @@ func (s *Server) finishSignIn(w http.ResponseWriter, r *http.Request) error {
 	}
 	clearCookie(w, loginCookie)
 	user, next, err := s.signIn.Finish(r.Context(), c.Value, r.URL.Query())
-	if err != nil {
+	var refused signInRefusal
+	if errors.As(err, &refused) {
 		s.authFailed(r, FailureSignIn, err.Error())
 		return &signInError{err.Error()}
+	}
+	if err != nil {
+		return err
 	}
 	var replacing string
 	if old, err := r.Cookie(sessionCookie); err == nil {

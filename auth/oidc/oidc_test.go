@@ -4,25 +4,47 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/auth/oidc"
 	"github.com/dlqdash/dlqdash/auth/oidc/oidctest"
+	"github.com/dlqdash/dlqdash/store"
 )
 
 const redirect = "http://127.0.0.1:8080/auth/callback"
 
-func newProvider(t *testing.T, claim string) (*oidctest.Provider, *oidc.Provider) {
+// openStore is the real store (SQLite) that keeps sign-ins in progress.
+func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	op := oidctest.New(t, "dlqdash", "s3cret", redirect)
-	p, err := oidc.New(t.Context(), oidc.Config{Issuer: op.Issuer, ClientID: "dlqdash", ClientSecret: "s3cret", RedirectURL: redirect, RolesClaim: claim})
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "catalog.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return op, p
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func newProvider(t *testing.T, claim string) (*oidctest.Provider, *oidc.Provider) {
+	t.Helper()
+	op := oidctest.New(t, "dlqdash", "s3cret", redirect)
+	return op, providerOn(t, op, openStore(t), claim, nil)
+}
+
+// providerOn is a Provider for op keeping its sign-ins in st: two on one
+// store are two replicas.
+func providerOn(t *testing.T, op *oidctest.Provider, st oidc.Store, claim string, now func() time.Time) *oidc.Provider {
+	t.Helper()
+	p, err := oidc.New(t.Context(), oidc.Config{Issuer: op.Issuer, ClientID: "dlqdash", ClientSecret: "s3cret", RedirectURL: redirect,
+		RolesClaim: claim, Store: st, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // authorize follows the authorization URL as a browser would, up to the
@@ -45,13 +67,15 @@ func authorize(t *testing.T, authURL string) url.Values {
 func TestSignIn(t *testing.T) {
 	op, p := newProvider(t, "")
 	op.SignInAs(map[string]any{"preferred_username": "alice", "email": "alice@example.com", "groups": []string{"sre", "support"}})
-	authURL, state, err := p.Begin("/messages?entity=orders")
+	authURL, state, err := p.Begin(t.Context(), "/messages?entity=orders", "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(authURL)
 	q := u.Query()
-	if q.Get("state") != state || q.Get("nonce") == "" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" ||
+	// The browser's key is in no URL: state, nonce and verifier derive
+	// from it.
+	if q.Get("state") == "" || strings.Contains(authURL, state) || q.Get("nonce") == "" || q.Get("nonce") == q.Get("state") || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" ||
 		q.Get("redirect_uri") != redirect || !strings.Contains(q.Get("scope"), "openid") {
 		t.Fatalf("authorization URL lacks what the flow needs: %s", authURL)
 	}
@@ -72,7 +96,7 @@ func TestSignIn(t *testing.T) {
 func TestNestedRolesClaimAndNames(t *testing.T) {
 	op, p := newProvider(t, "realm_access.roles")
 	op.SignInAs(map[string]any{"sub": "1234", "email": "bob@example.com", "realm_access": map[string]any{"roles": []string{"dlq-admin"}}})
-	authURL, state, _ := p.Begin("/")
+	authURL, state, _ := p.Begin(t.Context(), "/", "192.0.2.1")
 	user, _, err := p.Finish(t.Context(), state, authorize(t, authURL))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +107,7 @@ func TestNestedRolesClaimAndNames(t *testing.T) {
 	// With realm_access.roles configured, a "groups" claim earns nothing;
 	// with neither a user name nor an email the name is the subject.
 	op.SignInAs(map[string]any{"sub": "5678", "groups": []string{"sre"}})
-	authURL, state, _ = p.Begin("/")
+	authURL, state, _ = p.Begin(t.Context(), "/", "192.0.2.1")
 	user, _, err = p.Finish(t.Context(), state, authorize(t, authURL))
 	if err != nil || user.Name != "5678" || len(user.Groups) != 0 {
 		t.Errorf("user = %+v, %v", user, err)
@@ -91,7 +115,7 @@ func TestNestedRolesClaimAndNames(t *testing.T) {
 	// A claim with one group as a string.
 	op2, p2 := newProvider(t, "groups")
 	op2.SignInAs(map[string]any{"preferred_username": "carol", "groups": "support"})
-	authURL, state, _ = p2.Begin("/")
+	authURL, state, _ = p2.Begin(t.Context(), "/", "192.0.2.1")
 	if user, _, err = p2.Finish(t.Context(), state, authorize(t, authURL)); err != nil || !slices.Equal(user.Groups, []string{"support"}) {
 		t.Errorf("user = %+v, %v", user, err)
 	}
@@ -106,6 +130,11 @@ func TestSignInRefused(t *testing.T) {
 		want   string
 	}{
 		{"state from another browser", nil, func(q url.Values, state *string) { *state = "someone-elses" }, "state"},
+		{"another browser's key", nil, func(q url.Values, state *string) {
+			// A well-formed key (43 base64url characters) of a sign-in
+			// that is not this one.
+			*state = strings.Repeat("A", 42) + "Q"
+		}, "state"},
 		{"state altered on the way", nil, func(q url.Values, state *string) { q.Set("state", "x") }, "state"},
 		{"provider error", nil, func(q url.Values, _ *string) {
 			q.Del("code")
@@ -127,7 +156,7 @@ func TestSignInRefused(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(op)
 			}
-			authURL, state, _ := p.Begin("/")
+			authURL, state, _ := p.Begin(t.Context(), "/", "192.0.2.1")
 			q := authorize(t, authURL)
 			if tt.change != nil {
 				tt.change(q, &state)
@@ -145,7 +174,7 @@ func TestSignInRefused(t *testing.T) {
 // obtained with another challenge cannot be redeemed here.
 func TestPKCEVerifierIsChecked(t *testing.T) {
 	_, p := newProvider(t, "")
-	authURL, state, _ := p.Begin("/")
+	authURL, state, _ := p.Begin(t.Context(), "/", "192.0.2.1")
 	u, _ := url.Parse(authURL)
 	q := u.Query()
 	q.Set("code_challenge", "attackers-challenge-attackers-challenge-abc")
@@ -159,5 +188,64 @@ func TestPKCEVerifierIsChecked(t *testing.T) {
 func TestDiscoveryFailure(t *testing.T) {
 	if _, err := oidc.New(t.Context(), oidc.Config{Issuer: "http://127.0.0.1:1/nothing", ClientID: "x"}); err == nil {
 		t.Error("New without a provider succeeded")
+	}
+}
+
+// TestSignInAcrossReplicas: a sign-in started on one replica finishes on
+// another (two Providers on one store), once: the same callback again, on
+// either, is refused.
+func TestSignInAcrossReplicas(t *testing.T) {
+	op := oidctest.New(t, "dlqdash", "s3cret", redirect)
+	op.SignInAs(map[string]any{"preferred_username": "alice", "groups": []string{"sre"}})
+	st := openStore(t)
+	a, b := providerOn(t, op, st, "", nil), providerOn(t, op, st, "", nil)
+	authURL, key, err := a.Begin(t.Context(), "/groups", "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := authorize(t, authURL)
+	user, next, err := b.Finish(t.Context(), key, back)
+	if err != nil || user.Name != "alice" || next != "/groups" {
+		t.Fatalf("finished on the other replica: %+v %q %v", user, next, err)
+	}
+	for name, p := range map[string]*oidc.Provider{"a": a, "b": b} {
+		var oe *oidc.Error
+		if _, _, err := p.Finish(t.Context(), key, back); !errors.As(err, &oe) || !strings.Contains(err.Error(), "already used") {
+			t.Errorf("the callback replayed on %s: %v", name, err)
+		}
+	}
+}
+
+// TestSignInExpires: a callback 10 minutes after the start is refused
+// (before the code is redeemed), one 4 minutes after is not (the test
+// provider's ID tokens live 5 minutes; the store's tests check the
+// expiry to the millisecond).
+func TestSignInExpires(t *testing.T) {
+	op := oidctest.New(t, "dlqdash", "s3cret", redirect)
+	var skew atomic.Int64
+	p := providerOn(t, op, openStore(t), "", func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
+	authURL, key, err := p.Begin(t.Context(), "/", "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := authorize(t, authURL)
+	skew.Store(int64(oidc.PendingTTL))
+	var oe *oidc.Error
+	if _, _, err := p.Finish(t.Context(), key, back); !errors.As(err, &oe) || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("a callback after %s: %v", oidc.PendingTTL, err)
+	}
+	skew.Store(0)
+	authURL, key, _ = p.Begin(t.Context(), "/", "192.0.2.1")
+	back = authorize(t, authURL)
+	skew.Store(int64(4 * time.Minute))
+	if _, _, err := p.Finish(t.Context(), key, back); err != nil {
+		t.Errorf("a callback 4 minutes after the start: %v", err)
+	}
+}
+
+func TestNewNeedsAStore(t *testing.T) {
+	op := oidctest.New(t, "dlqdash", "s3cret", redirect)
+	if _, err := oidc.New(t.Context(), oidc.Config{Issuer: op.Issuer, ClientID: "dlqdash", RedirectURL: redirect}); err == nil {
+		t.Error("New without a store succeeded")
 	}
 }

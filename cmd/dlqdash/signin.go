@@ -17,7 +17,8 @@ import (
 // sessions and tokens in the store (serveDashboard sets the keyed audit
 // trail for sign-ins and refusals), and for --auth oidc the provider, whose
 // discovery document is read now so that a wrong issuer stops start-up with
-// a clear error.
+// a clear error, and whose sign-ins in progress are in the store too (a
+// callback may reach any replica).
 func withSignIn(ctx context.Context, cfg Config, st *store.Store, logger *slog.Logger, w *web.Config) error {
 	a := cfg.Auth
 	w.Auth = auth.New(auth.Config{Mode: a.Mode, Mapping: a.Mapping, Store: st, TrustedProxies: a.TrustedProxies,
@@ -46,7 +47,7 @@ func withSignIn(ctx context.Context, cfg Config, st *store.Store, logger *slog.L
 			secret = strings.TrimSpace(string(b))
 		}
 		p, err := oidc.New(ctx, oidc.Config{Issuer: a.OIDC.Issuer, ClientID: a.OIDC.ClientID, ClientSecret: secret,
-			RedirectURL: a.OIDC.RedirectURL, RolesClaim: a.OIDC.RolesClaim, Scopes: a.OIDC.Scopes})
+			RedirectURL: a.OIDC.RedirectURL, RolesClaim: a.OIDC.RolesClaim, Scopes: a.OIDC.Scopes, Store: st})
 		if err != nil {
 			return fmt.Errorf("sign-in: %w (check --oidc-issuer)", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
@@ -203,6 +204,17 @@ func TestBrowserReplicas(t *testing.T) {
 
 	// New dead letters, ingested by A, on B's (and C's) list and B's
 	// overview.
+	// Someone on B is typing a filter (not submitted yet) while the list
+	// updates: what they typed stays, in the field they are in and in the
+	// one they left.
+	// (Focus emulated: a background tab's fields take no focus.)
+	run(lists[b], "type a filter on "+b, emulation.SetFocusEmulationEnabled(true), chromedp.Evaluate(`(() => {
+			document.querySelector('[data-testid="filter-more"]').open = true;
+			document.querySelector('[data-testid="filter-q"]').value = "half typed search";
+			const reason = document.querySelector('[data-testid="filter-reason"]');
+			reason.value = "LiveTe";
+			reason.focus();
+		})()`, nil))
 	// Paced: a page on another replica refetches at most once a second
 	// (web.HubConfig.RemoteEvery), so a dead letter sent just after the
 	// previous one's refetch waits for the rest of that second; 1.5 s
@@ -230,6 +242,12 @@ func TestBrowserReplicas(t *testing.T) {
 	noReload(lists[b], b, "the message list")
 	noReload(lists[c], c, "the message list")
 	noReload(overview, b, "the overview")
+	var typed []string
+	eval(lists[b], `["filter-q", "filter-reason"].map(id => document.querySelector('[data-testid="' + id + '"]').value).concat(
+		[document.activeElement.name, String(document.querySelector('[data-testid="filter-more"]').open)])`, &typed)
+	if want := []string{"half typed search", "LiveTe", "reason", "true"}; !slices.Equal(typed, want) {
+		t.Errorf("the filter being typed on %s's list after live updates (q, reason, the field in focus, more filters open): %q, want %q", b, typed, want)
+	}
 
 	// A group triaged on C, on B's group list.
 	var gs struct {

@@ -25,18 +25,25 @@ import (
 // TestBrowserReplicas is issue 20's "a browser on replica B sees live
 // changes ingested by replica A", in Chromium against three real
 // `dlqdash serve` processes on one PostgreSQL database and the emulator.
-// The browser is on a replica that does not ingest (B), and nothing it
-// shows changes there: every update reaches it as another replica's
-// NOTIFY (the wake-up) followed by B's refetch from the tables. Without a
-// reload, B's pages show:
+// The browser is on the replicas that do not ingest (B, and C for what
+// must not depend on which replica takes over or runs a job), where
+// nothing the pages show changes: every update reaches them as another
+// replica's NOTIFY (the wake-up) followed by a refetch from the tables.
+// Without a reload, B's pages show:
 //   - new dead letters (sent and dead-lettered through the SDK) on the
-//     open message list of their entity, and the overview's counts;
-//   - a group renamed and marked investigating on the third replica, on
-//     the group list;
-//   - a paced replay job submitted to the ingesting replica A through its
-//     API, its progress and then its completion, on the job's page;
+//     open message list of their entity, and the overview's counts, while
+//     a filter typed and not submitted stays as typed;
+//   - a group renamed and marked investigating on C, on the group list;
+//     and on the group's page a new dead letter's count, with its triage
+//     form left as typed;
+//   - a paced replay job submitted to A through its API, its progress and
+//     then its completion, on the job's page (on whichever of B and C
+//     does not run it);
 //   - after A is killed (SIGKILL) and another replica took the namespace
-//     over, new dead letters on the same list, still without a reload.
+//     over, new dead letters on the list of the replica that did not.
+//
+// With the cross-replica wake-up switched off (serve's notifier), the
+// first new dead letter never reaches B's list and the test fails.
 func TestBrowserReplicas(t *testing.T) {
 	exe := chromiumPath(t)
 	if testing.Short() {
@@ -202,8 +209,6 @@ func TestBrowserReplicas(t *testing.T) {
 		live(p, 30*time.Second, "the page's live connection", `document.querySelector('[data-testid="live-status"]').dataset.state === "live"`)
 	}
 
-	// New dead letters, ingested by A, on B's (and C's) list and B's
-	// overview.
 	// Someone on B is typing a filter (not submitted yet) while the list
 	// updates: what they typed stays, in the field they are in and in the
 	// one they left.
@@ -215,7 +220,8 @@ func TestBrowserReplicas(t *testing.T) {
 			reason.value = "LiveTe";
 			reason.focus();
 		})()`, nil))
-	// Paced: a page on another replica refetches at most once a second
+	// New dead letters, ingested by A, on B's (and C's) list and B's
+	// overview. Paced: a page on another replica refetches at most once a second
 	// (web.HubConfig.RemoteEvery), so a dead letter sent just after the
 	// previous one's refetch waits for the rest of that second; 1.5 s
 	// apart, each delay is a wake-up's from idle.

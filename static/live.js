@@ -9,7 +9,9 @@
 // show is not an error. After every reconnect, on resync, and when the page
 // comes back after a while hidden or offline, the page refetches itself and
 // replaces <main>'s content, so an update missed while disconnected (or
-// dropped by the server for being slow) is never lost. A connection refused
+// dropped by the server for being slow) is never lost; what the person did
+// to the page and did not submit (boxes ticked, fields typed in, sections
+// opened, the field they are in) is put back on the fresh copy. A connection refused
 // because too many live pages are open (close code 4429) shows the server's
 // reason in the status line and is tried again every 30 s.
 //
@@ -402,8 +404,91 @@
 		}
 	});
 
+	// fieldKeys names main's form fields so that a fresh copy of the page
+	// finds the same ones: tag and name, and a box's value or else the
+	// field's place among those of its name (a filter's several
+	// "property" fields). Fields without a name (a script's own) are left
+	// out.
+	function fieldKeys() {
+		var keys = [];
+		var seen = {};
+		main.querySelectorAll("input[name], textarea[name], select[name]").forEach(function (el) {
+			var k = el.tagName + " " + el.name;
+			if (el.type === "checkbox" || el.type === "radio") {
+				k += "=" + el.value;
+			} else {
+				seen[k] = (seen[k] || 0) + 1;
+				k += "#" + seen[k];
+			}
+			keys.push([k, el]);
+		});
+		return keys;
+	}
+
+	// edits is what the person did to the page that a fresh copy of it
+	// would undo: boxes ticked (or unticked), fields typed in or chosen but
+	// not submitted (their value unlike the page's own), sections opened
+	// or closed (<details>), and the field they are in. Another replica's
+	// changes refetch the page whenever it ingests (HubConfig.Remote), and
+	// reconnects do too: neither may lose what is being typed.
+	function edits() {
+		var fields = {};
+		fieldKeys().forEach(function (kv) {
+			var el = kv[1];
+			if (el.type === "hidden" || el.type === "submit" || el.type === "button") {
+				return;
+			}
+			if (el.type === "checkbox" || el.type === "radio") {
+				if (el.checked || el.checked !== el.defaultChecked) {
+					fields[kv[0]] = { checked: el.checked };
+				}
+			} else if (el.tagName === "SELECT") {
+				var changed = Array.prototype.some.call(el.options, function (o) {
+					return o.selected !== o.defaultSelected;
+				});
+				if (changed) {
+					fields[kv[0]] = { value: el.value };
+				}
+			} else if (el.value !== el.defaultValue) {
+				fields[kv[0]] = { value: el.value };
+			}
+		});
+		var a = document.activeElement;
+		var focused = null;
+		fieldKeys().forEach(function (kv) {
+			if (kv[1] === a) {
+				focused = kv[0];
+			}
+		});
+		var open = Array.prototype.map.call(main.querySelectorAll("details"), function (d) {
+			return d.open;
+		});
+		return { fields: fields, focused: focused, open: open };
+	}
+
+	// restore puts edits back on the page's fresh copy.
+	function restore(e) {
+		var details = main.querySelectorAll("details");
+		if (details.length === e.open.length) {
+			details.forEach(function (d, i) {
+				d.open = e.open[i];
+			});
+		}
+		fieldKeys().forEach(function (kv) {
+			var f = e.fields[kv[0]];
+			if (f && "checked" in f) {
+				kv[1].checked = f.checked;
+			} else if (f) {
+				kv[1].value = f.value;
+			}
+			if (kv[0] === e.focused) {
+				kv[1].focus();
+			}
+		});
+	}
+
 	// refetch replaces <main>'s content with a fresh copy of the page,
-	// keeping the boxes the user ticked and the field being typed in.
+	// keeping what the person did to it (edits).
 	function refetch(asked) {
 		if (paused) {
 			heldRefetch = true;
@@ -430,27 +515,11 @@
 				if (!m) {
 					return;
 				}
-				var ticked = {};
-				main.querySelectorAll("input[type=checkbox]:checked").forEach(function (i) {
-					ticked[i.name + "=" + i.value] = true;
-				});
-				var a = document.activeElement;
-				var typing = a && main.contains(a) && a.name && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) ? a : null;
+				var kept = edits();
 				main.replaceChildren.apply(main, Array.prototype.slice.call(m.childNodes));
 				waiting = {}; // the page as it is now has them
 				waitingRefetch = false;
-				main.querySelectorAll("input[type=checkbox]").forEach(function (i) {
-					if (ticked[i.name + "=" + i.value]) {
-						i.checked = true;
-					}
-				});
-				if (typing) {
-					var same = main.querySelector("[name='" + typing.name.replace(/['\\]/g, "\\$&") + "']");
-					if (same && same.tagName === typing.tagName) {
-						same.value = typing.value;
-						same.focus();
-					}
-				}
+				restore(kept);
 				main.dispatchEvent(new CustomEvent("live:refetch", { bubbles: true }));
 			})
 			.catch(function () {})

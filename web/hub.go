@@ -92,8 +92,10 @@ type HubConfig struct {
 	// Remote wakes the hub when another replica changed the catalog or a
 	// job (replica.Listener.Wake: LISTEN/NOTIFY, carrying no data). What
 	// changed is not known here, so every open page refetches what it
-	// shows from the tables, at most once per RemoteEvery (default 1 s);
-	// a wake-up that is lost loses nothing the next one does not bring.
+	// shows from the tables (a group's page its live parts only, as for a
+	// change here: never its triage form), at most once per RemoteEvery
+	// (default 1 s); a wake-up that is lost loses nothing the next one does
+	// not bring.
 	// Nil: no other replica (SQLite).
 	Remote      <-chan struct{}
 	RemoteEvery time.Duration
@@ -298,7 +300,7 @@ func (h *Hub) Run(ctx context.Context) error {
 				h.sendTo(onPage(views.LiveInventory), resyncFrame)
 			}
 			if remote.ready(now) {
-				h.sendTo(everyPage, resyncFrame)
+				h.sendRemote()
 			}
 			rearm(now)
 		}
@@ -314,6 +316,19 @@ func (h *Hub) Run(ctx context.Context) error {
 			rearm(now)
 		}
 	}
+}
+
+// sendRemote tells the open pages that another replica changed the
+// catalog or a job (HubConfig.Remote). Every page refetches itself
+// (resync), except a failure group's: its triage form may be half filled
+// in, and a refetch would put back the saved values of every field but the
+// one being typed in, each time any replica ingests something. It fetches
+// its live parts (counts, status, chart) instead, as it does for a change
+// made here (sendGroupPages).
+func (h *Hub) sendRemote() {
+	group := onPage(views.LiveGroup)
+	h.sendTo(func(s subscription) bool { return !group(s) }, resyncFrame)
+	h.sendTo(group, groupRecountFrame)
 }
 
 // flush sends what b changed to the pages that show it.

@@ -8,18 +8,25 @@ import (
 )
 
 // A wake-up from another replica (HubConfig.Remote) makes every open page
-// refetch, since the hub cannot know what changed; a burst of wake-ups
-// costs one refetch per RemoteEvery, not one each.
+// refetch, since the hub cannot know what changed, except a failure
+// group's page, which fetches its live parts only (recount: its triage
+// form keeps what is being typed in it); a burst of wake-ups costs one
+// refetch per RemoteEvery, not one each.
 func TestLiveRemoteWakeResyncsEveryPage(t *testing.T) {
 	remote := make(chan struct{}, 1)
 	const every = 300 * time.Millisecond
 	fx := newLiveFixture(t, HubConfig{Remote: remote, RemoteEvery: every})
+	fx.deadLetter(t, "orders", "SqlTimeout", false)
 	pages := []*websocket.Conn{fx.dial(t, "page=overview"), fx.dial(t, "page=messages&entity=orders"), fx.dial(t, "page=groups")}
+	group := fx.dial(t, "page=group&key="+groupKey(t, fx, "SqlTimeout"))
 	remote <- struct{}{}
 	for _, c := range pages {
 		if op := next(t, c); op.Op != "resync" {
 			t.Fatalf("after a remote wake-up: %+v, want resync", op)
 		}
+	}
+	if op := next(t, group); op.Op != "recount" || op.ID != "group" {
+		t.Fatalf("a group's page after a remote wake-up: %+v, want a recount of the group, not a refetch of its form", op)
 	}
 	// A burst of wake-ups within one interval: one more resync, after it.
 	sent := time.Now()

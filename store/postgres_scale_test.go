@@ -31,7 +31,10 @@ import (
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
-var scaleEnginesN = flag.Int("scale.engines-n", 100_000, "messages TestScaleEngines ingests per engine")
+var (
+	scaleEnginesN = flag.Int("scale.engines-n", 100_000, "messages TestScaleEngines ingests per engine")
+	scalePGURL    = flag.String("scale.pg-url", "", "TestScalePostgresPlans: explain the queries on this PostgreSQL database (a filled catalog, for example the one BenchmarkConcurrentReads' -conc.pg-template keeps) instead of seeding a fresh one")
+)
 
 func TestScaleEngines(t *testing.T) {
 	n := *scaleEnginesN
@@ -176,17 +179,24 @@ func serverCPU() time.Duration {
 
 // TestScalePostgresPlans logs PostgreSQL's plans (EXPLAIN ANALYZE) of the
 // list queries that cost the most in TestScaleEngines, for each search
-// strategy, on a catalog of -scale.engines-n messages.
+// strategy, on a catalog of -scale.engines-n messages, or on the catalog
+// at -scale.pg-url.
 func TestScalePostgresPlans(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.FreshTarget(t, "postgres"), store.Options{})
+	target := *scalePGURL
+	if target == "" {
+		target = store.FreshTarget(t, "postgres")
+	}
+	st, err := store.Open(ctx, target, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	storetest.SeedScale(t, st, *scaleEnginesN, storetest.ScaleOptions{Total: *scaleEnginesN})
-	if err := store.WriterExecForTest(ctx, st, "VACUUM ANALYZE"); err != nil {
-		t.Fatal(err)
+	if *scalePGURL == "" {
+		storetest.SeedScale(t, st, *scaleEnginesN, storetest.ScaleOptions{Total: *scaleEnginesN})
+		if err := store.WriterExecForTest(ctx, st, "VACUUM ANALYZE"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	props := []dlq.PropertyMatch{{Key: "tenant", Value: "tenant-0009"}, {Key: "priority", Value: "high"}}
 	for _, c := range []struct {
@@ -200,7 +210,7 @@ func TestScalePostgresPlans(t *testing.T) {
 	} {
 		for _, how := range []string{"", "collect", "probe", "fetch"} {
 			restore := store.ForceSearchForTest(how)
-			q, args, err := store.ListQueryForTest(ctx, st, c.f)
+			q, args, err := store.ListPageQueryForTest(ctx, st, c.f)
 			restore()
 			if err != nil {
 				t.Fatal(err)

@@ -31,7 +31,10 @@ import (
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
-var scaleEnginesN = flag.Int("scale.engines-n", 100_000, "messages TestScaleEngines ingests per engine")
+var (
+	scaleEnginesN = flag.Int("scale.engines-n", 100_000, "messages TestScaleEngines ingests per engine")
+	scalePGURL    = flag.String("scale.pg-url", "", "TestScalePostgresPlans: explain the queries on this PostgreSQL database (a filled catalog, for example the one BenchmarkConcurrentReads' -conc.pg-template keeps) instead of seeding a fresh one")
+)
 
 func TestScaleEngines(t *testing.T) {
 	n := *scaleEnginesN
@@ -176,17 +179,24 @@ func serverCPU() time.Duration {
 
 // TestScalePostgresPlans logs PostgreSQL's plans (EXPLAIN ANALYZE) of the
 // list queries that cost the most in TestScaleEngines, for each search
-// strategy, on a catalog of -scale.engines-n messages.
+// strategy, on a catalog of -scale.engines-n messages, or on the catalog
+// at -scale.pg-url.
 func TestScalePostgresPlans(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.FreshTarget(t, "postgres"), store.Options{})
+	target := *scalePGURL
+	if target == "" {
+		target = store.FreshTarget(t, "postgres")
+	}
+	st, err := store.Open(ctx, target, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	storetest.SeedScale(t, st, *scaleEnginesN, storetest.ScaleOptions{Total: *scaleEnginesN})
-	if err := store.WriterExecForTest(ctx, st, "VACUUM ANALYZE"); err != nil {
-		t.Fatal(err)
+	if *scalePGURL == "" {
+		storetest.SeedScale(t, st, *scaleEnginesN, storetest.ScaleOptions{Total: *scaleEnginesN})
+		if err := store.WriterExecForTest(ctx, st, "VACUUM ANALYZE"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	props := []dlq.PropertyMatch{{Key: "tenant", Value: "tenant-0009"}, {Key: "priority", Value: "high"}}
 	for _, c := range []struct {
@@ -200,7 +210,7 @@ func TestScalePostgresPlans(t *testing.T) {
 	} {
 		for _, how := range []string{"", "collect", "probe", "fetch"} {
 			restore := store.ForceSearchForTest(how)
-			q, args, err := store.ListQueryForTest(ctx, st, c.f)
+			q, args, err := store.ListPageQueryForTest(ctx, st, c.f)
 			restore()
 			if err != nil {
 				t.Fatal(err)
@@ -219,4 +229,124 @@ func TestScalePostgresPlans(t *testing.T) {
 			t.Logf("%s, strategy %q:\n%s\n%s", c.name, how, q, plan.String())
 		}
 	}
+}
+
+// TestScalePostgresSearchCost measures the search pages on the PostgreSQL
+// catalog at -scale.pg-url (a filled one: see TestScalePostgresPlans): 40
+// first pages of each, wall p50/p95 and CPU time a page in this process and
+// in the server (every process of its cluster, from /proc: the cluster need
+// not be this process's child), and checks each page against the one the
+// walk asking about every row finds (ForceSearchForTest("probe")), which
+// is right by construction.
+func TestScalePostgresSearchCost(t *testing.T) {
+	if *scalePGURL == "" {
+		t.Skip("needs -scale.pg-url: a filled PostgreSQL catalog")
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, *scalePGURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var backend int
+	if err := st.ReaderForTest().QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	postmaster := procParent(backend)
+	if postmaster <= 1 {
+		t.Fatalf("the server's backend %d is not a process on this machine", backend)
+	}
+	ids := func(f dlq.Filter) []int64 {
+		recs, _, err := st.ListMessages(ctx, f, store.DefaultListLimit, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		f    dlq.Filter
+	}{
+		{"search: word in 1/3 of bodies", dlq.Filter{Query: storetest.CommonWord}},
+		{"search: word in 3 %", dlq.Filter{Query: storetest.MidWord}},
+		{"search: rare word", dlq.Filter{Query: storetest.RareWord}},
+		{"search: entity + word in 3 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
+	} {
+		restore := store.ForceSearchForTest("probe")
+		want := ids(c.f)
+		restore()
+		got := ids(c.f)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the page is not the newest hits:\n got %v\nwant %v", c.name, got, want)
+		}
+		const runs = 40
+		var ds []time.Duration
+		cpu0, srv0 := processCPU(), clusterCPU(postmaster)
+		for range runs {
+			t0 := time.Now()
+			ids(c.f)
+			ds = append(ds, time.Since(t0))
+		}
+		cpu, srv := (processCPU()-cpu0)/runs, (clusterCPU(postmaster)-srv0)/runs
+		slices.Sort(ds)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		t.Logf("%-32s p50 %7.2f ms  p95 %7.2f ms  CPU/page %.2f ms process + %.2f ms server  (%d rows)",
+			c.name, ms(ds[len(ds)/2]), ms(ds[len(ds)*95/100]), ms(cpu), ms(srv), len(got))
+	}
+}
+
+// procParent is the parent of process pid (0 if it cannot be read).
+func procParent(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 || end+2 > len(s) {
+		return 0
+	}
+	f := strings.Fields(s[end+2:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// clusterCPU is the CPU time of a PostgreSQL cluster: its postmaster (with
+// the children it reaped) and its running children, from /proc in 10 ms
+// ticks.
+func clusterCPU(postmaster int) time.Duration {
+	var ticks int64
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range dirs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		end := strings.LastIndexByte(s, ')')
+		if end < 0 || end+2 > len(s) {
+			continue
+		}
+		f := strings.Fields(s[end+2:])
+		if len(f) < 15 {
+			continue
+		}
+		pid, _ := strconv.Atoi(s[:strings.IndexByte(s, ' ')])
+		ppid, _ := strconv.Atoi(f[1])
+		field := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+		switch {
+		case pid == postmaster:
+			ticks += field(11) + field(12) + field(13) + field(14)
+		case ppid == postmaster:
+			ticks += field(11) + field(12)
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }

@@ -534,13 +534,16 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		"probe":   walked * (probeCost + costWalk),
 		"collect": float64(hits)*collectCost + walked*costWalk,
 	}
-	if hits <= int64(ftsFetchMax) {
+	// capped: the count (or PostgreSQL's estimate) stopped at its cap, so
+	// the number of hits is not known beyond it.
+	capped := hits >= limitHits
+	if hits <= int64(ftsFetchMax) && !capped {
 		cost["fetch"] = float64(hits) * costFetch
 	}
 	if c.query == nil {
 		cost["check"] = walked * (costCheck + costWalk)
 	}
-	if s.eng.postgres && hits >= limitHits {
+	if s.eng.postgres && capped {
 		// The count stopped at the cap: collecting would gather every hit,
 		// more than the cap, where probing is cheaper by the cap's
 		// definition (on SQLite its tie goes to collect, as measured).
@@ -555,20 +558,31 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 	if _, ok := cost[forceSearch]; ok {
 		how = forceSearch
 	}
-	switch how {
-	case "fetch":
-		ids, err := s.ftsHits(ctx, expr, ftsFetchMax)
+	if how == "fetch" {
+		// The page is the first rows of the hits in list order, so it
+		// needs every hit: one more than fetched means some were left out.
+		// That happens when PostgreSQL's estimate was low (its planner's
+		// figure from ANALYZE's sample, which knows nothing of words that
+		// came after it) or messages came in since the count: the walk
+		// asking about each row finds the page instead.
+		ids, err := s.ftsHits(ctx, expr, ftsFetchMax+1)
 		if err != nil {
 			return listPlan{}, err
 		}
-		// NOT INDEXED still allows the rowid lookups. The hits drive, not
-		// a property: the terms are the filter's alone.
-		p = listPlan{postgres: s.eng.postgres, until: c.until, index: s.eng.notIndexed(), where: slices.Clone(c.where), args: slices.Clone(c.args)}
-		p.and("m.id IN ("+s.eng.jsonInts()+")", idList(ids))
-		if c.reasonGroups != nil {
-			p.and(c.reasonGroups.sql, c.reasonGroups.args...)
+		if len(ids) <= ftsFetchMax {
+			// NOT INDEXED still allows the rowid lookups. The hits drive,
+			// not a property: the terms are the filter's alone.
+			p = listPlan{postgres: s.eng.postgres, until: c.until, index: s.eng.notIndexed(), where: slices.Clone(c.where), args: slices.Clone(c.args)}
+			p.and("m.id IN ("+s.eng.jsonInts()+")", idList(ids))
+			if c.reasonGroups != nil {
+				p.and(c.reasonGroups.sql, c.reasonGroups.args...)
+			}
+			lastTerms()
+			return p, nil
 		}
-		lastTerms()
+		how = "probe"
+	}
+	switch how {
 	case "check":
 		indexTerms()
 		lastTerms()

@@ -27,6 +27,8 @@ var (
 	concDuration = flag.Duration("conc.duration", 20*time.Second, "BenchmarkConcurrentReads: how long the clients run")
 	concThink    = flag.Duration("conc.think", 100*time.Millisecond, "BenchmarkConcurrentReads: each client's mean pause between requests (exponential; 0 for none)")
 	concIngest   = flag.Int("conc.ingest", 1000, "BenchmarkConcurrentReads: messages ingested per second meanwhile")
+	concEngine   = flag.String("conc.engine", "sqlite", "BenchmarkConcurrentReads: the catalog's engine, sqlite or postgres")
+	concPGKeep   = flag.String("conc.pg-template", "", "BenchmarkConcurrentReads on postgres: URL of a database that keeps the copied catalog between runs (filled on the first run), cloned for each run; without it a throwaway pgtest cluster gets a new copy")
 )
 
 // BenchmarkConcurrentReads is issue 18's row "32 concurrent clients (lists,
@@ -40,16 +42,30 @@ var (
 // request. Run it alone (it takes about a minute after the copy):
 //
 //	go test ./web -run '^$' -bench ConcurrentReads -benchtime 1x
+//
+// With -conc.engine postgres the same catalog is copied into PostgreSQL
+// (store.CopyTo, then VACUUM ANALYZE) and served from there; the server's
+// CPU time (every process of its cluster, from /proc) is reported beside
+// the process's. See postgresCatalog.
 func BenchmarkConcurrentReads(b *testing.B) {
-	src := storetest.Catalog(b, 1_000_000)
-	path := filepath.Join(b.TempDir(), "catalog.db")
-	if err := copyFile(src, path); err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, path, store.Options{})
-	if err != nil {
-		b.Fatal(err)
+	var st *store.Store
+	serverCPU := func() time.Duration { return 0 }
+	switch *concEngine {
+	case "sqlite":
+		src := storetest.Catalog(b, 1_000_000)
+		path := filepath.Join(b.TempDir(), "catalog.db")
+		if err := copyFile(src, path); err != nil {
+			b.Fatal(err)
+		}
+		var err error
+		if st, err = store.Open(ctx, path, store.Options{}); err != nil {
+			b.Fatal(err)
+		}
+	case "postgres":
+		st, serverCPU = postgresCatalog(b)
+	default:
+		b.Fatalf("-conc.engine %q: sqlite or postgres", *concEngine)
 	}
 	b.Cleanup(func() { st.Close() })
 	h := New(Config{Catalog: st, Mode: "serve"}).Handler()
@@ -130,7 +146,7 @@ func BenchmarkConcurrentReads(b *testing.B) {
 	var mu sync.Mutex
 	var samples []sample
 	var failures int
-	cpu := processCPU()
+	cpu, srv := processCPU(), serverCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for c := range *concClients {
@@ -169,9 +185,28 @@ func BenchmarkConcurrentReads(b *testing.B) {
 	elapsed := time.Since(start)
 	close(stop)
 	ingestWG.Wait()
-	cpu = processCPU() - cpu
+	cpu, srv = processCPU()-cpu, serverCPU()-srv
 	if failures > 0 || ingestErrs > 0 {
 		b.Fatalf("%d failed requests, %d failed ingest pages", failures, ingestErrs)
+	}
+	// The CPU time of each kind, one request at a time over the catalog the
+	// run left (with the messages it ingested), process and server: what
+	// the clients' mix is made of, whatever the machine's load.
+	for _, kind := range kinds {
+		const solo = 20
+		rng := rand.New(rand.NewPCG(1, 18))
+		c0, s0 := processCPU(), serverCPU()
+		for range solo {
+			target := kind.target
+			if kind.name == "message" {
+				target = fmt.Sprintf(target, 1+rng.IntN(1_000_000))
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, "GET", target, nil))
+		}
+		c, sv := (processCPU()-c0)/solo, (serverCPU()-s0)/solo
+		b.Logf("%-22s alone: CPU a request %.2f ms in the process + %.2f ms in the server", kind.name,
+			float64(c.Microseconds())/1000, float64(sv.Microseconds())/1000)
 	}
 	q := func(ds []time.Duration, p float64) float64 {
 		slices.Sort(ds)
@@ -199,8 +234,12 @@ func BenchmarkConcurrentReads(b *testing.B) {
 	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(ingested)/elapsed.Seconds(), "ingested-msg/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(all)), "cpu-ms/req")
+	if *concEngine == "postgres" {
+		b.ReportMetric(float64(srv.Microseconds())/1000/float64(len(all)), "server-cpu-ms/req")
+	}
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%d clients, think %v, %d requests in %v, %d messages ingested, CPU %v", *concClients, *concThink, len(all), elapsed.Round(time.Millisecond), ingested, cpu.Round(time.Millisecond))
+	b.Logf("%s: %d clients, think %v, %d requests in %v, %d messages ingested, CPU %v in the process, %v in the server",
+		*concEngine, *concClients, *concThink, len(all), elapsed.Round(time.Millisecond), ingested, cpu.Round(time.Millisecond), srv.Round(time.Millisecond))
 }
 
 func copyFile(src, dst string) error {

@@ -141,6 +141,47 @@ var ErrUnknownAction = errors.New("unknown audit action")
 
 // Append records r as the next entry of the chain and returns it.
 func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
+	e, err := l.prepare(ctx, r)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := l.ensureKeyed(ctx); err != nil {
+		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
+	}
+	out, err := l.store.AppendAudit(ctx, l.build(e))
+	if err != nil {
+		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
+	}
+	return out, nil
+}
+
+// Build makes the next entry of the chain from the newest entry's Seq and
+// Hash (0 and GenesisHash when there is none): what a store calls inside
+// the write transaction that appends it (Store.AppendAudit's build).
+type Build func(lastSeq int64, lastHash string) (Entry, error)
+
+// Builder is for a store that appends an entry in the transaction that
+// also writes what the entry records (a job's status and its entry: both
+// or neither). It makes sure the chain is keyed first (a keyed Log may
+// append the switch entry, so it must not run inside another write
+// transaction), and returns a func that checks and encodes a Record (its
+// actor, when empty, ctx's) into the Build the store calls, without any
+// I/O.
+func (l *Log) Builder(ctx context.Context) (func(Record) (Build, error), error) {
+	if err := l.ensureKeyed(ctx); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return func(r Record) (Build, error) {
+		e, err := l.prepare(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return l.build(e), nil
+	}, nil
+}
+
+// prepare checks r and makes its entry, all but its place in the chain.
+func (l *Log) prepare(ctx context.Context, r Record) (Entry, error) {
 	if !KnownAction(r.Action) {
 		return Entry{}, fmt.Errorf("audit: %w %q", ErrUnknownAction, r.Action)
 	}
@@ -166,19 +207,17 @@ func (l *Log) Append(ctx context.Context, r Record) (Entry, error) {
 	if e.Outcome == "" {
 		e.Outcome = OutcomeSucceeded
 	}
-	if err := l.ensureKeyed(ctx); err != nil {
-		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
-	}
-	out, err := l.store.AppendAudit(ctx, func(lastSeq int64, lastHash string) (Entry, error) {
+	return e, nil
+}
+
+// build chains e onto the newest entry.
+func (l *Log) build(e Entry) Build {
+	return func(lastSeq int64, lastHash string) (Entry, error) {
 		e.Seq = lastSeq + 1
 		e.PrevHash = lastHash
 		e.Hash = l.sum(e)
 		return e, nil
-	})
-	if err != nil {
-		return Entry{}, fmt.Errorf("audit %s: %w", r.Action, err)
 	}
-	return out, nil
 }
 
 // CanonicalParams encodes params as canonical JSON: an object whose keys
@@ -219,6 +258,8 @@ type BrokenChainError struct {
 	Reason Reason // why
 	Want   string // what the chain says it should be: a hash, or a seq
 	Got    string // what it is
+	// Action is the action whose entry is missing (NoStatusEntry).
+	Action string
 }
 
 // Reason says how a chain is broken.
@@ -244,6 +285,12 @@ const (
 	NeedsKey
 	// NoCreation: a job has no creation entry (Want: the job id); Seq is 0.
 	NoCreation
+	// NoStatusEntry: a job's status (Got: completed, cancelled, paused)
+	// has no entry of the Action that records it (Want: the job id); Seq
+	// is 0. A job's status and its entry are written in one transaction,
+	// so the entry was removed, or written apart from the status by a
+	// dlqdash from before that (and lost in a crash between the two).
+	NoStatusEntry
 )
 
 func (e *BrokenChainError) Error() string {
@@ -266,6 +313,9 @@ func (e *BrokenChainError) Error() string {
 		return msg + "it switched the chain to another audit key (key id " + e.Want + ", this key is " + e.Got + "): give the key dlqdash serve uses"
 	case NeedsKey:
 		return msg + "the chain is keyed from here on: give the audit key (--audit-key-file or DLQDASH_AUDIT_KEY)"
+	case NoStatusEntry:
+		return "audit chain broken: job " + e.Want + " is " + e.Got + ", but no " + e.Action + " entry records it (removed, " +
+			"or lost in a crash of a dlqdash that wrote a job's status and its entry apart)"
 	case NoCreation:
 		if e.Got == "empty" {
 			return "audit chain broken: it is empty while job " + e.Want + " exists (the audit table was emptied)"

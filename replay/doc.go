@@ -101,6 +101,24 @@
 // little later. A process that dies cannot give its locks back: they lapse
 // after L.
 //
+// So jobs on one source (a namespace's entity's subqueue) run one at a
+// time, in one process and across the replicas of a shared store
+// (sources.go, Store.HoldSource): two jobs scanning one queue at once would
+// each hold the other's messages locked for as long as they read there,
+// and the one that gave up waiting would report messages failed that were
+// still in the queue. A run holds its source, through the store, from
+// before it opens the receiver until its work there has ended and the
+// messages it held were given back; a job that finds its source held
+// waits, saying for which job in its paused_reason ("waiting for job 12,
+// which is reading orders/$DeadLetterQueue: one job at a time reads a
+// queue"). A hold dies with its job (finished or paused), with the process
+// that took it (SQLite is one process's), and on PostgreSQL when the
+// job's claim stops heart-beating (its replica died; the job is adopted
+// and holds the source again elsewhere); a run under an older claim term
+// cannot let go of its successor's hold. The locks a dead holder left
+// lapse within one lock duration of its death, which every scan waits for
+// from its start before it takes an unseen message for gone.
+//
 // # Pacing and failure
 //
 // A job's max rate is a token bucket (golang.org/x/time/rate): copies are

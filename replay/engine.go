@@ -15,6 +15,10 @@ import (
 // Auditor records what the engine did. *audit.Log implements it.
 type Auditor interface {
 	Append(ctx context.Context, r audit.Record) (audit.Entry, error)
+	// Builder makes the entries the store appends in the transaction of
+	// the change they record (Store.SetStatusAudited): a job's status
+	// and its audit entry are written together or not at all.
+	Builder(ctx context.Context) (func(audit.Record) (audit.Build, error), error)
 }
 
 // Config configures an Engine. Store, Audit and Broker or Brokers are
@@ -74,13 +78,12 @@ const (
 // Engine runs replay and discard jobs. Create jobs with Submit; Run does
 // the work and adopts the jobs an earlier process left unfinished.
 type Engine struct {
-	cfg   Config
-	log   *slog.Logger
-	now   func() time.Time
-	wake  chan struct{}
-	mu    sync.Mutex
-	runs  map[int64]*run // jobs running in this process
-	srcMu map[sourceKey]*sync.Mutex
+	cfg  Config
+	log  *slog.Logger
+	now  func() time.Time
+	wake chan struct{}
+	mu   sync.Mutex
+	runs map[int64]*run // jobs running in this process
 	// claims is the engine's side of Config.Claims.
 	claims claimState
 }
@@ -110,7 +113,7 @@ func New(cfg Config) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Engine{cfg: cfg, log: log, now: time.Now, wake: make(chan struct{}, 1),
-		runs: map[int64]*run{}, srcMu: map[sourceKey]*sync.Mutex{}}, nil
+		runs: map[int64]*run{}}, nil
 }
 
 // PoisonCap is the configured poison cap.
@@ -203,20 +206,6 @@ func (e *Engine) poke() {
 	}
 }
 
-// sourceLock serialises jobs on one entity's subqueue: two receivers
-// scanning the same dead-letter queue would each hold the other's messages
-// locked.
-func (e *Engine) sourceLock(k sourceKey) *sync.Mutex {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	m := e.srcMu[k]
-	if m == nil {
-		m = new(sync.Mutex)
-		e.srcMu[k] = m
-	}
-	return m
-}
-
 func (e *Engine) changed(j Job) {
 	if e.cfg.OnChange != nil {
 		e.cfg.OnChange(j)
@@ -233,28 +222,43 @@ func (e *Engine) audit(ctx context.Context, r audit.Record) {
 	}
 }
 
+// setStatusAudited changes a job's status in st and appends the audit
+// entry rec makes from the job it leaves, in one transaction
+// (Store.SetStatusAudited): a crash never leaves a status without its
+// entry, nor an entry without its status.
+func (e *Engine) setStatusAudited(ctx context.Context, st Store, id int64, s Status, reason string, rec func(Job) audit.Record,
+	from ...Status) (Job, error) {
+	build, err := e.cfg.Audit.Builder(ctx)
+	if err != nil {
+		return Job{}, err
+	}
+	return st.SetStatusAudited(ctx, id, s, reason, func(j Job) (audit.Build, error) { return build(rec(j)) }, from...)
+}
+
 // Pause stops a job at once: once it has answered, the job starts no send
 // and no complete (see the package documentation for what may still be in
 // flight); Resume continues it.
 func (e *Engine) Pause(ctx context.Context, id int64) (Job, error) {
 	reason := "paused by " + audit.ActorFrom(ctx)
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusPaused, reason, pauseFrom...)
+	j, err := e.setStatusAudited(ctx, e.cfg.Store, id, StatusPaused, reason, func(j Job) audit.Record {
+		return audit.Record{Action: audit.ActionJobPaused, Params: jobParams(j, reason)}
+	}, pauseFrom...)
 	if err != nil {
 		return j, precondition(err, "only a queued or running job can be paused")
 	}
 	e.signal(id, stopPause)
-	e.audit(ctx, audit.Record{Action: audit.ActionJobPaused, Params: jobParams(j, reason)})
 	e.changed(j)
 	return j, nil
 }
 
 // Resume queues a paused job again.
 func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusQueued, "", resumeFrom...)
+	j, err := e.setStatusAudited(ctx, e.cfg.Store, id, StatusQueued, "", func(j Job) audit.Record {
+		return audit.Record{Action: audit.ActionJobResumed, Params: jobParams(j, "")}
+	}, resumeFrom...)
 	if err != nil {
 		return j, precondition(err, "only a paused job can be resumed")
 	}
-	e.audit(ctx, audit.Record{Action: audit.ActionJobResumed, Params: jobParams(j, "")})
 	e.changed(j)
 	e.poke()
 	return j, nil
@@ -265,12 +269,13 @@ func (e *Engine) Resume(ctx context.Context, id int64) (Job, error) {
 // stays in its queue.
 func (e *Engine) Cancel(ctx context.Context, id int64) (Job, error) {
 	reason := "cancelled by " + audit.ActorFrom(ctx)
-	j, err := e.cfg.Store.SetStatus(ctx, id, StatusCancelling, reason, cancelFrom...)
+	j, err := e.setStatusAudited(ctx, e.cfg.Store, id, StatusCancelling, reason, func(j Job) audit.Record {
+		return audit.Record{Action: audit.ActionJobCancelled, Params: jobParams(j, reason)}
+	}, cancelFrom...)
 	if err != nil {
 		return j, precondition(err, "only a queued, running or paused job can be cancelled")
 	}
 	e.signal(id, stopCancel)
-	e.audit(ctx, audit.Record{Action: audit.ActionJobCancelled, Params: jobParams(j, reason)})
 	e.changed(j)
 	e.poke()
 	return j, nil

@@ -32,14 +32,14 @@ func (r *run) finish(ctx context.Context, stop *halt) {
 // pause pauses a running job that cannot go on, saying why.
 func (r *run) pause(ctx context.Context, reason string) {
 	e, id := r.e, r.job.ID
-	j, err := r.store().SetStatus(ctx, id, StatusPaused, reason, active...)
+	j, err := e.setStatusAudited(ctx, r.store(), id, StatusPaused, reason, func(j Job) audit.Record {
+		return audit.Record{Actor: ActorEngine, Action: audit.ActionJobPaused, Params: jobParams(j, reason), Outcome: audit.OutcomeFailed}
+	}, active...)
 	if err != nil {
 		e.log.Error("replay: cannot pause job", "job_id", id, "error", err)
 		return
 	}
 	e.log.Warn("replay: job paused", "job_id", id, "reason", reason)
-	e.audit(ctx, audit.Record{Actor: ActorEngine, Action: audit.ActionJobPaused, Params: jobParams(j, reason),
-		Outcome: audit.OutcomeFailed})
 	e.changed(j)
 }
 
@@ -77,7 +77,13 @@ func (r *run) cancelled(ctx context.Context) {
 // cancels).
 func (r *run) completed(ctx context.Context) {
 	e, id := r.e, r.job.ID
-	j, err := r.store().SetStatus(ctx, id, StatusCompleted, "", active...)
+	j, err := e.setStatusAudited(ctx, r.store(), id, StatusCompleted, "", func(j Job) audit.Record {
+		outcome := audit.OutcomeSucceeded
+		if j.Counts.Failed > 0 {
+			outcome = audit.OutcomeFailed
+		}
+		return audit.Record{Actor: ActorEngine, Action: audit.ActionJobCompleted, Params: jobParams(j, ""), Outcome: outcome}
+	}, active...)
 	var se *StatusError
 	if errors.As(err, &se) {
 		return
@@ -86,11 +92,6 @@ func (r *run) completed(ctx context.Context) {
 		e.log.Error("replay: cannot complete job", "job_id", id, "error", err)
 		return
 	}
-	outcome := audit.OutcomeSucceeded
-	if j.Counts.Failed > 0 {
-		outcome = audit.OutcomeFailed
-	}
-	e.audit(ctx, audit.Record{Actor: ActorEngine, Action: audit.ActionJobCompleted, Params: jobParams(j, ""), Outcome: outcome})
 	e.log.Info("replay: job completed", "job_id", id, "completed", j.Counts.Completed, "failed", j.Counts.Failed, "skipped", j.Counts.Skipped)
 	e.changed(j)
 }

@@ -163,10 +163,14 @@ func (r *run) execute(parent context.Context) {
 		if r.stopped() {
 			break
 		}
-		mu := r.e.sourceLock(k)
-		mu.Lock()
-		err := r.workWatched(ctx, k, bySource[k])
-		mu.Unlock()
+		held, err := r.holdSource(ctx, k)
+		if err == nil && held {
+			err = r.workWatched(ctx, k, bySource[k])
+			r.releaseSource(ctx, k)
+		}
+		if err == nil && !held {
+			break // stopped while it waited
+		}
 		if errors.Is(err, errStopped) {
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 )
 
@@ -42,6 +43,12 @@ type Store interface {
 	// finishes the job (finished_at, and its unfinished items leave the
 	// active set, so they can be selected again).
 	SetStatus(ctx context.Context, jobID int64, s Status, reason string, from ...Status) (Job, error)
+	// SetStatusAudited is SetStatus that also appends the change's audit
+	// entry, in the same transaction: entry makes it (an Auditor's
+	// Builder) from the job as the change leaves it. A change whose entry
+	// cannot be made or appended is not made: a job's status never says
+	// what its audit trail does not.
+	SetStatusAudited(ctx context.Context, jobID int64, s Status, reason string, entry func(Job) (audit.Build, error), from ...Status) (Job, error)
 	// CancelUnsent finishes the job's pending messages (not locked, not
 	// sent) as cancelled, in one transaction, and returns the job.
 	CancelUnsent(ctx context.Context, jobID int64) (Job, error)
@@ -69,6 +76,33 @@ type Store interface {
 	// counting (Canary.SentBase, Canary.RedeadletteredBase), and returns
 	// the job, whose Counts.Redeadlettered is the catalog's count.
 	SetCanary(ctx context.Context, jobID int64, verdict string, sentBase, redeadletteredBase int) (Job, error)
+	// HoldSource makes h's job the one job reading its source (an
+	// entity's subqueue in a namespace), in one transaction, unless
+	// another job holds it and is alive: a job of this store's process
+	// that is unfinished (queued, running, retrying, cancelling), or, on a
+	// store shared by replicas, one whose claim is heart-beating. It
+	// returns the holder: h.JobID when h's job now holds the source (a
+	// hold of the same job's earlier run is taken over), else the job
+	// that reads it.
+	HoldSource(ctx context.Context, h SourceHold) (holder int64, err error)
+	// ReleaseSource lets go of h's hold, if it is still h's (the same job
+	// under the same claim term).
+	ReleaseSource(ctx context.Context, h SourceHold) error
+}
+
+// SourceHold is one job's hold on the entity's subqueue it reads: while a
+// job scans a queue, the messages it did not select stay locked, out of
+// any other receiver's sight, so jobs on one source run one at a time,
+// across every replica of a shared store.
+type SourceHold struct {
+	Namespace string
+	Entity    string
+	SubQueue  dlq.SubQueue
+	JobID     int64
+	// Term is the claim term of the job's run (Claim.Term; 0 without
+	// claims): a run whose claim another replica adopted cannot let go
+	// of its successor's hold.
+	Term int64
 }
 
 // Retrying is a broker call of a job that keeps failing.

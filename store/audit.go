@@ -36,11 +36,24 @@ func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastH
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-
-	lastSeq, lastHash := int64(0), audit.GenesisHash
-	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1`).Scan(&lastSeq, &lastHash)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	e, err := appendAuditTx(ctx, s.eng, tx, build)
+	if err != nil {
 		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+	}
+	if err := tx.Commit(); err != nil {
+		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+	}
+	return e, nil
+}
+
+// appendAuditTx appends build's entry in tx, a write transaction of
+// beginWrite (which serialises it with every other append): AppendAudit's,
+// or one that also writes what the entry records (SetStatusAudited).
+func appendAuditTx(ctx context.Context, eng engine, tx *sql.Tx, build func(lastSeq int64, lastHash string) (audit.Entry, error)) (audit.Entry, error) {
+	lastSeq, lastHash := int64(0), audit.GenesisHash
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1`).Scan(&lastSeq, &lastHash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return audit.Entry{}, err
 	}
 	e, err := build(lastSeq, lastHash)
 	if err != nil {
@@ -52,17 +65,14 @@ func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastH
 	}
 	idsJSON, err := json.Marshal(ids)
 	if err != nil {
-		return audit.Entry{}, fmt.Errorf("append audit entry: %w", err)
+		return audit.Entry{}, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, e.At.UnixMilli(), e.Actor, e.Action, string(e.Params), string(idsJSON), e.Outcome, e.PrevHash, e.Hash); err != nil {
-		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+		return audit.Entry{}, err
 	}
-	if err := indexAuditAction(ctx, s.eng, tx, e); err != nil {
-		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
-	}
-	if err := tx.Commit(); err != nil {
-		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+	if err := indexAuditAction(ctx, eng, tx, e); err != nil {
+		return audit.Entry{}, err
 	}
 	return e, nil
 }

@@ -73,3 +73,23 @@ func CrashForTest(s *Store) error {
 func IndexProgressForTest(ctx context.Context, s *Store) (through, newest int64, err error) {
 	return s.indexProgress(ctx)
 }
+
+// ExecForTest runs one writing statement on the writer (placeholders ?),
+// for tests that make a state no API makes (another replica's claim).
+func ExecForTest(ctx context.Context, s *Store, q string, args ...any) error {
+	_, err := s.writer.ExecContext(ctx, q, args...)
+	return err
+}
+
+// FaultBeforeStatusEntryForTest makes every SetStatusAudited of s fail
+// with err between the status change and its audit entry (a crash there
+// rolls the transaction back as this does), until the returned func runs.
+func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultBeforeStatusEntry {
+			return err
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 )
@@ -777,6 +778,16 @@ func itemStates(ctx context.Context, stmt *sql.Stmt, jobID int64, ids []int64) (
 
 // SetStatus implements replay.Store.
 func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, reason string, from ...replay.Status) (replay.Job, error) {
+	return s.SetStatusAudited(ctx, jobID, st, reason, nil, from...)
+}
+
+// SetStatusAudited implements replay.Store: the status change and the
+// audit entry entry makes from the job it leaves are one write
+// transaction (on PostgreSQL holding the store's write lock, which
+// serialises every replica's appends as AppendAudit's do), so a crash or
+// an error between them leaves neither. A nil entry appends nothing.
+func (s *Store) SetStatusAudited(ctx context.Context, jobID int64, st replay.Status, reason string,
+	entry func(replay.Job) (audit.Build, error), from ...replay.Status) (replay.Job, error) {
 	const op = "set job status"
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
@@ -840,6 +851,18 @@ func (s *Store) SetStatus(ctx context.Context, jobID int64, st replay.Status, re
 	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if entry != nil {
+		build, err := entry(j)
+		if err != nil {
+			return replay.Job{}, fmt.Errorf("%s: audit the change: %w", op, err)
+		}
+		if err := s.testFault(faultBeforeStatusEntry); err != nil {
+			return replay.Job{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if _, err := appendAuditTx(ctx, s.eng, tx, build); err != nil {
+			return replay.Job{}, s.wrap(op+": audit the change", err, DefaultBusyTimeout)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)

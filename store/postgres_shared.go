@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store/replica"
@@ -228,5 +229,18 @@ func (j fencedJobs) SetRetrying(ctx context.Context, jobID int64, rs *replay.Ret
 func (j fencedJobs) SetCanary(ctx context.Context, jobID int64, verdict string, sentBase, redeadletteredBase int) (replay.Job, error) {
 	return retryDeadlock(func() (replay.Job, error) {
 		return j.Store.SetCanary(j.ctx(ctx), jobID, verdict, sentBase, redeadletteredBase)
+	})
+}
+
+// HoldSource is fenced: a run whose claim another replica adopted must not
+// take its source back from its successor.
+func (j fencedJobs) HoldSource(ctx context.Context, h replay.SourceHold) (int64, error) {
+	return retryDeadlock(func() (int64, error) { return j.Store.HoldSource(j.ctx(ctx), h) })
+}
+
+func (j fencedJobs) SetStatusAudited(ctx context.Context, jobID int64, st replay.Status, reason string,
+	entry func(replay.Job) (audit.Build, error), from ...replay.Status) (replay.Job, error) {
+	return retryDeadlock(func() (replay.Job, error) {
+		return j.Store.SetStatusAudited(j.ctx(ctx), jobID, st, reason, entry, from...)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"modernc.org/sqlite"
@@ -87,6 +88,24 @@ type Store struct {
 	// replicaPool is the PostgreSQL pool the replicas coordinate on
 	// (ReplicaDB); nil on SQLite.
 	replicaPool *pgxpool.Pool
+	// token identifies this process's holds on jobs' sources
+	// (jobs_sources.go).
+	tokenOnce sync.Once
+	token     string
+	// fault, set by tests, fails a write at a named point (testFault).
+	fault func(point string) error
+}
+
+// faultBeforeStatusEntry is the point between a job's status change and
+// its audit entry, inside their one transaction (SetStatusAudited).
+const faultBeforeStatusEntry = "before_status_entry"
+
+// testFault is the error a test injects at point; nil otherwise.
+func (s *Store) testFault(point string) error {
+	if s.fault == nil {
+		return nil
+	}
+	return s.fault(point)
 }
 
 // Open opens the database and migrates it to the newest schema this binary

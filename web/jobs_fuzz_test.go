@@ -57,6 +57,12 @@ func (fuzzAudit) Append(ctx context.Context, r audit.Record) (audit.Entry, error
 	return audit.Entry{}, nil
 }
 
+func (fuzzAudit) Builder(context.Context) (func(audit.Record) (audit.Build, error), error) {
+	return func(audit.Record) (audit.Build, error) {
+		return func(int64, string) (audit.Entry, error) { return audit.Entry{}, nil }, nil
+	}, nil
+}
+
 // FuzzJobRequest posts fuzzed bodies to POST /api/v1/jobs, decoded and
 // validated by the real handler and the real engine's Submit (over a
 // catalog and broker of one queue). Every answer is a job (201), a dry run

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlqdash/dlqdash/audit"
+	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store"
 	"github.com/dlqdash/dlqdash/web/apijson"
 )
@@ -98,7 +99,8 @@ func (e *reportedError) Unwrap() error { return e.err }
 
 // runAuditVerify walks the whole chain and prints "audit chain intact: N
 // entries" and a line with the head and the key used, or the first entry that does not hold
-// (exit 1). Then every job must have its creation entry.
+// (exit 1). Then every job must have its creation entry, and its status
+// (completed, cancelled, paused) the entry that records it.
 func runAuditVerify(ctx context.Context, cfg Config, stdout io.Writer) error {
 	st, err := store.OpenReadOnly(ctx, cfg.DB, store.Options{})
 	if err != nil {
@@ -135,18 +137,40 @@ func runAuditVerify(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return nil
 }
 
+// statusActions are the job statuses an audit entry records, by the
+// action of that entry: a job whose status is one of these has at least
+// one such entry (its status and the entry are one transaction).
+var statusActions = map[replay.Status]string{
+	replay.StatusCompleted:  audit.ActionJobCompleted,
+	replay.StatusCancelling: audit.ActionJobCancelled,
+	replay.StatusCancelled:  audit.ActionJobCancelled,
+	replay.StatusPaused:     audit.ActionJobPaused,
+}
+
 // checkJobsAudited fails naming the first job without a successful
-// creation entry: a chain emptied or cut before it, while the jobs table
-// still tells of it.
+// creation entry (a chain emptied or cut before it, while the jobs table
+// still tells of it), or whose status (completed, cancelled, paused) has
+// no entry recording it.
 func checkJobsAudited(ctx context.Context, st *store.Store, entries int) error {
-	created := map[string]bool{}
-	for _, action := range []string{audit.ActionReplayJobCreated, audit.ActionDiscardJobCreated, audit.ActionEditReplay} {
+	// The jobs each action's entries name; creations count only when
+	// they succeeded.
+	named := map[string]map[string]bool{}
+	for _, action := range []string{audit.ActionReplayJobCreated, audit.ActionDiscardJobCreated, audit.ActionEditReplay,
+		audit.ActionJobCompleted, audit.ActionJobCancelled, audit.ActionJobPaused} {
+		creation := action == audit.ActionReplayJobCreated || action == audit.ActionDiscardJobCreated || action == audit.ActionEditReplay
+		key := action
+		if creation {
+			key = "created"
+		}
+		if named[key] == nil {
+			named[key] = map[string]bool{}
+		}
 		err := st.ScanAudit(ctx, audit.Filter{Action: action}, func(e audit.Entry) error {
 			var p struct {
 				JobID string `json:"job_id"`
 			}
-			if e.Outcome == audit.OutcomeSucceeded && json.Unmarshal(e.Params, &p) == nil && p.JobID != "" {
-				created[p.JobID] = true
+			if (!creation || e.Outcome == audit.OutcomeSucceeded) && json.Unmarshal(e.Params, &p) == nil && p.JobID != "" {
+				named[key][p.JobID] = true
 			}
 			return nil
 		})
@@ -162,12 +186,15 @@ func checkJobsAudited(ctx context.Context, st *store.Store, entries int) error {
 		}
 		for _, j := range jobs {
 			id := strconv.FormatInt(j.ID, 10)
-			if !created[id] {
+			if !named["created"][id] {
 				got := ""
 				if entries == 0 {
 					got = "empty"
 				}
 				return &audit.BrokenChainError{Reason: audit.NoCreation, Want: id, Got: got}
+			}
+			if action, ok := statusActions[j.Status]; ok && !named[action][id] {
+				return &audit.BrokenChainError{Reason: audit.NoStatusEntry, Want: id, Got: string(j.Status), Action: action}
 			}
 		}
 		if next == "" {

@@ -211,3 +211,49 @@ func TestAuditExportCommand(t *testing.T) {
 		}
 	})
 }
+
+// audit verify reports a job whose status (completed, cancelled, paused)
+// no entry records: a gap made by hand, as a crash between a status and
+// its entry left one before they were one transaction. With the entry
+// appended, the same database verifies.
+func TestAuditVerifyJobStatusEntries(t *testing.T) {
+	for _, tt := range []struct {
+		status, action string
+	}{
+		{"completed", audit.ActionJobCompleted},
+		{"cancelled", audit.ActionJobCancelled},
+		{"cancelling", audit.ActionJobCancelled},
+		{"paused", audit.ActionJobPaused},
+	} {
+		t.Run(tt.status, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dlqdash.db")
+			st, err := store.Open(t.Context(), path, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			l := audit.New(st)
+			appendEntry := func(action string) {
+				t.Helper()
+				if _, err := l.Append(t.Context(), audit.Record{Action: action, Params: map[string]any{"job_id": "1"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			appendEntry(audit.ActionReplayJobCreated)
+			// Another job's end does not count for job 1.
+			if _, err := l.Append(t.Context(), audit.Record{Action: tt.action, Params: map[string]any{"job_id": "2"}}); err != nil {
+				t.Fatal(err)
+			}
+			tamper(t, path, `INSERT INTO jobs (action, status, created_at, created_by) VALUES ('replay', '`+tt.status+`', 0, 'local')`)
+			code, out, errOut := runCmd(t, "audit", "verify", "--db", path)
+			want := "audit chain broken: job 1 is " + tt.status + ", but no " + tt.action + " entry records it"
+			if code != exitFailure || !strings.HasPrefix(out, want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+			}
+			appendEntry(tt.action)
+			if code, out, errOut := runCmd(t, "audit", "verify", "--db", path); code != exitOK || !strings.HasPrefix(out, "audit chain intact: 3 entries") {
+				t.Fatalf("with the entry: exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+		})
+	}
+}

@@ -27,6 +27,8 @@ import (
 	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
+var scalePGParams = flag.String("scale.pg-params", "", "settings (name=value&...) added to the PostgreSQL URL of TestScalePostgresIngest's store: every session of its pools")
+
 var scalePGSQL = flag.String("scale.pg-sql", "", "statements (separated by ;) TestScalePostgresIngest runs on the fresh catalog before the ingest, to try settings")
 
 func TestScalePostgresIngest(t *testing.T) {
@@ -35,7 +37,16 @@ func TestScalePostgresIngest(t *testing.T) {
 	}
 	n := *scaleEnginesN
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.FreshTarget(t, "postgres"), store.Options{})
+	target := store.FreshTarget(t, "postgres")
+	if *scalePGParams != "" {
+		sep := "?"
+		if strings.Contains(target, "?") {
+			sep = "&"
+		}
+		target += sep + *scalePGParams
+		t.Logf("sessions: %s", *scalePGParams)
+	}
+	st, err := store.Open(ctx, target, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,12 +74,39 @@ func pgString(s *string) any {
 
 // copyMessagesPG writes msgs, whose ids are ids, with their bodies, search
 // documents and property rows: the rows insertMessages's INSERTs and
-// indexRange write on SQLite, the same values.
+// indexRange write on SQLite, the same values. The search documents and the
+// property rows (most of the Go side's work: tokenizing, JSON) are built on
+// another goroutine while the server copies the messages and their bodies,
+// so that on two cores the two overlap.
 func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids []int64) error {
+	var (
+		fts      bytes.Buffer
+		propRows [][]any
+		indexed  = make(chan struct{})
+	)
+	go func() {
+		defer close(indexed)
+		for i, nm := range msgs {
+			m := nm.m
+			props := string(m.ApplicationProperties)
+			if props == "" {
+				props = "{}"
+			}
+			text, isText := bodyText(m.Body)
+			if !isText {
+				text = ""
+			}
+			fts.WriteString(strconv.FormatInt(ids[i], 10))
+			fts.WriteByte('\t')
+			copyText(&fts, encodePGText(tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props)))
+			fts.WriteByte('\n')
+			propRows = appendPropertyRows(propRows, nm, ids[i])
+		}
+	}()
+	defer func() { <-indexed }() // on every return: nothing outlives the transaction
+
 	rows := make([][]any, len(msgs))
 	bodies := make([][]any, len(msgs))
-	var fts bytes.Buffer
-	var propRows [][]any
 	for i, nm := range msgs {
 		m := nm.m
 		var gid any
@@ -94,13 +121,11 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 		if props == "" {
 			props = "{}"
 		}
-		text, isText := bodyText(m.Body)
-		if !isText {
-			text = ""
-		}
 		preview := nm.preview
-		if preview == "" && !nm.previewDone && isText {
-			preview = previewOf(text)
+		if preview == "" && !nm.previewDone {
+			if text, isText := bodyText(m.Body); isText {
+				preview = previewOf(text)
+			}
 		}
 		id := ids[i]
 		rows[i] = []any{id, nm.eid, int64(nm.sq), int64(nm.st), m.SequenceNumber, encodePGText(m.MessageID), pgString(m.CorrelationID),
@@ -114,11 +139,6 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 			b = []byte{}
 		}
 		bodies[i] = []any{id, b}
-		fts.WriteString(strconv.FormatInt(id, 10))
-		fts.WriteByte('\t')
-		copyText(&fts, encodePGText(tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props)))
-		fts.WriteByte('\n')
-		propRows = appendPropertyRows(propRows, nm, id)
 	}
 	return ic.pgx(func(c *pgx.Conn) error {
 		if _, err := c.CopyFrom(ctx, pgx.Identifier{"messages"}, messageCopyColumns, pgx.CopyFromRows(rows)); err != nil {
@@ -127,6 +147,7 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 		if _, err := c.CopyFrom(ctx, pgx.Identifier{"bodies"}, []string{"message_id", "body"}, pgx.CopyFromRows(bodies)); err != nil {
 			return fmt.Errorf("copy bodies: %w", err)
 		}
+		<-indexed
 		if _, err := c.PgConn().CopyFrom(ctx, &fts, "COPY messages_fts (rowid, doc) FROM STDIN"); err != nil {
 			return fmt.Errorf("index for search: %w", err)
 		}

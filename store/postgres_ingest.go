@@ -52,8 +52,8 @@ func (ic *ingestConn) release() {
 	}
 }
 
-// pgx runs fn with the transaction's pgx connection.
-func (ic *ingestConn) pgx(fn func(c *pgx.Conn) error) error {
+// withConn runs fn with the transaction's pgx connection.
+func (ic *ingestConn) withConn(fn func(c *pgx.Conn) error) error {
 	return ic.c.Raw(func(dc any) error {
 		pc, ok := dc.(*pgConn)
 		if !ok {
@@ -140,7 +140,7 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 		}
 		bodies[i] = []any{id, b}
 	}
-	return ic.pgx(func(c *pgx.Conn) error {
+	return ic.withConn(func(c *pgx.Conn) error {
 		if _, err := c.CopyFrom(ctx, pgx.Identifier{"messages"}, messageCopyColumns, pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("copy messages: %w", err)
 		}

@@ -62,10 +62,11 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if s.rangeIsNew(ctx, ns, p.Entity, sq, p.From, p.Through) {
 		prep = prepareMessages(p.Messages, p.SubQueue)
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, ic, err := s.beginIngest(ctx)
 	if err != nil {
 		return res, s.wrap("apply page", err, DefaultBusyTimeout)
 	}
+	defer ic.release() // after the Rollback below
 	defer tx.Rollback()
 
 	eid, err := entityID(ctx, tx, ns, p.Entity)
@@ -126,7 +127,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	}
 	inline := false
 	if len(fresh) > 0 {
-		if res.New, err = insertMessages(ctx, tx, s.chunk, fresh); err != nil {
+		if res.New, err = insertMessages(ctx, tx, ic, s.chunk, fresh); err != nil {
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
 		}
 		if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {

@@ -23,10 +23,11 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	tx, err := s.beginWrite(ctx)
+	tx, ic, err := s.beginIngest(ctx)
 	if err != nil {
 		return nil, s.wrap("import", err, DefaultBusyTimeout)
 	}
+	defer ic.release() // after the Rollback below
 	defer tx.Rollback()
 
 	// Groups and counters are per entity; entities go in the order they
@@ -83,7 +84,7 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 			return nil, fmt.Errorf("import: %w", err)
 		}
 	}
-	ids, err := insertMessages(ctx, tx, s.chunk, rows)
+	ids, err := insertMessages(ctx, tx, ic, s.chunk, rows)
 	if err != nil {
 		return nil, fmt.Errorf("import messages: %w", err)
 	}

@@ -36,6 +36,9 @@ type chunkStatements struct {
 func (s *Store) prepareChunks(ctx context.Context) error {
 	var err1, err2 error
 	s.chunk.eng = s.eng
+	if s.eng.postgres {
+		return nil // COPY instead (postgres_ingest.go)
+	}
 	s.chunk.messages, err1 = s.writer.PrepareContext(ctx,
 		"INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(insertChunk, messageColumnCount))
 	s.chunk.bodies, err2 = s.writer.PrepareContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(insertChunk, 2))
@@ -62,9 +65,9 @@ type newMessage struct {
 // order. The caller counts them (counters, groups) and tells the indexer
 // once it has committed (s.idx.added): on SQLite the search and property
 // rows are written behind (ingest_index.go); on PostgreSQL they are
-// written here, in the caller's transaction, and the watermark moves with
-// them.
-func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs []newMessage) ([]int64, error) {
+// written here, in the caller's transaction, with COPY on its connection
+// ic (beginIngest, postgres_ingest.go), and the watermark moves with them.
+func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkStatements, msgs []newMessage) ([]int64, error) {
 	// Ids are assigned here rather than by SQLite so that rows can go in
 	// many to a statement: the store has one writer connection and this runs
 	// inside its transaction, so nobody else takes the next ids meanwhile.
@@ -75,7 +78,28 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 		`coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0)`)+` + 1`, metaIndexThrough).Scan(&next); err != nil {
 		return nil, err
 	}
-	var ftsArgs []any // PostgreSQL's search documents
+	if full.eng.postgres {
+		if ic == nil {
+			return nil, errors.New("insert messages: a PostgreSQL ingest transaction needs its connection (beginIngest)")
+		}
+		ids := make([]int64, len(msgs))
+		for i := range ids {
+			ids[i] = next + int64(i)
+		}
+		if len(ids) == 0 {
+			return ids, nil
+		}
+		// PostgreSQL's search documents and property rows are built in Go
+		// from the values in hand and written in this transaction, with
+		// the watermark: its indexes are never behind.
+		if err := copyMessagesPG(ctx, ic, msgs, ids); err != nil {
+			return nil, err
+		}
+		if err := setIndexThrough(ctx, tx, ids[len(ids)-1]); err != nil {
+			return nil, err
+		}
+		return ids, nil
+	}
 	ids := make([]int64, 0, len(msgs))
 	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
 	bodyArgs := make([]any, 0, insertChunk*2)
@@ -139,13 +163,6 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 			b = []byte{}
 		}
 		bodyArgs = append(bodyArgs, id, b)
-		if full.eng.postgres {
-			text, isText := bodyText(m.Body)
-			if !isText {
-				text = ""
-			}
-			ftsArgs = append(ftsArgs, id, tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props))
-		}
 		ids = append(ids, id)
 		if pending++; pending == insertChunk {
 			if err := flush(pending); err != nil {
@@ -156,20 +173,6 @@ func insertMessages(ctx context.Context, tx *sql.Tx, full chunkStatements, msgs 
 	}
 	if err := flush(pending); err != nil {
 		return nil, err
-	}
-	if full.eng.postgres && len(ids) > 0 {
-		// PostgreSQL's search documents and property rows are built in Go
-		// from the values in hand (postgres_catalog.go) and written in this
-		// transaction, with the watermark: its indexes are never behind.
-		if err := indexPropertiesPG(ctx, tx, msgs, ids); err != nil {
-			return nil, err
-		}
-		if err := insertSearchRowsPG(ctx, tx, ftsArgs); err != nil {
-			return nil, err
-		}
-		if err := setIndexThrough(ctx, tx, ids[len(ids)-1]); err != nil {
-			return nil, err
-		}
 	}
 	return ids, nil
 }

@@ -2,114 +2,134 @@ package store
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
-	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // The catalog's writes that SQLite does in SQL over what it just stored,
 // done on PostgreSQL from the same values in Go: the search documents
-// (tsvector, search.go) and the property rows. Both produce what the
-// SQLite statements produce; the conformance tests compare the results.
-
-// insertSearchRowsPG inserts the search documents args holds (pairs of
-// message id and tsvector text).
-func insertSearchRowsPG(ctx context.Context, tx *sql.Tx, args []any) error {
-	const perStatement = 1000
-	for len(args) > 0 {
-		n := min(len(args)/2, perStatement)
-		q := "INSERT INTO messages_fts (rowid, doc) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, CAST(? AS tsvector)), ", n), ", ")
-		if _, err := tx.ExecContext(ctx, q, args[:n*2]...); err != nil {
-			return fmt.Errorf("index for search: %w", err)
-		}
-		args = args[n*2:]
-	}
-	return nil
-}
-
-// indexPropertiesPG writes the message_properties rows of msgs, inserted
-// with ids: what propertyRowsOf selects on SQLite, one row per top-level
-// property of properties that are a JSON object, with the value as the
-// property filter compares it (a string's characters, anything else its
-// JSON text), values over maxIndexedValue bytes left out.
-func indexPropertiesPG(ctx context.Context, tx *sql.Tx, msgs []newMessage, ids []int64) error {
-	const perStatement = 1000
-	args := make([]any, 0, 4*perStatement)
-	flush := func() error {
-		if len(args) == 0 {
-			return nil
-		}
-		q := "INSERT INTO message_properties (key, value, at, message_id) VALUES " + placeholders(len(args)/4, 4) +
-			" ON CONFLICT DO NOTHING"
-		_, err := tx.ExecContext(ctx, q, args...)
-		args = args[:0]
-		if err != nil {
-			return fmt.Errorf("index properties: %w", err)
-		}
-		return nil
-	}
-	for i, nm := range msgs {
-		props := nm.m.ApplicationProperties
-		if len(props) == 0 {
-			continue // stored as {}: no rows
-		}
-		at := int64(-1)
-		if nm.m.EnqueuedAt != nil {
-			at = nm.m.EnqueuedAt.UTC().UnixMilli()
-		}
-		for _, kv := range propertyValues(props) {
-			if len(kv[1]) > maxIndexedValue {
-				continue
-			}
-			args = append(args, kv[0], kv[1], at, ids[i])
-			if len(args) == 4*perStatement {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return flush()
-}
+// (tsvector, search.go) and the property rows (propertyValues), written by
+// copyMessagesPG (postgres_ingest.go). Both produce what the SQLite
+// statements produce; the conformance tests compare the results.
 
 // propertyValues are the top-level (key, value) pairs of a JSON object, the
-// value as the property filter compares it; none when js is not a JSON
-// object.
+// value as the property filter compares it (a string's characters as
+// encoding/json decodes them, anything else its compacted JSON text); none
+// when js is not a JSON object. A repeated key gives a pair each time.
+//
+// It runs for every message the PostgreSQL ingest writes, so after
+// json.Valid it walks the object's top level itself, and decodes with
+// encoding/json only a string holding an escape or invalid UTF-8 and a
+// value holding whitespace (TestPropertyValuesAsDecoded compares it with
+// encoding/json's Decoder).
 func propertyValues(js []byte) [][2]string {
 	if !json.Valid(js) {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	i := skipJSONSpace(js, 0)
+	if i >= len(js) || js[i] != '{' {
 		return nil
 	}
 	var out [][2]string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+	i++
+	for {
+		i = skipJSONSpace(js, i)
+		switch js[i] {
+		case '}':
+			return out
+		case ',':
+			i = skipJSONSpace(js, i+1)
+		}
+		end := jsonStringEnd(js, i)
+		key, ok := jsonStringValue(js[i:end])
+		if !ok {
 			return nil
 		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil
-		}
+		i = skipJSONSpace(js, end) + 1 // the colon
+		i = skipJSONSpace(js, i)
+		end = jsonValueEnd(js, i)
+		raw := js[i:end]
 		var value string
-		if len(raw) > 0 && raw[0] == '"' {
-			if err := json.Unmarshal(raw, &value); err != nil {
+		if raw[0] == '"' {
+			if value, ok = jsonStringValue(raw); !ok {
 				return nil
 			}
-		} else {
+		} else if bytes.ContainsAny(raw, " \t\n\r") {
 			var b bytes.Buffer
 			if err := json.Compact(&b, raw); err != nil {
 				return nil
 			}
 			value = b.String()
+		} else {
+			value = string(raw)
 		}
 		out = append(out, [2]string{key, value})
+		i = end
 	}
-	return out
+}
+
+func skipJSONSpace(js []byte, i int) int {
+	for i < len(js) && (js[i] == ' ' || js[i] == '\t' || js[i] == '\n' || js[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonStringEnd is the index after the string that starts at js[i] (valid
+// JSON).
+func jsonStringEnd(js []byte, i int) int {
+	for i++; i < len(js); i++ {
+		switch js[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(js)
+}
+
+// jsonValueEnd is the index after the value that starts at js[i] (valid
+// JSON).
+func jsonValueEnd(js []byte, i int) int {
+	switch js[i] {
+	case '"':
+		return jsonStringEnd(js, i)
+	case '{', '[':
+		depth := 0
+		for i < len(js) {
+			switch js[i] {
+			case '"':
+				i = jsonStringEnd(js, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(js)
+	}
+	for i < len(js) && !strings.ContainsRune(",}] \t\n\r", rune(js[i])) {
+		i++
+	}
+	return i
+}
+
+// jsonStringValue is the JSON string quoted (quotes included) decoded as
+// encoding/json decodes it.
+func jsonStringValue(quoted []byte) (string, bool) {
+	inner := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(quoted, &s); err != nil {
+		return "", false
+	}
+	return s, true
 }

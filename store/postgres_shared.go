@@ -63,36 +63,50 @@ func fenceOf(ctx context.Context) replica.Fencer {
 // connection (a pgx.Tx over it), so it sees and locks what the
 // transaction will write.
 func (s *Store) beginFenced(ctx context.Context, f replica.Fencer) (*sql.Tx, error) {
-	conn, err := s.writer.Conn(ctx)
+	tx, conn, err := s.beginOnConn(ctx, f)
 	if err != nil {
 		return nil, err
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	fail := func(err error) (*sql.Tx, error) {
-		tx.Rollback()
-		conn.Close()
-		return nil, err
-	}
-	if err := s.eng.lockWriter(ctx, tx); err != nil {
-		return fail(err)
-	}
-	if err := conn.Raw(func(dc any) error {
-		pc, ok := dc.(*pgConn)
-		if !ok {
-			return fmt.Errorf("fence a write: the connection is a %T, not PostgreSQL's", dc)
-		}
-		return f.Fence(ctx, connTx{pc.Conn.Conn()})
-	}); err != nil {
-		return fail(err)
 	}
 	// Close returns the connection to the pool once the transaction has
 	// ended (it waits for it): the caller commits or rolls back tx as any.
 	go conn.Close()
 	return tx, nil
+}
+
+// beginOnConn begins a write transaction on PostgreSQL on a connection of
+// its own, which it returns too (for COPY: beginIngest): the transaction
+// holds the write lock and then passes f, when there is one. The caller
+// closes conn once tx has ended.
+func (s *Store) beginOnConn(ctx context.Context, f replica.Fencer) (*sql.Tx, *sql.Conn, error) {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	fail := func(err error) (*sql.Tx, *sql.Conn, error) {
+		tx.Rollback()
+		conn.Close()
+		return nil, nil, err
+	}
+	if err := s.eng.lockWriter(ctx, tx); err != nil {
+		return fail(err)
+	}
+	if f != nil {
+		if err := conn.Raw(func(dc any) error {
+			pc, ok := dc.(*pgConn)
+			if !ok {
+				return fmt.Errorf("fence a write: the connection is a %T, not PostgreSQL's", dc)
+			}
+			return f.Fence(ctx, connTx{pc.Conn.Conn()})
+		}); err != nil {
+			return fail(err)
+		}
+	}
+	return tx, conn, nil
 }
 
 // connTx is a pgx.Tx over the connection of a transaction that

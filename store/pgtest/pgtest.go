@@ -24,6 +24,11 @@ import (
 // ErrNotInstalled reports that no PostgreSQL server binaries were found.
 var ErrNotInstalled = errors.New("PostgreSQL is not installed (no initdb and postgres on PATH or under /usr/lib/postgresql/*/bin): install Debian's postgresql package")
 
+// SettingsEnv names the environment variable whose space-separated
+// name=value pairs are passed to the postmaster of every cluster, after the
+// defaults: settings for a measurement, never needed by a test.
+const SettingsEnv = "DLQDASH_PGTEST_SETTINGS"
+
 // port names the socket file (.s.PGSQL.5432) inside the cluster's own
 // directory; the cluster listens on no TCP port, so clusters never collide.
 const port = 5432
@@ -213,13 +218,18 @@ func start() (*Cluster, error) {
 	// leaving them running on a shared machine. Go sends Pdeathsig when the
 	// thread that started the child exits, so that thread stays locked to a
 	// goroutine that lives as long as the postmaster.
-	postgres := exec.Command(filepath.Join(bin, "postgres"),
-		"-D", c.dataDir, "-k", dir, "-p", strconv.Itoa(port),
+	args := []string{"-D", c.dataDir, "-k", dir, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=",
 		// A throwaway cluster: durability buys nothing.
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "shared_buffers=32MB",
-		"-c", "logging_collector=off")
+		"-c", "logging_collector=off"}
+	// Settings of a measurement (shared_preload_libraries=pg_stat_statements,
+	// say), space-separated name=value pairs, after the defaults.
+	for _, kv := range strings.Fields(os.Getenv(SettingsEnv)) {
+		args = append(args, "-c", kv)
+	}
+	postgres := exec.Command(filepath.Join(bin, "postgres"), args...)
 	postgres.Env = serverEnv()
 	postgres.Stdout = logFile
 	postgres.Stderr = logFile

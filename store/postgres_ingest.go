@@ -1,0 +1,215 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The ingest's inserts on PostgreSQL (issue 20): the rows of a page's new
+// messages go in with COPY on the transaction's own connection, four COPYs
+// a page (messages, bodies, search documents, property rows), instead of
+// multi-row INSERTs of up to 4,000 parameters, which PostgreSQL parsed,
+// planned and inserted row by row (speculatively, for the property rows'
+// ON CONFLICT) each time: BENCHMARKS.md, issue 20, has the figures.
+//
+// COPY runs inside the transaction that beginIngest began, after its write
+// lock and its fencer: a page written under a stale lease term is refused
+// before any COPY, and the COPYs commit or roll back with the rest of the
+// page.
+
+// ingestConn is the connection of an ingest transaction on PostgreSQL, for
+// its COPYs; nil on SQLite (and then insertMessages uses its INSERTs).
+type ingestConn struct{ c *sql.Conn }
+
+// beginIngest begins a write transaction as beginWrite does, and on
+// PostgreSQL returns its connection too. The caller ends the transaction
+// and then calls release (deferred before the transaction's Rollback, so
+// that it runs after it).
+func (s *Store) beginIngest(ctx context.Context) (*sql.Tx, *ingestConn, error) {
+	if !s.eng.postgres {
+		tx, err := s.beginWrite(ctx)
+		return tx, nil, err
+	}
+	tx, conn, err := s.beginOnConn(ctx, fenceOf(ctx))
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, &ingestConn{c: conn}, nil
+}
+
+// release returns the connection to the pool; the transaction must have
+// ended (Close waits for it).
+func (ic *ingestConn) release() {
+	if ic != nil {
+		ic.c.Close()
+	}
+}
+
+// withConn runs fn with the transaction's pgx connection.
+func (ic *ingestConn) withConn(fn func(c *pgx.Conn) error) error {
+	return ic.c.Raw(func(dc any) error {
+		pc, ok := dc.(*pgConn)
+		if !ok {
+			return fmt.Errorf("copy rows: the connection is a %T, not PostgreSQL's", dc)
+		}
+		return fn(pc.Conn.Conn())
+	})
+}
+
+// pgString is s as the driver passes it (encodePGText: CheckNamedValue is
+// not on COPY's way).
+func pgString(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return encodePGText(*s)
+}
+
+// copyMessagesPG writes msgs, whose ids are ids, with their bodies, search
+// documents and property rows: the rows insertMessages's INSERTs and
+// indexRange write on SQLite, the same values. The search documents and the
+// property rows (most of the Go side's work: tokenizing, JSON) are built on
+// another goroutine while the server copies the messages and their bodies,
+// so that on two cores the two overlap.
+func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids []int64) error {
+	var (
+		fts      bytes.Buffer
+		propRows [][]any
+		indexed  = make(chan struct{})
+	)
+	go func() {
+		defer close(indexed)
+		for i, nm := range msgs {
+			m := nm.m
+			props := string(m.ApplicationProperties)
+			if props == "" {
+				props = "{}"
+			}
+			text, isText := bodyText(m.Body)
+			if !isText {
+				text = ""
+			}
+			fts.WriteString(strconv.FormatInt(ids[i], 10))
+			fts.WriteByte('\t')
+			copyText(&fts, encodePGText(tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props)))
+			fts.WriteByte('\n')
+			propRows = appendPropertyRows(propRows, nm, ids[i])
+		}
+	}()
+	defer func() { <-indexed }() // on every return: nothing outlives the transaction
+
+	rows := make([][]any, len(msgs))
+	bodies := make([][]any, len(msgs))
+	for i, nm := range msgs {
+		m := nm.m
+		var gid any
+		if nm.group != nil {
+			gid = nm.group.id
+		}
+		var ttl any
+		if m.TimeToLive != nil {
+			ttl = m.TimeToLive.Milliseconds()
+		}
+		props := string(m.ApplicationProperties)
+		if props == "" {
+			props = "{}"
+		}
+		preview := nm.preview
+		if preview == "" && !nm.previewDone {
+			if text, isText := bodyText(m.Body); isText {
+				preview = previewOf(text)
+			}
+		}
+		id := ids[i]
+		rows[i] = []any{id, nm.eid, int64(nm.sq), int64(nm.st), m.SequenceNumber, encodePGText(m.MessageID), pgString(m.CorrelationID),
+			pgString(m.SessionID), pgString(m.PartitionKey), pgString(m.Subject), pgString(m.ContentType), pgString(m.ReplyTo),
+			pgString(m.ReplyToSessionID), pgString(m.To), pgString(m.DeadLetterReason), pgString(m.DeadLetterErrorDescription),
+			pgString(m.DeadLetterSource), int64(m.DeliveryCount), millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt),
+			millis(m.ExpiresAt), ttl, encodePGText(props), int64(len(m.Body)), encodePGText(preview), gid, nm.firstSeen,
+			nm.lastSeen, max(nm.replayCount, replayCountOf(props)), nm.gone}
+		b := m.Body
+		if b == nil {
+			b = []byte{}
+		}
+		bodies[i] = []any{id, b}
+	}
+	return ic.withConn(func(c *pgx.Conn) error {
+		if _, err := c.CopyFrom(ctx, pgx.Identifier{"messages"}, messageCopyColumns, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("copy messages: %w", err)
+		}
+		if _, err := c.CopyFrom(ctx, pgx.Identifier{"bodies"}, []string{"message_id", "body"}, pgx.CopyFromRows(bodies)); err != nil {
+			return fmt.Errorf("copy bodies: %w", err)
+		}
+		<-indexed
+		if _, err := c.PgConn().CopyFrom(ctx, &fts, "COPY messages_fts (rowid, doc) FROM STDIN"); err != nil {
+			return fmt.Errorf("index for search: %w", err)
+		}
+		if len(propRows) > 0 {
+			if _, err := c.CopyFrom(ctx, pgx.Identifier{"message_properties"}, []string{"key", "value", "at", "message_id"},
+				pgx.CopyFromRows(propRows)); err != nil {
+				return fmt.Errorf("index properties: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// messageCopyColumns are messageColumns as COPY takes them.
+var messageCopyColumns = strings.Fields(strings.ReplaceAll(messageColumns, ",", " "))
+
+// appendPropertyRows appends the message_properties rows of nm, whose id
+// is id: what propertyRowsOf selects on SQLite, one row per top-level
+// property of properties that are a JSON object, with the value as the
+// property filter compares it (a string's characters, anything else its
+// JSON text), values over maxIndexedValue bytes left out, and a pair the
+// object holds twice (a repeated key with the same value) once, as the
+// primary key keeps it.
+func appendPropertyRows(rows [][]any, nm newMessage, id int64) [][]any {
+	props := nm.m.ApplicationProperties
+	if len(props) == 0 {
+		return rows // stored as {}: no rows
+	}
+	at := int64(-1)
+	if nm.m.EnqueuedAt != nil {
+		at = nm.m.EnqueuedAt.UTC().UnixMilli()
+	}
+	kvs := propertyValues(props)
+	for i, kv := range kvs {
+		if len(kv[1]) > maxIndexedValue || slices.Contains(kvs[:i], kv) {
+			continue
+		}
+		rows = append(rows, []any{encodePGText(kv[0]), encodePGText(kv[1]), at, id})
+	}
+	return rows
+}
+
+// copyText appends s to b as a field of COPY's text format: backslash,
+// tab, newline and carriage return escaped.
+func copyText(b *bytes.Buffer, s string) {
+	for {
+		i := strings.IndexAny(s, "\\\t\n\r")
+		if i < 0 {
+			b.WriteString(s)
+			return
+		}
+		b.WriteString(s[:i])
+		switch s[i] {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		}
+		s = s[i+1:]
+	}
+}

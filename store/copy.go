@@ -114,6 +114,9 @@ func (s *Store) CopyTo(ctx context.Context, dst *Store, progress func(CopyProgre
 		return fmt.Errorf("copy the catalog: properties of the newest messages: %w", err)
 	}
 	totals["message_properties"] += tail
+	// The source's watermark is in its index file (index_file.go), the
+	// destination's in its meta (copyTailProperties wrote it).
+	totals["meta"]++
 	for _, name := range append(tableNames(), "messages_fts") {
 		var n int64
 		if err := dst.reader.QueryRowContext(ctx, `SELECT count(*) FROM `+name).Scan(&n); err != nil {
@@ -267,7 +270,8 @@ func (dst *Store) copySearchRows(ctx context.Context, src *sql.Tx, total int64, 
 // has not (this run's and an earlier, cut-off run's).
 func (dst *Store) copyTailProperties(ctx context.Context, src *sql.Tx) (int64, error) {
 	var through, newest int64
-	if err := src.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
+	// The source is SQLite: its watermark is in its index file.
+	if err := src.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ import (
 // without its message".
 
 const killChildEnv = "DLQDASH_TEST_KILL_INGEST"
+
+// childIngesting is what the child prints once its first page is written.
+const childIngesting = "child: ingesting"
 
 // killPageSize is how many messages the child writes a page.
 const killPageSize = 200
@@ -52,6 +56,17 @@ func TestIndexFileSurvivesKill(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
+		}
+		// The kill comes after the child's first page (a slow start, under
+		// the race detector, must not make it a kill before any ingest).
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if log, _ := os.ReadFile(out.Name()); strings.Contains(string(log), childIngesting) {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("round %d: the child wrote no page within a minute", round)
+			}
 		}
 		time.Sleep(after)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -141,7 +156,10 @@ func ingestUntilKilled(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	seq := readCount(t, s, `SELECT coalesce(max(sequence_number), 0) FROM messages`)
-	for {
+	for page := 0; ; page++ {
+		if page == 1 {
+			fmt.Println(childIngesting)
+		}
 		var msgs []dlq.Message
 		for range killPageSize {
 			seq++

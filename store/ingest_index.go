@@ -75,6 +75,10 @@ type indexer struct {
 	paused atomic.Bool
 	// lastRead is when a read last went through the indexes (Unix ns).
 	lastRead atomic.Int64
+	// running is set while a run writes the index file: an ingest
+	// transaction does not index inline then (it would wait for the run's
+	// transaction to take the file's lock).
+	running atomic.Bool
 	closed   sync.Once
 }
 
@@ -139,7 +143,9 @@ func (ix *indexer) loop() {
 		ix.round = &indexRound{done: make(chan struct{})}
 		ix.mu.Unlock()
 		ix.unindexed.Store(0)
+		ix.running.Store(true)
 		r.err = ix.s.catchUpIndex(context.Background())
+		ix.running.Store(false)
 		close(r.done)
 	}
 }
@@ -290,10 +296,13 @@ const readersActiveFor = 10 * time.Second
 
 // wantInline reports whether an ingest transaction should index its own
 // messages (indexInline): someone read through the indexes within
-// readersActiveFor. The transaction then takes the index file's lock
-// (lockIndexFile) before it reads that file.
+// readersActiveFor, and no index run is writing the index file (its
+// transaction can be long after a bulk read, and the page is then left to
+// it). The transaction then takes the index file's lock (lockIndexFile)
+// before it reads that file.
 func (s *Store) wantInline() bool {
-	return s.idx != nil && !s.idx.paused.Load() && time.Since(time.Unix(0, s.idx.lastRead.Load())) <= readersActiveFor
+	return s.idx != nil && !s.idx.paused.Load() && !s.idx.running.Load() &&
+		time.Since(time.Unix(0, s.idx.lastRead.Load())) <= readersActiveFor
 }
 
 // indexInline, in an ingest transaction that has just inserted the ids

@@ -79,7 +79,7 @@ type indexer struct {
 	// transaction does not index inline then (it would wait for the run's
 	// transaction to take the file's lock).
 	running atomic.Bool
-	closed   sync.Once
+	closed  sync.Once
 }
 
 // indexRound is one run of the indexer: done closes when it ends.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -214,5 +215,62 @@ func TestIndexFileOfAnotherCatalog(t *testing.T) {
 	}
 	if n := readCount(t, s, `SELECT count(*) FROM message_properties`); n != 1 {
 		t.Errorf("%d property rows, want b's 1", n)
+	}
+}
+
+// TestCatalogOfAnOlderDlqdashMovesItsIndexes: a catalog written before the
+// index file had its own file (messages_fts, message_properties and the
+// watermark in the catalog) loses those tables at Open and is indexed
+// again in the index file, with the same answers.
+func TestCatalogOfAnOlderDlqdashMovesItsIndexes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	s := indexStore(t, path)
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "quince", "acme"), indexMessage(2, "plum", "initech"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// What an older dlqdash left: the tables in the catalog, stale rows in
+	// them, the watermark in meta, and no index file.
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE VIRTUAL TABLE messages_fts USING fts5 (body, reason, description, properties, content = '', contentless_delete = 1)`,
+		`INSERT INTO messages_fts (rowid, body, reason, description, properties) VALUES (1, 'stale', '', '', '')`,
+		`CREATE TABLE message_properties (key TEXT NOT NULL, value TEXT NOT NULL, at INTEGER NOT NULL, message_id INTEGER NOT NULL,
+			PRIMARY KEY (key, value, at, message_id)) STRICT, WITHOUT ROWID`,
+		`INSERT INTO message_properties VALUES ('tenant', 'stale', 0, 1)`,
+		`INSERT INTO meta (key, value) VALUES ('index.through', '2')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(store.IndexPath(path) + suffix)
+	}
+
+	s, err = store.Open(t.Context(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := rawCount(t, path, `SELECT count(*) FROM main.sqlite_schema WHERE name IN ('messages_fts', 'message_properties')`); n != 0 {
+		t.Errorf("%d of the old index tables left in the catalog", n)
+	}
+	if n := rawCount(t, path, `SELECT count(*) FROM main.meta WHERE key = 'index.through'`); n != 0 {
+		t.Errorf("the old watermark is still in the catalog's meta")
+	}
+	if got := seqsOf(t, s, dlq.Filter{Query: "quince"}); len(got) != 1 || got[0] != 1 {
+		t.Errorf("search after the move: %v", got)
+	}
+	if got := seqsOf(t, s, dlq.Filter{Query: "stale"}); len(got) != 0 {
+		t.Errorf("the old index's rows answer: %v", got)
+	}
+	f := dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "initech"}}}
+	if got := seqsOf(t, s, f); len(got) != 1 || got[0] != 2 {
+		t.Errorf("property filter after the move: %v", got)
 	}
 }

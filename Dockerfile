@@ -15,7 +15,8 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/dlqdash /dlqdash
 COPY --from=build --chown=65532:65532 /out/data /data
 # The SQLite catalog is ./dlqdash.db (--db's default) in the working
-# directory, the /data volume. DLQDASH_DB is deliberately not set here: a
+# directory, the /data volume, with its index file ./dlqdash.db-index (the
+# search index and property rows) beside it in the same volume. DLQDASH_DB is deliberately not set here: a
 # PostgreSQL URL in DLQDASH_DATABASE_URL is refused beside DLQDASH_DB (which
 # of the two would be the database?), so the image leaves both to the
 # deployment (deploy/compose, deploy/kubernetes).

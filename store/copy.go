@@ -33,6 +33,20 @@ type copyTable struct {
 	identity  bool // its key is an identity column on PostgreSQL
 }
 
+// propertiesOfSnapshot is the source's property rows of the messages its
+// snapshot holds: the index file's snapshot and the catalog's are taken one
+// after the other (CopyTo), so a message pruned between the two may still
+// have its rows in the first.
+const propertiesOfSnapshot = `(SELECT p.* FROM message_properties p WHERE EXISTS (SELECT 1 FROM messages m WHERE m.id = p.message_id))`
+
+// from is what a copy reads of t.
+func (t copyTable) from() string {
+	if t.name == "message_properties" {
+		return propertiesOfSnapshot
+	}
+	return t.name
+}
+
 var copyTables = []copyTable{
 	{"meta", "key", false},
 	{"entities", "id", true},
@@ -86,10 +100,20 @@ func (s *Store) CopyTo(ctx context.Context, dst *Store, progress func(CopyProgre
 		return fmt.Errorf("copy the catalog: %w", err)
 	}
 	defer src.Rollback()
+	// The snapshot of the index file first, then the catalog's
+	// (index_file.go): every message the first has index rows of was
+	// committed before it, so the second holds it.
+	var n0 int64
+	if err := src.QueryRowContext(ctx, `SELECT count(*) FROM idx.index_meta`).Scan(&n0); err != nil {
+		return fmt.Errorf("copy the catalog: %w", err)
+	}
+	if err := src.QueryRowContext(ctx, `SELECT count(*) FROM main.meta`).Scan(&n0); err != nil {
+		return fmt.Errorf("copy the catalog: %w", err)
+	}
 	totals := map[string]int64{}
 	for _, t := range copyTables {
 		var n int64
-		if err := src.QueryRowContext(ctx, `SELECT count(*) FROM `+t.name).Scan(&n); err != nil {
+		if err := src.QueryRowContext(ctx, `SELECT count(*) FROM `+t.from()+` AS t`).Scan(&n); err != nil {
 			return fmt.Errorf("copy the catalog: count %s: %w", t.name, err)
 		}
 		totals[t.name] = n
@@ -116,6 +140,9 @@ func (s *Store) CopyTo(ctx context.Context, dst *Store, progress func(CopyProgre
 		return fmt.Errorf("copy the catalog: properties of the newest messages: %w", err)
 	}
 	totals["message_properties"] += tail
+	// The source's watermark is in its index file (index_file.go), the
+	// destination's in its meta (copyTailProperties wrote it).
+	totals["meta"]++
 	for _, name := range append(tableNames(), "messages_fts") {
 		var n int64
 		if err := dst.reader.QueryRowContext(ctx, `SELECT count(*) FROM `+name).Scan(&n); err != nil {
@@ -139,7 +166,7 @@ func tableNames() []string {
 
 // copyRows copies table t from src, a snapshot of the source, in batches.
 func (dst *Store) copyRows(ctx context.Context, src *sql.Tx, t copyTable, total int64, progress func(CopyProgress)) error {
-	rows, err := src.QueryContext(ctx, `SELECT * FROM `+t.name+` ORDER BY `+t.key)
+	rows, err := src.QueryContext(ctx, `SELECT * FROM `+t.from()+` AS t ORDER BY `+t.key)
 	if err != nil {
 		return err
 	}
@@ -269,7 +296,8 @@ func (dst *Store) copySearchRows(ctx context.Context, src *sql.Tx, total int64, 
 // has not (this run's and an earlier, cut-off run's).
 func (dst *Store) copyTailProperties(ctx context.Context, src *sql.Tx) (int64, error) {
 	var through, newest int64
-	if err := src.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
+	// The source is SQLite: its watermark is in its index file.
+	if err := src.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return 0, err
 	}

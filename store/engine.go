@@ -175,7 +175,8 @@ func (e engine) uniqueViolation(err error, column, constraint string) bool {
 }
 
 // lockWriter makes tx, a write transaction, the only one running: on
-// SQLite it is already (IMMEDIATE, on the one writer connection); on
+// SQLite it takes the catalog file's write lock (sqliteLockCatalog), on the
+// one writer connection; on
 // PostgreSQL it takes the store's advisory lock, held until tx ends, so
 // that write transactions of every replica on the database run one at a
 // time, as they do on one SQLite file. Every read-then-write transaction of
@@ -183,9 +184,21 @@ func (e engine) uniqueViolation(err error, column, constraint string) bool {
 // chain's head, a job's items) relies on it.
 func (e engine) lockWriter(ctx context.Context, tx *sql.Tx) error {
 	if !e.postgres {
-		return nil // the IMMEDIATE transaction on the one writer connection
+		return sqliteLockCatalog(ctx, tx)
 	}
 	_, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, writeLockKey)
+	return err
+}
+
+// sqliteLockCatalog takes the catalog file's write lock in tx, a deferred
+// transaction that has not read yet, as BEGIN IMMEDIATE would, but not the
+// attached index file's (BEGIN IMMEDIATE locks every attached file, and the
+// indexer writes that one in parallel: index_file.go). A write statement
+// that changes no row takes the lock all the same, waiting busy_timeout.
+func sqliteLockCatalog(ctx context.Context, tx interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}) error {
+	_, err := tx.ExecContext(ctx, `UPDATE main.schema_migrations SET version = version WHERE 0`)
 	return err
 }
 

@@ -69,6 +69,14 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	defer ic.release() // after the Rollback below
 	defer tx.Rollback()
 
+	// Indexing inline takes the index file's lock before anything reads
+	// that file in this transaction (insertMessages reads the watermark).
+	wantInline := len(p.Messages) > 0 && !s.eng.postgres && s.wantInline()
+	if wantInline {
+		if err := lockIndexFile(ctx, tx); err != nil {
+			return res, err
+		}
+	}
 	eid, err := entityID(ctx, tx, ns, p.Entity)
 	if err != nil {
 		return res, err
@@ -130,8 +138,10 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 		if res.New, err = insertMessages(ctx, tx, ic, s.chunk, fresh); err != nil {
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
 		}
-		if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {
-			return res, err
+		if wantInline {
+			if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := counters.write(ctx, tx, eid); err != nil {

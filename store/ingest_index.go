@@ -24,7 +24,7 @@ import (
 // property rows inserted in (key, value) order fill neighbouring rows into
 // the same leaf pages instead of touching a page per row.
 //
-// index.through in meta is the watermark: every message with an id at or
+// index.through in the index file's index_meta is the watermark: every message with an id at or
 // below it is indexed, none above it is. It moves in the same transaction as
 // the index rows, so a crash loses nothing: the next run resumes from it.
 // Results stay exact: a read that uses either index (a property filter, a
@@ -57,7 +57,8 @@ const metaIndexThrough = "index.through"
 // errIndexerClosed reports a wait for an indexer that was stopped.
 var errIndexerClosed = errors.New("the catalog was closed before its search index caught up")
 
-// indexer runs the index transactions on the writer, from its own goroutine.
+// indexer runs the index transactions on the index file's own connection
+// (Store.idxdb), from its own goroutine.
 type indexer struct {
 	s    *Store
 	kick chan struct{}
@@ -74,7 +75,11 @@ type indexer struct {
 	paused atomic.Bool
 	// lastRead is when a read last went through the indexes (Unix ns).
 	lastRead atomic.Int64
-	closed   sync.Once
+	// running is set while a run writes the index file: an ingest
+	// transaction does not index inline then (it would wait for the run's
+	// transaction to take the file's lock).
+	running atomic.Bool
+	closed  sync.Once
 }
 
 // indexRound is one run of the indexer: done closes when it ends.
@@ -138,7 +143,9 @@ func (ix *indexer) loop() {
 		ix.round = &indexRound{done: make(chan struct{})}
 		ix.mu.Unlock()
 		ix.unindexed.Store(0)
+		ix.running.Store(true)
 		r.err = ix.s.catchUpIndex(context.Background())
+		ix.running.Store(false)
 		close(r.done)
 	}
 }
@@ -176,15 +183,18 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 }
 
 // indexOnce indexes up to indexMax messages above the watermark in one
-// transaction and reports whether more are left.
+// transaction of the index file, on the indexer's own connection (the
+// catalog read-only, at the transaction's start: index_file.go), and
+// reports whether more are left. It never takes the catalog's write lock:
+// the ingest's transactions go on meanwhile, on the other core.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
-	tx, err := s.beginWrite(ctx)
+	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
 	var through, newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
@@ -198,13 +208,13 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if err := tx.Commit(); err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
 	}
-	s.ckpt.committed()
 	return hi < newest, nil
 }
 
 // indexRange writes the search and property rows of the messages with ids
 // above through up to hi, and moves the watermark to hi, in the caller's
-// transaction (which holds the writer: through is the watermark it read).
+// transaction, which holds the index file's write lock (lockIndexFile, or
+// the indexer's own): through is the watermark it read.
 func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 	// One statement: FTS5 writes a segment per statement (and whenever its
 	// pending terms outgrow its hash), in rowid order.
@@ -216,11 +226,40 @@ func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 	if err := indexProperties(ctx, tx, through+1, hi); err != nil {
 		return err
 	}
-	return setIndexThrough(ctx, tx, hi)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO idx.index_meta (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaIndexThrough, fmt.Sprint(hi)); err != nil {
+		return fmt.Errorf("index new messages: %w", err)
+	}
+	return nil
 }
 
-// setIndexThrough moves the watermark to hi in tx, which wrote the index
-// rows of every message up to hi.
+// watermarkSQLite is the watermark as a subquery (one parameter:
+// metaIndexThrough), in the index file (index_file.go); NULL before the
+// first index run.
+const watermarkSQLite = `(SELECT CAST(value AS BIGINT) FROM idx.index_meta WHERE key = ?)`
+
+// watermarkSQL is the watermark as a subquery for the engine: on
+// PostgreSQL it is in meta, beside the index rows.
+func (e engine) watermarkSQL() string {
+	if e.postgres {
+		return `(SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?)`
+	}
+	return watermarkSQLite
+}
+
+// lockIndexFile takes the index file's write lock in tx, a transaction of
+// the writer that has not read the index file yet (its snapshot of that
+// file starts here, so a read-then-write of it never fails to upgrade). It
+// waits for the indexer's transaction, if one runs, up to busy_timeout.
+func lockIndexFile(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE idx.index_meta SET key = key WHERE 0`); err != nil {
+		return fmt.Errorf("lock the search index file: %w", err)
+	}
+	return nil
+}
+
+// setIndexThrough moves PostgreSQL's watermark to hi in tx, which wrote the
+// index rows of every message up to hi.
 func setIndexThrough(ctx context.Context, tx *sql.Tx, hi int64) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaIndexThrough, fmt.Sprint(hi)); err != nil {
@@ -230,10 +269,18 @@ func setIndexThrough(ctx context.Context, tx *sql.Tx, hi int64) error {
 }
 
 // indexTail indexes every message above the watermark in the caller's
-// transaction on the writer (a replay job freezing a filter's selection).
+// transaction on the writer (a replay job freezing a filter's selection),
+// which must not have read the index file yet: it takes that file's write
+// lock, so the transaction writes both files (each atomically: a crash
+// between the two commits leaves either the index rows to the indexer,
+// which the watermark says are missing, or index rows and a watermark
+// without the job).
 func indexTail(ctx context.Context, tx *sql.Tx) error {
+	if err := lockIndexFile(ctx, tx); err != nil {
+		return err
+	}
 	var through, newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return fmt.Errorf("index new messages: %w", err)
 	}
@@ -247,19 +294,27 @@ func indexTail(ctx context.Context, tx *sql.Tx) error {
 // ingest indexes its own pages (indexInline).
 const readersActiveFor = 10 * time.Second
 
+// wantInline reports whether an ingest transaction should index its own
+// messages (indexInline): someone read through the indexes within
+// readersActiveFor, and no index run is writing the index file (its
+// transaction can be long after a bulk read, and the page is then left to
+// it). The transaction then takes the index file's lock (lockIndexFile)
+// before it reads that file.
+func (s *Store) wantInline() bool {
+	return s.idx != nil && !s.idx.paused.Load() && !s.idx.running.Load() &&
+		time.Since(time.Unix(0, s.idx.lastRead.Load())) <= readersActiveFor
+}
+
 // indexInline, in an ingest transaction that has just inserted the ids
-// first through last, indexes them in the same transaction when someone
-// reads through the indexes (a read waited for them within
-// readersActiveFor) and nothing older waits: those reads then find the
-// watermark current instead of waiting for an index run behind the writer
-// (issue 18: 32 clients while ingesting 1,000 msg/s). A bulk read nobody
-// searches meanwhile is indexed behind, in batches.
+// first through last and holds the index file's lock (wantInline), indexes
+// them in the same transaction when nothing older waits: reads through the
+// indexes then find the watermark current instead of waiting for an index
+// run (issue 18: 32 clients while ingesting 1,000 msg/s). A bulk read
+// nobody searches meanwhile is indexed behind, by the indexer, in batches
+// and in parallel.
 func (s *Store) indexInline(ctx context.Context, tx *sql.Tx, first, last int64) (bool, error) {
-	if s.idx == nil || s.idx.paused.Load() || time.Since(time.Unix(0, s.idx.lastRead.Load())) > readersActiveFor {
-		return false, nil
-	}
 	var through int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0)`,
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`,
 		metaIndexThrough).Scan(&through); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
@@ -271,7 +326,7 @@ func (s *Store) indexInline(ctx context.Context, tx *sql.Tx, first, last int64) 
 
 // indexProgress is the watermark and the newest message's id.
 func (s *Store) indexProgress(ctx context.Context) (through, newest int64, err error) {
-	err = s.reader.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0),
+	err = s.reader.QueryRowContext(ctx, `SELECT coalesce(`+s.eng.watermarkSQL()+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the search index's progress: %w", err)

@@ -184,7 +184,7 @@ func TestIndexResumesFromWatermarkAfterCrash(t *testing.T) {
 	if n := rawCount(t, path, ftsCount, "gamma"); n != 0 {
 		t.Fatalf("the crash left %d search rows of the tail", n)
 	}
-	if n := rawCount(t, path, `SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'index.through'`); n != 2 {
+	if n := rawCount(t, path, `SELECT CAST(value AS INTEGER) FROM index_meta WHERE key = 'index.through'`); n != 2 {
 		t.Fatalf("watermark %d after the crash, want 2", n)
 	}
 

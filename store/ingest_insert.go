@@ -75,7 +75,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 	// pruned: the indexer indexes every id above it, and none below.
 	var next int64
 	if err := tx.QueryRowContext(ctx, `SELECT `+full.eng.greatest(`coalesce((SELECT max(id) FROM messages), 0)`,
-		`coalesce((SELECT CAST(value AS BIGINT) FROM meta WHERE key = ?), 0)`)+` + 1`, metaIndexThrough).Scan(&next); err != nil {
+		`coalesce(`+full.eng.watermarkSQL()+`, 0)`)+` + 1`, metaIndexThrough).Scan(&next); err != nil {
 		return nil, err
 	}
 	if full.eng.postgres {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -10,37 +11,40 @@ import (
 // (their bodies and search entries with them), and up to batch depth
 // samples older than cutoff. Small batches keep each transaction short, so
 // the ingester never waits long for the writer.
+//
+// On SQLite the index rows are in their own file (index_file.go): they are
+// deleted first, in a transaction of that file, then the messages. A crash
+// between the two leaves gone messages without their index rows until the
+// next PruneGone deletes them, never index rows without their message.
 func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int, error) {
+	c := cutoff.UTC().UnixMilli()
+	var ids string // the pruned messages' ids, a JSON array (SQLite)
+	if !s.eng.postgres {
+		var err error
+		if ids, err = s.pruneIndexRows(ctx, c, batch); err != nil {
+			return 0, err
+		}
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, s.wrap("prune", err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	c := cutoff.UTC().UnixMilli()
-	// Only messages the indexer has indexed (at or below its watermark)
-	// have search and property rows; the others are simply not indexed
-	// when it gets to them (ingest_index.go). On PostgreSQL every message
-	// is indexed in the transaction that inserts it.
-	pruned := `SELECT id FROM (SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?) AS gone
-		WHERE id <= (SELECT CAST(value AS BIGINT) FROM meta WHERE key = '` + metaIndexThrough + `')`
+	var r sql.Result
 	if s.eng.postgres {
-		pruned = `SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?`
+		// Every message is indexed in the transaction that inserts it.
+		pruned := `SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?`
+		if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+pruned+`)`, c, batch); err != nil {
+			return 0, fmt.Errorf("prune search index: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE message_id IN (`+pruned+`)`, c, batch); err != nil {
+			return 0, fmt.Errorf("prune properties: %w", err)
+		}
+		r, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
+			SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch)
+	} else {
+		r, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?)) AND gone_at < ?`, ids, c)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+pruned+`)`, c, batch); err != nil {
-		return 0, fmt.Errorf("prune search index: %w", err)
-	}
-	// Property rows are found from the messages' own properties (their
-	// table has no index on message_id), on PostgreSQL by that index.
-	pruneProperties := `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (` +
-		propertyRowsOf + `m.id IN (` + pruned + `)` + propertyRowsEnd + `)`
-	if s.eng.postgres {
-		pruneProperties = `DELETE FROM message_properties WHERE message_id IN (` + pruned + `)`
-	}
-	if _, err := tx.ExecContext(ctx, pruneProperties, c, batch); err != nil {
-		return 0, fmt.Errorf("prune properties: %w", err)
-	}
-	r, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
-		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch)
 	if err != nil {
 		return 0, fmt.Errorf("prune messages: %w", err)
 	}
@@ -53,6 +57,38 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 		return 0, s.wrap("prune", err, DefaultBusyTimeout)
 	}
 	return int(n), nil
+}
+
+// pruneIndexRows deletes the search and property rows of up to batch
+// messages that left the broker before cutoff (Unix ms), on the indexer's
+// connection, and returns the messages' ids as a JSON array for PruneGone
+// to delete. Only messages at or below the watermark have index rows; the
+// others are simply not indexed when the indexer gets to them.
+func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (string, error) {
+	tx, err := s.idxdb.BeginTx(ctx, nil)
+	if err != nil {
+		return "", s.wrap("prune search index", err, DefaultBusyTimeout)
+	}
+	defer tx.Rollback()
+	var ids string
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(json_group_array(id), '[]') FROM (
+		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, cutoff, batch).Scan(&ids); err != nil {
+		return "", fmt.Errorf("prune search index: %w", err)
+	}
+	indexed := `SELECT value FROM json_each(?) WHERE value <= coalesce(` + watermarkSQLite + `, 0)`
+	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+indexed+`)`, ids, metaIndexThrough); err != nil {
+		return "", fmt.Errorf("prune search index: %w", err)
+	}
+	// Property rows are found from the messages' own properties (their
+	// table has no index on message_id).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (`+
+		propertyRowsOf+`m.id IN (`+indexed+`)`+propertyRowsEnd+`)`, ids, metaIndexThrough); err != nil {
+		return "", fmt.Errorf("prune properties: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", s.wrap("prune search index", err, DefaultBusyTimeout)
+	}
+	return ids, nil
 }
 
 // MergeSearchIndex does a bounded amount of the search index's merge work
@@ -75,18 +111,20 @@ func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
 	if err := s.catchUpIndex(ctx); err != nil {
 		return false, err
 	}
+	// On the indexer's connection, which writes the index file: the
+	// ingest goes on meanwhile.
 	before := s.totalChanges(ctx)
-	if _, err := s.writer.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
+	if _, err := s.idxdb.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
 		return false, s.wrap("merge search index", err, DefaultBusyTimeout)
 	}
 	// FTS5's documented test: fewer than two changes means nothing to merge.
 	return s.totalChanges(ctx)-before >= 2, nil
 }
 
-// totalChanges is SQLite's count of rows changed on the writer connection;
-// an FTS5 'merge' that finds nothing to do changes none.
+// totalChanges is SQLite's count of rows changed on the indexer's
+// connection; an FTS5 'merge' that finds nothing to do changes none.
 func (s *Store) totalChanges(ctx context.Context) int64 {
 	var n int64
-	_ = s.writer.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
+	_ = s.idxdb.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
 	return n
 }

@@ -26,6 +26,7 @@ func BenchmarkApplyPageInto1M(b *testing.B) {
 		b.StopTimer()
 		path := filepath.Join(b.TempDir(), "catalog.db")
 		copyFile(b, src, path)
+		copyFile(b, store.IndexPath(src), store.IndexPath(path)) // its search and property rows
 		s, err := store.Open(b.Context(), path, store.Options{})
 		if err != nil {
 			b.Fatal(err)

@@ -149,8 +149,15 @@ func (s *Store) createMigrationsTable(ctx context.Context) error {
 // replicas starting together apply each migration once, one after another.
 func (s *Store) beginMigration(ctx context.Context) (*sql.Tx, error) {
 	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil || !s.eng.postgres {
+	if err != nil {
 		return tx, err
+	}
+	if !s.eng.postgres {
+		if err := sqliteLockCatalog(ctx, tx); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
+		return tx, nil
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, migrateLockKey); err != nil {
 		tx.Rollback()
@@ -235,6 +242,9 @@ func (s *Store) applyWithoutForeignKeys(ctx context.Context, ms []migration, bus
 		return nil, s.wrap("begin migration", err, busy)
 	}
 	defer tx.Rollback()
+	if err := sqliteLockCatalog(ctx, tx); err != nil {
+		return nil, s.wrap("begin migration", err, busy)
+	}
 	var current int
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 		return nil, s.wrap("read schema version", err, busy)

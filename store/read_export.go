@@ -101,19 +101,21 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		return nil, fmt.Errorf("%s is a directory, not a database file", path)
 	}
 
-	dsn := readOnlyDSN(path, opts.BusyTimeout)
-	reader, err := sql.Open("sqlite", dsn)
-	if err != nil {
+	if _, err := os.Stat(IndexPath(path)); err != nil {
+		return nil, fmt.Errorf("the search index file %s of %s cannot be read (%w): run dlqdash serve on the database once, "+
+			"which writes it, then try again", IndexPath(path), path, err)
+	}
+	if err := registerFunctions(); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	dsn := readOnlyDSN(path, opts.BusyTimeout)
+	// Both pools attach the index file read-only (index_file.go).
+	drv := sqliteDriver()
+	reader := openAttached(drv, dsn, path, true)
 	setReadPool(reader)
 	// The writer is a query_only handle too: sql.Open connects lazily, so it
 	// costs nothing unless someone tries to write, and then fails cleanly.
-	writer, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		reader.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
+	writer := openAttached(drv, dsn, path, true)
 	writer.SetMaxOpenConns(1)
 	s := &Store{Now: time.Now, path: path, writer: writer, reader: reader}
 

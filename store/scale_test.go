@@ -228,6 +228,9 @@ func TestScaleIngest(t *testing.T) {
 	if fi, err := os.Stat(path); err == nil {
 		t.Logf("database file %.0f MiB", float64(fi.Size())/mib)
 	}
+	if fi, err := os.Stat(store.IndexPath(path)); err == nil {
+		t.Logf("index file (search and property rows) %.0f MiB", float64(fi.Size())/mib)
+	}
 	if *scaleStats {
 		logSQLiteStats(t, path)
 	}
@@ -246,7 +249,9 @@ func logSQLiteStats(t *testing.T, path string) {
 	if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT name, count(*), sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC`)
+	// Both files: the catalog (main) and the index file (idx).
+	rows, err := db.QueryContext(ctx, `SELECT name, count(*), sum(pgsize) FROM dbstat('main') GROUP BY name
+		UNION ALL SELECT name, count(*), sum(pgsize) FROM dbstat('idx') GROUP BY name ORDER BY 2 DESC`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,12 +63,17 @@ type Store struct {
 	path string
 	eng  engine
 	// writer has exactly one connection so that writes queue in Go rather
-	// than fight over SQLite's lock, and every transaction on it begins
-	// IMMEDIATE so that a read-then-write transaction never fails to upgrade.
+	// than fight over SQLite's lock, and every transaction on it takes the
+	// catalog's write lock first (engine.lockWriter) so that a
+	// read-then-write transaction never fails to upgrade.
 	writer *sql.DB
 	// reader is a pool of query_only connections: in WAL mode readers never
 	// block the writer nor each other.
 	reader *sql.DB
+	// idxdb is the indexer's one connection: the catalog read-only, the
+	// index file (IndexPath) attached read-write (index_file.go). Nil on
+	// PostgreSQL and read-only stores.
+	idxdb *sql.DB
 
 	// The catalog's prepared multi-row inserts (ingest_insert.go).
 	chunk chunkStatements
@@ -138,10 +143,14 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 
-	writer, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, false))
-	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+	if err := checkWritable(IndexPath(path)); err != nil {
+		return nil, err
 	}
+	drv := sqliteDriver()
+	// The writer and the readers have the index file attached
+	// (index_file.go); the writer's transactions lock the catalog alone
+	// (engine.lockWriter), and the index file only when they write to it.
+	writer := openAttached(drv, dsn(path, opts.BusyTimeout, false), path, false, `PRAGMA idx.synchronous = NORMAL`)
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
@@ -153,27 +162,37 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, err
 	}
 
+	if err := s.separateIndexes(ctx); err != nil {
+		writer.Close()
+		return nil, err
+	}
+	idxdb, err := openIndexer(ctx, drv, path, opts.BusyTimeout, logger)
+	if err != nil {
+		writer.Close()
+		return nil, err
+	}
+	s.idxdb = idxdb
+
 	if err := s.prepareChunks(ctx); err != nil {
+		idxdb.Close()
 		writer.Close()
 		return nil, err
 	}
 
 	// The reader pool opens after migration so that its connections find the
-	// file already in WAL mode.
-	reader, err := sql.Open("sqlite", dsn(path, opts.BusyTimeout, true))
-	if err != nil {
-		writer.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
-	}
+	// files already in WAL mode.
+	reader := openAttached(drv, dsn(path, opts.BusyTimeout, true), path, false)
 	setReadPool(reader)
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
+		idxdb.Close()
 		writer.Close()
 		return nil, s.wrap("open read pool", err, opts.BusyTimeout)
 	}
 	s.reader = reader
 	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout); err != nil {
 		reader.Close()
+		idxdb.Close()
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -226,7 +245,11 @@ func (s *Store) Close() error {
 	if s.replicaPool != nil {
 		s.replicaPool.Close()
 	}
-	return errors.Join(append(errs, s.closeMatches(), s.ckpt.close(), s.reader.Close(), s.writer.Close())...)
+	errs = append(errs, s.closeMatches(), s.ckpt.close(), s.reader.Close())
+	if s.idxdb != nil {
+		errs = append(errs, s.idxdb.Close())
+	}
+	return errors.Join(append(errs, s.writer.Close())...)
 }
 
 // Path is the database file's path, or the PostgreSQL URL without its
@@ -280,7 +303,10 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
-		q.Set("_txlock", "immediate")
+		// Not IMMEDIATE: that would lock the attached index file too
+		// (index_file.go). beginWrite locks the catalog alone
+		// (engine.lockWriter).
+		q.Set("_txlock", "deferred")
 		// The writer checkpoints the WAL into the database every
 		// walCheckpointPages pages instead of SQLite's 1,000.
 		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))

@@ -76,6 +76,9 @@ func fillPostgres(b *testing.B, dsn string) {
 	if err := copyFile(storetest.Catalog(b, 1_000_000), src); err != nil {
 		b.Fatal(err)
 	}
+	if err := copyFile(store.IndexPath(storetest.Catalog(b, 1_000_000)), store.IndexPath(src)); err != nil {
+		b.Fatal(err)
+	}
 	from, err := store.Open(ctx, src, store.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -618,6 +618,7 @@ func Catalog(tb testing.TB, n int) string {
 	defer func() {
 		for _, suffix := range []string{"", "-wal", "-shm"} {
 			os.Remove(tmp + suffix)
+			os.Remove(store.IndexPath(tmp) + suffix)
 		}
 	}()
 	s, err := store.Open(ctx, tmp, store.Options{})
@@ -628,8 +629,14 @@ func Catalog(tb testing.TB, n int) string {
 	if err := Generate(ctx, tmp, n); err != nil {
 		tb.Fatalf("storetest: generate: %v", err)
 	}
-	// Fold the WAL into the file so that the rename moves everything.
-	if err := checkpoint(ctx, tmp); err != nil {
+	// Fold the WALs into the files so that the renames move everything:
+	// the catalog and its index file (store.IndexPath), the catalog last.
+	for _, p := range []string{store.IndexPath(tmp), tmp} {
+		if err := checkpoint(ctx, p); err != nil {
+			tb.Fatalf("storetest: %v", err)
+		}
+	}
+	if err := os.Rename(store.IndexPath(tmp), store.IndexPath(path)); err != nil {
 		tb.Fatalf("storetest: %v", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -29,7 +30,21 @@ func OpenSQL(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Set("mode", "rw")
-	return sql.Open("sqlite", fileURI(path)+"?"+q.Encode())
+	db, err := sql.Open("sqlite", fileURI(path)+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	// One connection, kept, with the catalog's index file attached
+	// (store.IndexPath): the search and property rows are there.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	if _, err := db.Exec(`ATTACH DATABASE ? AS idx`, fileURI(store.IndexPath(path))+"?mode=rw"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("attach the index file: %w", err)
+	}
+	return db, nil
 }
 
 func fileURI(path string) string {

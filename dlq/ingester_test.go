@@ -29,6 +29,15 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	// One connection, with the catalog's index file (the search and
+	// property rows) attached as the store attaches it.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	if _, err := db.Exec(`ATTACH DATABASE ? AS idx`, "file:"+store.IndexPath(path)+"?mode=ro"); err != nil {
+		t.Fatal(err)
+	}
 	return &harness{t: t, broker: newFakeBroker(), store: st, db: db}
 }
 

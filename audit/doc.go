@@ -45,12 +45,13 @@
 // none; with sign-in off it is [ActorLocal]. Sign-ins, sign-outs, refused
 // requests and token changes have actions of their own.
 //
-// An entry that records a change of something else (a job's status) is
-// appended in the transaction that makes the change, so that neither is
-// ever written without the other: [Log.Builder] makes its [Build], which
-// the store calls inside that transaction as [Store.AppendAudit] calls
-// its own. A job whose status no entry records is a gap that dlqdash
-// audit verify reports.
+// An entry that records a change of something else (a job's creation, a
+// job's status) is appended in the transaction that makes the change, so
+// that neither is ever written without the other: [Log.Builder] makes its
+// [Build], which the store calls inside that transaction as
+// [Store.AppendAudit] calls its own. A job that no creation entry names,
+// and one whose status no entry records, are gaps that dlqdash audit
+// verify reports.
 //
 // The package knows nothing of SQL or HTTP: it declares the small [Store]
 // it needs, which package store implements.

@@ -7,7 +7,8 @@
 //
 // A job is created from a selection (catalog ids, or a filter frozen at
 // submission into exactly the messages it matched: package store copies the
-// matching rows into job_messages in the transaction that creates the job).
+// matching rows into job_messages in the transaction that creates the job,
+// which also appends the job's creation entry: Store.CreateJobAudited).
 // Each message then has its own state machine in SQLite:
 //
 //	pending → locked → sent → completed     replay

@@ -21,6 +21,12 @@ type Store interface {
 	// the reason (gone from the broker, scheduled, poison without
 	// j.AllowPoison). A *ConflictError when any of them is in an active job.
 	CreateJob(ctx context.Context, j Job, sel Selection, poisonCap int) (Job, error)
+	// CreateJobAudited is CreateJob that also appends the job's creation
+	// entry, in the same transaction: entry makes it (an Auditor's
+	// Builder) from the job as created (its id and total). A job whose
+	// entry cannot be made or appended is not created: no job exists
+	// without the entry that says who created it.
+	CreateJobAudited(ctx context.Context, j Job, sel Selection, poisonCap int, entry func(Job) (audit.Build, error)) (Job, error)
 	// Job returns one job (ErrNotFound).
 	Job(ctx context.Context, id int64) (Job, error)
 	// ListJobs returns jobs newest first, keyset-paginated.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,7 +214,6 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 		ScheduledEnqueueAt: req.ScheduledEnqueueAt, Reason: req.Reason, AllowPoison: req.AllowPoison,
 		AcknowledgeFanOut: req.AcknowledgeFanOut, Filter: filterJSON,
 		Canary: Canary{Count: req.Canary.Count, Watch: req.Canary.Watch, PauseOnRedeadletter: req.Canary.PauseOnRedeadletter, Ramp: req.Canary.Ramp}}
-	job, err = e.cfg.Store.CreateJob(ctx, j, req.Selection, e.cfg.PoisonCap)
 	action := audit.ActionReplayJobCreated
 	if req.Action == ActionDiscard {
 		action = audit.ActionDiscardJobCreated
@@ -245,6 +245,19 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 		action = audit.ActionEditReplay
 		params["edit"] = req.Selection.Transform
 	}
+	// The job and its creation entry are one transaction
+	// (Store.CreateJobAudited): no job exists that its audit trail does
+	// not say was created, by whom.
+	build, err := e.cfg.Audit.Builder(ctx)
+	if err != nil {
+		return plan, job, fmt.Errorf("audit the job's creation: %w", err)
+	}
+	job, err = e.cfg.Store.CreateJobAudited(ctx, j, req.Selection, e.cfg.PoisonCap, func(created Job) (audit.Build, error) {
+		p := maps.Clone(params)
+		p["job_id"] = strconv.FormatInt(created.ID, 10)
+		p["total"] = created.Total
+		return build(audit.Record{Action: action, Params: p, MessageIDs: ids})
+	})
 	if err != nil {
 		var conflict *ConflictError
 		if errors.As(err, &conflict) {
@@ -253,9 +266,6 @@ func (e *Engine) Submit(ctx context.Context, req Request) (Plan, Job, error) {
 		}
 		return plan, job, err
 	}
-	params["job_id"] = strconv.FormatInt(job.ID, 10)
-	params["total"] = job.Total
-	e.audit(ctx, audit.Record{Action: action, Params: params, MessageIDs: ids})
 	e.log.Info("replay: job created", "job_id", job.ID, "action", job.Action, "total", job.Total, "by", job.CreatedBy)
 	e.changed(job)
 	e.poke()

@@ -93,3 +93,17 @@ func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
 	}
 	return func() { s.fault = nil }
 }
+
+// FaultBeforeCreationEntryForTest makes every CreateJobAudited of s fail
+// with err after the job and its items are inserted and before its
+// creation entry (a crash there rolls the transaction back as this does),
+// until the returned func runs.
+func FaultBeforeCreationEntryForTest(s *Store, err error) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultBeforeCreationEntry {
+			return err
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}

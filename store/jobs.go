@@ -158,6 +158,16 @@ func (s *Store) SummariseSelection(ctx context.Context, sel replay.Selection, po
 
 // CreateJob implements replay.Store.
 func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int) (replay.Job, error) {
+	return s.CreateJobAudited(ctx, j, sel, poisonCap, nil)
+}
+
+// CreateJobAudited implements replay.Store: the job, its items and the
+// audit entry entry makes from the job as created are one write
+// transaction (on PostgreSQL holding the store's write lock, which
+// serialises every replica's appends as AppendAudit's do), so a crash or
+// an error between them leaves neither. A nil entry appends nothing.
+func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int,
+	entry func(replay.Job) (audit.Build, error)) (replay.Job, error) {
 	const op = "create job"
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
@@ -262,6 +272,18 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 	}
 	if j.Total == 0 {
 		return j, &replay.PreconditionError{Msg: "the selection matches no messages"}
+	}
+	if entry != nil {
+		build, err := entry(j)
+		if err != nil {
+			return replay.Job{}, fmt.Errorf("%s: audit the creation: %w", op, err)
+		}
+		if err := s.testFault(faultBeforeCreationEntry); err != nil {
+			return replay.Job{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if _, err := appendAuditTx(ctx, s.eng, tx, build); err != nil {
+			return replay.Job{}, s.wrap(op+": audit the creation", err, DefaultBusyTimeout)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)

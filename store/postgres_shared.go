@@ -228,6 +228,12 @@ func (j fencedJobs) ctx(ctx context.Context) context.Context { return withFence(
 func (j fencedJobs) CreateJob(ctx context.Context, job replay.Job, sel replay.Selection, poisonCap int) (replay.Job, error) {
 	return retryDeadlock(func() (replay.Job, error) { return j.Store.CreateJob(j.ctx(ctx), job, sel, poisonCap) })
 }
+func (j fencedJobs) CreateJobAudited(ctx context.Context, job replay.Job, sel replay.Selection, poisonCap int,
+	entry func(replay.Job) (audit.Build, error)) (replay.Job, error) {
+	return retryDeadlock(func() (replay.Job, error) {
+		return j.Store.CreateJobAudited(j.ctx(ctx), job, sel, poisonCap, entry)
+	})
+}
 func (j fencedJobs) UpdateItems(ctx context.Context, jobID int64, ups []replay.Update) (replay.Job, error) {
 	return retryDeadlock(func() (replay.Job, error) { return j.Store.UpdateItems(j.ctx(ctx), jobID, ups) })
 }

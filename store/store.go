@@ -105,6 +105,11 @@ type Store struct {
 // its audit entry, inside their one transaction (SetStatusAudited).
 const faultBeforeStatusEntry = "before_status_entry"
 
+// faultBeforeCreationEntry is the point between a new job's rows (the job
+// and its items) and its creation entry, inside their one transaction
+// (CreateJobAudited).
+const faultBeforeCreationEntry = "before_creation_entry"
+
 // testFault is the error a test injects at point; nil otherwise.
 func (s *Store) testFault(point string) error {
 	if s.fault == nil {

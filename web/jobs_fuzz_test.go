@@ -17,7 +17,8 @@ import (
 
 // fuzzStore is the catalog as the engine's Submit sees it: one present
 // dead letter in orders matches any selection; a job is created by
-// remembering what it was given. Nothing else is called by Submit.
+// remembering what it was given (once its creation entry could be made).
+// Nothing else is called by Submit.
 type fuzzStore struct {
 	replay.Store
 	mu      sync.Mutex
@@ -29,11 +30,15 @@ func (s *fuzzStore) SummariseSelection(ctx context.Context, sel replay.Selection
 	return replay.SelectionSummary{Total: 1, Sources: []replay.SourceCount{{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, Count: 1}}}, nil
 }
 
-func (s *fuzzStore) CreateJob(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int) (replay.Job, error) {
+func (s *fuzzStore) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int,
+	entry func(replay.Job) (audit.Build, error)) (replay.Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	j.ID, j.Status, j.Total = int64(len(s.created)+1), replay.StatusQueued, 1
+	if _, err := entry(j); err != nil {
+		return replay.Job{}, err
+	}
 	s.created, s.sels = append(s.created, j), append(s.sels, sel)
-	j.ID, j.Status, j.Total = int64(len(s.created)), replay.StatusQueued, 1
 	return j, nil
 }
 

@@ -93,3 +93,17 @@ func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
 	}
 	return func() { s.fault = nil }
 }
+
+// IndexBetweenPruneStepsForTest makes every PruneGone of s run an index
+// catch-up (as the indexer may, on its own connection) after the search
+// and property rows are pruned and before the messages are, until the
+// returned func runs.
+func IndexBetweenPruneStepsForTest(s *Store) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultBetweenPruneSteps {
+			return s.catchUpIndex(context.Background())
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}

@@ -25,6 +25,9 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 			return 0, err
 		}
 	}
+	if err := s.testFault(faultBetweenPruneSteps); err != nil {
+		return 0, err
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, s.wrap("prune", err, DefaultBusyTimeout)
@@ -58,6 +61,10 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	}
 	return int(n), nil
 }
+
+// faultBetweenPruneSteps is the point between PruneGone's transaction of
+// the index file and its transaction of the catalog.
+const faultBetweenPruneSteps = "between_prune_steps"
 
 // pruneIndexRows deletes the search and property rows of up to batch
 // messages that left the broker before cutoff (Unix ms), on the indexer's

@@ -73,6 +73,9 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	// that file in this transaction (insertMessages reads the watermark).
 	wantInline := len(p.Messages) > 0 && !s.eng.postgres && s.wantInline()
 	if wantInline {
+		if err := s.testFault(faultInlineDecided); err != nil {
+			return res, err
+		}
 		if err := lockIndexFile(ctx, tx); err != nil {
 			return res, err
 		}

@@ -294,6 +294,11 @@ func indexTail(ctx context.Context, tx *sql.Tx) error {
 // ingest indexes its own pages (indexInline).
 const readersActiveFor = 10 * time.Second
 
+// faultInlineDecided is the point where an ingest transaction has decided
+// to index its page inline (wantInline) and has not taken the index file's
+// lock yet.
+const faultInlineDecided = "inline_decided"
+
 // wantInline reports whether an ingest transaction should index its own
 // messages (indexInline): someone read through the indexes within
 // readersActiveFor, and no index run is writing the index file (its

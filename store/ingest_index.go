@@ -79,6 +79,12 @@ type indexer struct {
 	// transaction does not index inline then (it would wait for the run's
 	// transaction to take the file's lock).
 	running atomic.Bool
+	// writing is held by an index run's transaction (indexOnce) and by an
+	// ingest transaction that indexes inline, which takes it only when it
+	// is free (TryLock): the ingest never waits for a run in SQLite's busy
+	// handler while it holds the catalog's lock (wantInline's check of
+	// running can be just before a run starts).
+	writing sync.Mutex
 	closed  sync.Once
 }
 
@@ -188,6 +194,10 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 // reports whether more are left. It never takes the catalog's write lock:
 // the ingest's transactions go on meanwhile, on the other core.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
+	if s.idx != nil {
+		s.idx.writing.Lock()
+		defer s.idx.writing.Unlock()
+	}
 	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)

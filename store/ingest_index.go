@@ -304,6 +304,19 @@ func indexTail(ctx context.Context, tx *sql.Tx) error {
 // ingest indexes its own pages (indexInline).
 const readersActiveFor = 10 * time.Second
 
+// holdIndexRuns keeps index runs from starting a transaction until the
+// returned func runs, for a write transaction of the writer that will take
+// the index file's lock (lockIndexFile) while it holds the catalog's: it
+// then finds the file free at once instead of waiting in SQLite's busy
+// handler for runs back to back. Call it before beginWrite.
+func (s *Store) holdIndexRuns() (release func()) {
+	if s.idx == nil {
+		return func() {}
+	}
+	s.idx.writing.Lock()
+	return s.idx.writing.Unlock
+}
+
 // faultInlineDecided is the point where an ingest transaction has decided
 // to index its page inline (wantInline) and has not taken the index file's
 // lock yet.

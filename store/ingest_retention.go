@@ -33,6 +33,9 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	if err := s.testFault(faultBetweenPruneSteps); err != nil {
 		return 0, err
 	}
+	if pr.unindexed {
+		defer s.holdIndexRuns()()
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return 0, s.wrap("prune", err, DefaultBusyTimeout)

@@ -379,6 +379,9 @@ func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
 		// sees a message sees its index rows.
 		return nil
 	}
+	if s.noIndexFile {
+		return s.errIndexFileMissing()
+	}
 	start := time.Now()
 	if s.idx != nil {
 		s.idx.lastRead.Store(start.UnixNano())
@@ -413,6 +416,13 @@ func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// errIndexFileMissing is why a read-only store opened without its index
+// file cannot answer a search or a property filter, or be copied.
+func (s *Store) errIndexFileMissing() error {
+	return fmt.Errorf("the search index file %s of %s is missing (a copy of the catalog file alone): searches, property "+
+		"filters and store copy need it; run dlqdash serve on the database once, which writes it, then try again", IndexPath(s.path), s.path)
 }
 
 // readOnlyIndexWait is how long a read-only store waits for the process

@@ -83,6 +83,9 @@ func (s *Store) CopyTo(ctx context.Context, dst *Store, progress func(CopyProgre
 	if !dst.eng.postgres {
 		return fmt.Errorf("copy the catalog: the destination %s is not a PostgreSQL database", dst.path)
 	}
+	if s.noIndexFile {
+		return fmt.Errorf("copy the catalog: %w", s.errIndexFileMissing())
+	}
 	from, err := s.Version(ctx)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 )
@@ -103,6 +104,55 @@ func FaultBeforeCreationEntryForTest(s *Store, err error) (restore func()) {
 		if point == faultBeforeCreationEntry {
 			return err
 		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}
+
+// IndexBetweenPruneStepsForTest makes every PruneGone of s run an index
+// catch-up (as the indexer may, on its own connection) after the search
+// and property rows are pruned and before the messages are, until the
+// returned func runs.
+func IndexBetweenPruneStepsForTest(s *Store) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultBetweenPruneSteps {
+			return s.catchUpIndex(context.Background())
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}
+
+// IndexRunDuringInlineForTest sets up the race between an ingest page that
+// decides to index itself (someone read through the indexes just now, no
+// index run is going) and an index run that starts right after that
+// decision: the indexer of s, paused, runs again without running at once,
+// and every ApplyPage of s that decides to index inline starts an index
+// run there and goes on once the run writes the index file, until the
+// returned func runs.
+func IndexRunDuringInlineForTest(s *Store) (restore func()) {
+	ix := s.idx
+	// A kick the last page sent may be in flight to the paused loop: let
+	// it arrive and be passed over first.
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-ix.kick:
+	default:
+	}
+	ix.unindexed.Store(0)
+	ix.lastRead.Store(time.Now().UnixNano())
+	ix.paused.Store(false)
+	s.fault = func(point string) error {
+		if point != faultInlineDecided {
+			return nil
+		}
+		ix.poke()
+		for !ix.running.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		// The run's first transaction takes the index file's lock at its
+		// start and holds it for most of a second (16,384 messages).
+		time.Sleep(100 * time.Millisecond)
 		return nil
 	}
 	return func() { s.fault = nil }

@@ -71,10 +71,23 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 
 	// Indexing inline takes the index file's lock before anything reads
 	// that file in this transaction (insertMessages reads the watermark).
+	// It never waits for an index run to take it: the run's transactions
+	// can outlast busy_timeout, and this one holds the catalog's lock
+	// meanwhile. The page is then left to the run.
 	wantInline := len(p.Messages) > 0 && !s.eng.postgres && s.wantInline()
 	if wantInline {
-		if err := lockIndexFile(ctx, tx); err != nil {
+		if err := s.testFault(faultInlineDecided); err != nil {
 			return res, err
+		}
+		wantInline = s.idx.writing.TryLock()
+	}
+	if wantInline {
+		defer func() {
+			tx.Rollback() // first: the run waits for the index file's lock, not for this
+			s.idx.writing.Unlock()
+		}()
+		if err := lockIndexFile(ctx, tx); err != nil {
+			return res, s.wrap("apply page", err, DefaultBusyTimeout)
 		}
 	}
 	eid, err := entityID(ctx, tx, ns, p.Entity)

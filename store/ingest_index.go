@@ -79,6 +79,12 @@ type indexer struct {
 	// transaction does not index inline then (it would wait for the run's
 	// transaction to take the file's lock).
 	running atomic.Bool
+	// writing is held by an index run's transaction (indexOnce) and by an
+	// ingest transaction that indexes inline, which takes it only when it
+	// is free (TryLock): the ingest never waits for a run in SQLite's busy
+	// handler while it holds the catalog's lock (wantInline's check of
+	// running can be just before a run starts).
+	writing sync.Mutex
 	closed  sync.Once
 }
 
@@ -188,6 +194,10 @@ func (s *Store) catchUpIndex(ctx context.Context) error {
 // reports whether more are left. It never takes the catalog's write lock:
 // the ingest's transactions go on meanwhile, on the other core.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
+	if s.idx != nil {
+		s.idx.writing.Lock()
+		defer s.idx.writing.Unlock()
+	}
 	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
@@ -294,6 +304,24 @@ func indexTail(ctx context.Context, tx *sql.Tx) error {
 // ingest indexes its own pages (indexInline).
 const readersActiveFor = 10 * time.Second
 
+// holdIndexRuns keeps index runs from starting a transaction until the
+// returned func runs, for a write transaction of the writer that will take
+// the index file's lock (lockIndexFile) while it holds the catalog's: it
+// then finds the file free at once instead of waiting in SQLite's busy
+// handler for runs back to back. Call it before beginWrite.
+func (s *Store) holdIndexRuns() (release func()) {
+	if s.idx == nil {
+		return func() {}
+	}
+	s.idx.writing.Lock()
+	return s.idx.writing.Unlock
+}
+
+// faultInlineDecided is the point where an ingest transaction has decided
+// to index its page inline (wantInline) and has not taken the index file's
+// lock yet.
+const faultInlineDecided = "inline_decided"
+
 // wantInline reports whether an ingest transaction should index its own
 // messages (indexInline): someone read through the indexes within
 // readersActiveFor, and no index run is writing the index file (its
@@ -351,6 +379,9 @@ func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
 		// sees a message sees its index rows.
 		return nil
 	}
+	if s.noIndexFile {
+		return s.errIndexFileMissing()
+	}
 	start := time.Now()
 	if s.idx != nil {
 		s.idx.lastRead.Store(start.UnixNano())
@@ -385,6 +416,13 @@ func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// errIndexFileMissing is why a read-only store opened without its index
+// file cannot answer a search or a property filter, or be copied.
+func (s *Store) errIndexFileMissing() error {
+	return fmt.Errorf("the search index file %s of %s is missing (a copy of the catalog file alone): searches, property "+
+		"filters and store copy need it; run dlqdash serve on the database once, which writes it, then try again", IndexPath(s.path), s.path)
 }
 
 // readOnlyIndexWait is how long a read-only store waits for the process

@@ -15,15 +15,26 @@ import (
 // On SQLite the index rows are in their own file (index_file.go): they are
 // deleted first, in a transaction of that file, then the messages. A crash
 // between the two leaves gone messages without their index rows until the
-// next PruneGone deletes them, never index rows without their message.
+// next PruneGone deletes them, never index rows without their message. The
+// messages above the watermark had no rows to delete; the indexer may have
+// indexed them between the two transactions (its snapshot of the catalog
+// still held them), so the catalog's transaction then takes the index
+// file's lock, reads the watermark again and keeps those it passed for the
+// next PruneGone, which deletes their rows.
 func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int, error) {
 	c := cutoff.UTC().UnixMilli()
-	var ids string // the pruned messages' ids, a JSON array (SQLite)
+	var pr prunedIndexRows // SQLite
 	if !s.eng.postgres {
 		var err error
-		if ids, err = s.pruneIndexRows(ctx, c, batch); err != nil {
+		if pr, err = s.pruneIndexRows(ctx, c, batch); err != nil {
 			return 0, err
 		}
+	}
+	if err := s.testFault(faultBetweenPruneSteps); err != nil {
+		return 0, err
+	}
+	if pr.unindexed {
+		defer s.holdIndexRuns()()
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
@@ -43,7 +54,17 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 		r, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (
 			SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, c, batch)
 	} else {
-		r, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?)) AND gone_at < ?`, ids, c)
+		now := pr.through // no message above it: nothing the indexer may have passed
+		if pr.unindexed {
+			if err := lockIndexFile(ctx, tx); err != nil {
+				return 0, s.wrap("prune", err, DefaultBusyTimeout)
+			}
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`, metaIndexThrough).Scan(&now); err != nil {
+				return 0, fmt.Errorf("prune messages: %w", err)
+			}
+		}
+		r, err = tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?)
+			WHERE value <= ? OR value > ?) AND gone_at < ?`, pr.ids, pr.through, now, c)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("prune messages: %w", err)
@@ -59,36 +80,56 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	return int(n), nil
 }
 
+// faultBetweenPruneSteps is the point between PruneGone's transaction of
+// the index file and its transaction of the catalog.
+const faultBetweenPruneSteps = "between_prune_steps"
+
+// prunedIndexRows is what pruneIndexRows did: the messages' ids (a JSON
+// array), the watermark their rows were pruned at, and whether any of them
+// was above it (had no rows yet).
+type prunedIndexRows struct {
+	ids       string
+	through   int64
+	unindexed bool
+}
+
 // pruneIndexRows deletes the search and property rows of up to batch
 // messages that left the broker before cutoff (Unix ms), on the indexer's
-// connection, and returns the messages' ids as a JSON array for PruneGone
-// to delete. Only messages at or below the watermark have index rows; the
-// others are simply not indexed when the indexer gets to them.
-func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (string, error) {
+// connection, and returns the messages' ids for PruneGone to delete. Only
+// messages at or below the watermark have index rows; the others are not
+// indexed when the indexer gets to them, unless it does before PruneGone
+// deletes them (PruneGone keeps those).
+func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (prunedIndexRows, error) {
+	var pr prunedIndexRows
 	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
-		return "", s.wrap("prune search index", err, DefaultBusyTimeout)
+		return pr, s.wrap("prune search index", err, DefaultBusyTimeout)
 	}
 	defer tx.Rollback()
-	var ids string
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(json_group_array(id), '[]') FROM (
-		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, cutoff, batch).Scan(&ids); err != nil {
-		return "", fmt.Errorf("prune search index: %w", err)
+	var newest int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(json_group_array(id), '[]'), coalesce(max(id), 0) FROM (
+		SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?)`, cutoff, batch).Scan(&pr.ids, &newest); err != nil {
+		return pr, fmt.Errorf("prune search index: %w", err)
 	}
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`, metaIndexThrough).Scan(&pr.through); err != nil {
+		return pr, fmt.Errorf("prune search index: %w", err)
+	}
+	pr.unindexed = newest > pr.through
+	ids := pr.ids
 	indexed := `SELECT value FROM json_each(?) WHERE value <= coalesce(` + watermarkSQLite + `, 0)`
 	if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+indexed+`)`, ids, metaIndexThrough); err != nil {
-		return "", fmt.Errorf("prune search index: %w", err)
+		return pr, fmt.Errorf("prune search index: %w", err)
 	}
 	// Property rows are found from the messages' own properties (their
 	// table has no index on message_id).
 	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (`+
 		propertyRowsOf+`m.id IN (`+indexed+`)`+propertyRowsEnd+`)`, ids, metaIndexThrough); err != nil {
-		return "", fmt.Errorf("prune properties: %w", err)
+		return pr, fmt.Errorf("prune properties: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return "", s.wrap("prune search index", err, DefaultBusyTimeout)
+		return pr, s.wrap("prune search index", err, DefaultBusyTimeout)
 	}
-	return ids, nil
+	return pr, nil
 }
 
 // MergeSearchIndex does a bounded amount of the search index's merge work

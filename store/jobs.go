@@ -169,6 +169,10 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int,
 	entry func(replay.Job) (audit.Build, error)) (replay.Job, error) {
 	const op = "create job"
+	indexTailToo := sel.Filter != nil && usesIndexes(*sel.Filter) && !s.eng.postgres
+	if indexTailToo {
+		defer s.holdIndexRuns()()
+	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return j, s.wrap(op, err, DefaultBusyTimeout)
@@ -177,7 +181,7 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 	// The selection is frozen in this transaction, which holds the writer:
 	// it indexes what the indexer has not yet itself (ingest_index.go; on
 	// PostgreSQL nothing is ever left unindexed).
-	if sel.Filter != nil && usesIndexes(*sel.Filter) && !s.eng.postgres {
+	if indexTailToo {
 		if err := indexTail(ctx, tx); err != nil {
 			return j, fmt.Errorf("%s: %w", op, err)
 		}

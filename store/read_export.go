@@ -101,7 +101,13 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		return nil, fmt.Errorf("%s is a directory, not a database file", path)
 	}
 
-	if _, err := os.Stat(IndexPath(path)); err != nil {
+	// A copy of the catalog file alone (the README lets a backup leave the
+	// index file out) opens without it: only a search or a property
+	// filter needs it, and says so (errIndexFileMissing).
+	noIndexFile := false
+	if _, err := os.Stat(IndexPath(path)); errors.Is(err, os.ErrNotExist) {
+		noIndexFile = true
+	} else if err != nil {
 		return nil, fmt.Errorf("the search index file %s of %s cannot be read (%w): run dlqdash serve on the database once, "+
 			"which writes it, then try again", IndexPath(path), path, err)
 	}
@@ -111,13 +117,19 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	dsn := readOnlyDSN(path, opts.BusyTimeout)
 	// Both pools attach the index file read-only (index_file.go).
 	drv := sqliteDriver()
-	reader := openAttached(drv, dsn, path, true)
+	open := func() *sql.DB {
+		if noIndexFile {
+			return sql.OpenDB(attachConnector{drv: drv, dsn: dsn})
+		}
+		return openAttached(drv, dsn, path, true)
+	}
+	reader := open()
 	setReadPool(reader)
 	// The writer is a query_only handle too: sql.Open connects lazily, so it
 	// costs nothing unless someone tries to write, and then fails cleanly.
-	writer := openAttached(drv, dsn, path, true)
+	writer := open()
 	writer.SetMaxOpenConns(1)
-	s := &Store{Now: time.Now, path: path, writer: writer, reader: reader}
+	s := &Store{Now: time.Now, path: path, writer: writer, reader: reader, noIndexFile: noIndexFile}
 
 	var hasTable int
 	if err := reader.QueryRowContext(ctx,

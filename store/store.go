@@ -74,6 +74,10 @@ type Store struct {
 	// index file (IndexPath) attached read-write (index_file.go). Nil on
 	// PostgreSQL and read-only stores.
 	idxdb *sql.DB
+	// noIndexFile: a read-only store opened without its index file (a
+	// copy of the catalog file alone): searches and property filters fail
+	// with errIndexFileMissing.
+	noIndexFile bool
 
 	// The catalog's prepared multi-row inserts (ingest_insert.go).
 	chunk chunkStatements

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -33,17 +32,18 @@ import (
 // The target queue has duplicate detection (as TestCrashDuringReplay's
 // "dedup"): a copy sent again by an adopter after a kill mid-batch carries
 // the same message id and is dropped by the broker, so the queue holds
-// each message exactly once. Each adoption waits about 20 s (a claim's
-// silence before another replica takes it) plus the dead replica's message
-// locks (5 s here), so the DLQ holds 200 messages at 20/s (10 s of sending)
-// rather than issue 20's 3,000: five kills already take two minutes.
+// each message exactly once. The DLQ holds issue 20's 3,000 messages,
+// replayed at 300/s: each kill comes within 1.2 s of progress, so the five
+// kills fall within the first 1,800 copies, and each adoption waits about
+// 20 s (a claim's silence before another replica takes it, plus the dead
+// replica's message locks, 5 s here): about two minutes in all.
 func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts serve replicas for about two minutes")
 	}
 	const (
-		n     = 200
-		rate  = 20
+		n     = 3000
+		rate  = 300
 		kills = 5
 	)
 	db := pgtest.Start(t).Database(t)
@@ -59,18 +59,20 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := s.NewMessageBatch(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		id := fmt.Sprintf("kill-%d", i)
-		if err := batch.AddMessage(&azservicebus.Message{MessageID: &id, Body: []byte(id)}, nil); err != nil {
+	for first := 0; first < n; first += 500 {
+		batch, err := s.NewMessageBatch(ctx, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
-		t.Fatal(err)
+		for i := first; i < min(first+500, n); i++ {
+			id := fmt.Sprintf("kill-%d", i)
+			if err := batch.AddMessage(&azservicebus.Message{MessageID: &id, Body: []byte(id)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Close(ctx)
 	r, err := client.NewReceiverForQueue("dedup", nil)
@@ -113,9 +115,9 @@ func TestReplicasReplayJobSurvivesKills(t *testing.T) {
 		return nil
 	}
 	waitForWithin(t, 60*time.Second, "the catalog of the DLQ", func() bool {
-		var out struct{ Messages []json.RawMessage }
-		replicas["pod-1"].api(t, "GET", "/api/v1/messages?limit=500&entity=dedup", nil, &out)
-		return len(out.Messages) == n
+		var out struct{ Count int }
+		replicas["pod-1"].api(t, "GET", "/api/v1/messages/count?entity=dedup&subqueue=dead_letter", nil, &out)
+		return out.Count == n
 	})
 
 	var job struct{ ID string }

@@ -71,9 +71,9 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 
 	// Indexing inline takes the index file's lock before anything reads
 	// that file in this transaction (insertMessages reads the watermark).
-	wantInline := len(p.Messages) > 0 && !s.eng.postgres && s.wantInline()
+	wantInline := len(p.Messages) > 0 && s.wantInline()
 	if wantInline {
-		if err := lockIndexFile(ctx, tx); err != nil {
+		if wantInline, err = s.lockIndexInline(ctx, tx); err != nil {
 			return res, err
 		}
 	}
@@ -139,7 +139,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
 		}
 		if wantInline {
-			if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {
+			if inline, err = s.indexInline(ctx, tx, ic, res.New[0], res.New[len(res.New)-1]); err != nil {
 				return res, err
 			}
 		}

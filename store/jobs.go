@@ -165,10 +165,10 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 	}
 	defer tx.Rollback()
 	// The selection is frozen in this transaction, which holds the writer:
-	// it indexes what the indexer has not yet itself (ingest_index.go; on
-	// PostgreSQL nothing is ever left unindexed).
-	if sel.Filter != nil && usesIndexes(*sel.Filter) && !s.eng.postgres {
-		if err := indexTail(ctx, tx); err != nil {
+	// it indexes what the indexer has not yet itself (ingest_index.go), or
+	// on PostgreSQL waits for the indexer (indexTailIn).
+	if sel.Filter != nil && usesIndexes(*sel.Filter) {
+		if err := s.indexTailIn(ctx, tx); err != nil {
 			return j, fmt.Errorf("%s: %w", op, err)
 		}
 	}

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -93,9 +95,11 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 // indexRangePG writes the search documents and property rows of the
 // messages with ids above through up to hi, in tx, which holds
 // indexLockKey: what indexRange writes on SQLite, built in Go from the
-// stored rows (tsvector, propertyValues). With COPY when tx runs on ic; a
-// transaction begun without its connection (CreateJob's, for a tail) uses
-// multi-row INSERTs.
+// stored rows (tsvector, propertyValues). With COPY when tx runs on ic: the
+// documents are built on a goroutine while the server copies those built
+// before them (a pipe), so that the Go side's largest part overlaps the
+// server's. A transaction begun without its connection (CreateJob's, for a
+// tail) uses multi-row INSERTs.
 func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT m.id, b.body, coalesce(m.dead_letter_reason, ''),
 		coalesce(m.dead_letter_description, ''), m.properties, coalesce(m.enqueued_at, -1)
@@ -103,48 +107,57 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 	if err != nil {
 		return fmt.Errorf("index new messages: %w", err)
 	}
-	var (
-		fts      bytes.Buffer
-		docs     []any // id, document: without ic
-		propRows [][]any
-		body     []byte
-		props    []byte
-		reason   string
-		desc     string
-	)
+	var stored []storedForIndex
 	for rows.Next() {
-		var id, at int64
-		if err := rows.Scan(&id, &body, &reason, &desc, &props, &at); err != nil {
+		var m storedForIndex
+		if err := rows.Scan(&m.id, &m.body, &m.reason, &m.desc, &m.props, &m.at); err != nil {
 			rows.Close()
 			return fmt.Errorf("index new messages: %w", err)
 		}
-		text, isText := bodyText(body)
-		if !isText {
-			text = ""
-		}
-		doc := tsvector(text, reason, desc, string(props))
-		if ic == nil {
-			docs = append(docs, id, doc)
-		} else {
-			fts.WriteString(strconv.FormatInt(id, 10))
-			fts.WriteByte('\t')
-			copyText(&fts, encodePGText(doc))
-			fts.WriteByte('\n')
-		}
-		propRows = appendPropertyRows(propRows, props, at, id, ic != nil)
+		stored = append(stored, m)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("index new messages: %w", err)
 	}
 	rows.Close()
-	if ic == nil {
-		return insertIndexRowsPG(ctx, tx, docs, propRows)
-	}
-	if fts.Len() == 0 {
+	if len(stored) == 0 {
 		return nil // every message of the range was pruned
 	}
+	if ic == nil {
+		var docs []any
+		var propRows [][]any
+		for _, m := range stored {
+			docs = append(docs, m.id, m.doc())
+			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, false)
+		}
+		return insertIndexRowsPG(ctx, tx, docs, propRows)
+	}
+
+	pr, pw := io.Pipe()
+	var propRows [][]any
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		w := bufio.NewWriterSize(pw, 64<<10)
+		var line bytes.Buffer
+		for _, m := range stored {
+			line.Reset()
+			line.WriteString(strconv.FormatInt(m.id, 10))
+			line.WriteByte('\t')
+			copyText(&line, encodePGText(m.doc()))
+			line.WriteByte('\n')
+			if _, err := w.Write(line.Bytes()); err != nil {
+				return // the COPY failed: pr was closed
+			}
+			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, true)
+		}
+		pw.CloseWithError(w.Flush())
+	}()
 	return ic.withConn(func(c *pgx.Conn) error {
-		if _, err := c.PgConn().CopyFrom(ctx, &fts, "COPY messages_fts (rowid, doc) FROM STDIN"); err != nil {
+		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN")
+		pr.CloseWithError(io.ErrClosedPipe) // the builder stops if the COPY ended early
+		<-built
+		if err != nil {
 			return fmt.Errorf("index for search: %w", err)
 		}
 		if len(propRows) > 0 {
@@ -155,6 +168,22 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 		}
 		return nil
 	})
+}
+
+// storedForIndex is what the indexer reads of a stored message.
+type storedForIndex struct {
+	id, at       int64
+	body, props  []byte
+	reason, desc string
+}
+
+// doc is the message's search document as text (tsvector).
+func (m storedForIndex) doc() string {
+	text, isText := bodyText(m.body)
+	if !isText {
+		text = ""
+	}
+	return tsvector(text, m.reason, m.desc, string(m.props))
 }
 
 // insertIndexRowsPG writes docs (id, tsvector text pairs) and propRows

@@ -145,8 +145,8 @@ func testReadRightAfterIngestFindsUnindexedMessage(t *testing.T, engine string) 
 	}
 }
 
-// SQLite only: on PostgreSQL nothing is left unindexed by a crash (the
-// index rows commit with their messages).
+// SQLite's file; PostgreSQL's crash and replicas are
+// TestPostgresIndexerCrashAndReplicas.
 func TestIndexResumesFromWatermarkAfterCrash(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	s := indexStore(t, path)

@@ -97,3 +97,7 @@ func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
 // CatchUpIndexForTest runs index batches until the watermark covers every
 // message, as the indexer's run does.
 func CatchUpIndexForTest(ctx context.Context, s *Store) error { return s.catchUpIndex(ctx) }
+
+// IndexLockKeyForTest is the advisory lock an index batch holds on
+// PostgreSQL.
+const IndexLockKeyForTest = indexLockKey

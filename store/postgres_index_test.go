@@ -1,10 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
@@ -88,5 +92,66 @@ func TestPostgresIndexerCrashAndReplicas(t *testing.T) {
 	}
 	if got := seqsOf(t, replicas[2], dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "t3"}}, Query: "w10"}); !slices.Equal(got, []int64{10}) {
 		t.Errorf("tenant t3 and w10: %v", got)
+	}
+}
+
+// An indexer killed in the middle of its batch (its backend terminated, as
+// when its replica dies) leaves none of the batch's rows: the next batch
+// waits for its lock, then indexes from the watermark, every message once.
+func TestPostgresIndexerKilledMidBatch(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 3, indexMessage(1, "one", "acme"), indexMessage(2, "two", "acme"), indexMessage(3, "three", "acme"))
+
+	// Another replica's batch, half written when its backend dies.
+	half, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close(context.Background())
+	for _, q := range []string{
+		"BEGIN",
+		fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", store.IndexLockKeyForTest),
+		"INSERT INTO messages_fts (rowid, doc) SELECT id, to_tsvector('simple', 'half') FROM messages WHERE id = (SELECT min(id) FROM messages)",
+		"INSERT INTO meta (key, value) SELECT 'index.through', CAST(min(id) AS text) FROM messages ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+	} {
+		if _, err := half.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- store.CatchUpIndexForTest(ctx, s) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a batch ran while another held the indexer's lock (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	admin, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", half.PgConn().PID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM messages_fts`); got != 3 {
+		t.Errorf("%d search documents, want 3", got)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM messages_fts WHERE doc @@ CAST('half' AS tsquery)`); got != 0 {
+		t.Errorf("%d rows of the killed batch", got)
+	}
+	if got := seqsOf(t, s, dlq.Filter{Query: "one", Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "acme"}}}); !slices.Equal(got, []int64{1}) {
+		t.Errorf("one, tenant acme: %v", got)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != newest || newest != 3 {
+		t.Errorf("watermark %d, newest %d, %v; want 3, 3", through, newest, err)
 	}
 }

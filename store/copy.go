@@ -98,6 +98,12 @@ func (s *Store) CopyTo(ctx context.Context, dst *Store, progress func(CopyProgre
 		return fmt.Errorf("copy the catalog: %s has schema version %d and %s version %d: open both with this dlqdash's serve first",
 			s.path, from, dst.path, to)
 	}
+	// The destination's indexer stays out of the copy, which writes the
+	// index rows itself and moves the watermark past them
+	// (copyTailProperties).
+	if dst.idx != nil && !dst.idx.paused.Swap(true) {
+		defer dst.idx.paused.Store(false)
+	}
 	src, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("copy the catalog: %w", err)

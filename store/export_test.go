@@ -53,8 +53,8 @@ func SeriesQueryForTest(groupID int64, ents []int64) string {
 }
 
 // PauseIndexerForTest stops the indexer from running (a read through the
-// indexes then waits) until the returned func runs. A PostgreSQL store has
-// no indexer (its ingest indexes): nothing to pause.
+// indexes then waits) until the returned func runs. A read-only store has
+// no indexer: nothing to pause.
 func PauseIndexerForTest(s *Store) (resume func()) {
 	if s.idx == nil {
 		return func() {}
@@ -157,3 +157,11 @@ func IndexRunDuringInlineForTest(s *Store) (restore func()) {
 	}
 	return func() { s.fault = nil }
 }
+
+// CatchUpIndexForTest runs index batches until the watermark covers every
+// message, as the indexer's run does.
+func CatchUpIndexForTest(ctx context.Context, s *Store) error { return s.catchUpIndex(ctx) }
+
+// IndexLockKeyForTest is the advisory lock an index batch holds on
+// PostgreSQL.
+const IndexLockKeyForTest = indexLockKey

@@ -73,8 +73,9 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	// that file in this transaction (insertMessages reads the watermark).
 	// It never waits for an index run to take it: the run's transactions
 	// can outlast busy_timeout, and this one holds the catalog's lock
-	// meanwhile. The page is then left to the run.
-	wantInline := len(p.Messages) > 0 && !s.eng.postgres && s.wantInline()
+	// meanwhile. The page is then left to the run (on PostgreSQL also to
+	// another replica's batch: lockIndexInline).
+	wantInline := len(p.Messages) > 0 && s.wantInline()
 	if wantInline {
 		if err := s.testFault(faultInlineDecided); err != nil {
 			return res, err
@@ -86,7 +87,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 			tx.Rollback() // first: the run waits for the index file's lock, not for this
 			s.idx.writing.Unlock()
 		}()
-		if err := lockIndexFile(ctx, tx); err != nil {
+		if wantInline, err = s.lockIndexInline(ctx, tx); err != nil {
 			return res, s.wrap("apply page", err, DefaultBusyTimeout)
 		}
 	}
@@ -152,7 +153,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 			return res, fmt.Errorf("insert messages of %s: %w", p.Entity, err)
 		}
 		if wantInline {
-			if inline, err = s.indexInline(ctx, tx, res.New[0], res.New[len(res.New)-1]); err != nil {
+			if inline, err = s.indexInline(ctx, tx, ic, res.New[0], res.New[len(res.New)-1]); err != nil {
 				return res, err
 			}
 		}

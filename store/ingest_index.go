@@ -31,9 +31,9 @@ import (
 // search) first waits until the watermark covers the newest message it can
 // see (waitIndexed), which asks the indexer to run now if it has not.
 //
-// On PostgreSQL there is no indexer: insertMessages writes the search
-// documents and the property rows in the ingest transaction and moves the
-// watermark there, so it is always current and waitIndexed returns at once.
+// PostgreSQL has the same indexer (postgres_index.go): its batches run on
+// a connection of their own under an advisory lock, and its watermark is in
+// meta, beside the index rows.
 
 const (
 	// indexBatch is how many new messages start an index run at once.
@@ -174,11 +174,12 @@ func (ix *indexer) close() (first bool) {
 // catchUpIndex indexes every message above the watermark, one transaction
 // per indexMax messages.
 func (s *Store) catchUpIndex(ctx context.Context) error {
+	once := s.indexOnce
 	if s.eng.postgres {
-		return nil // indexed in the ingest's own transactions
+		once = s.indexOncePG
 	}
 	for {
-		more, err := s.indexOnce(ctx)
+		more, err := once(ctx)
 		if err != nil {
 			return err
 		}
@@ -300,6 +301,17 @@ func indexTail(ctx context.Context, tx *sql.Tx) error {
 	return indexRange(ctx, tx, through, newest)
 }
 
+// indexTailIn makes the indexes cover every message of the catalog for tx,
+// a write transaction that holds the write lock and has not read the index
+// yet (CreateJob freezing a filter's selection): it indexes the tail in
+// tx (indexTail, indexTailPG), whether the indexer runs or not.
+func (s *Store) indexTailIn(ctx context.Context, tx *sql.Tx) error {
+	if s.eng.postgres {
+		return indexTailPG(ctx, s.eng, tx)
+	}
+	return indexTail(ctx, tx)
+}
+
 // readersActiveFor is how long after a read through the indexes the
 // ingest indexes its own pages (indexInline).
 const readersActiveFor = 10 * time.Second
@@ -340,16 +352,42 @@ func (s *Store) wantInline() bool {
 // run (issue 18: 32 clients while ingesting 1,000 msg/s). A bulk read
 // nobody searches meanwhile is indexed behind, by the indexer, in batches
 // and in parallel.
-func (s *Store) indexInline(ctx context.Context, tx *sql.Tx, first, last int64) (bool, error) {
+//
+// On PostgreSQL the same, in the ingest transaction (on its connection ic,
+// which holds the indexer's lock: lockIndexInline), with the indexer's
+// COPYs (indexRangePG).
+func (s *Store) indexInline(ctx context.Context, tx *sql.Tx, ic *ingestConn, first, last int64) (bool, error) {
 	var through int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`,
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+s.eng.watermarkSQL()+`, 0)`,
 		metaIndexThrough).Scan(&through); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
 	if through != first-1 {
 		return false, nil // older messages wait: the indexer takes them all
 	}
+	if s.eng.postgres {
+		if err := indexRangePG(ctx, tx, ic, through, last); err != nil {
+			return false, err
+		}
+		return true, setIndexThrough(ctx, tx, last)
+	}
 	return true, indexRange(ctx, tx, through, last)
+}
+
+// lockIndexInline takes, in an ingest transaction that wants to index its
+// own page (wantInline), the lock index batches hold, and reports whether
+// it did: on SQLite the index file's (waiting for a batch, up to
+// busy_timeout), on PostgreSQL the advisory lock if no batch holds it (a
+// batch of another replica: the page is then left to the indexers).
+func (s *Store) lockIndexInline(ctx context.Context, tx *sql.Tx) (bool, error) {
+	if !s.eng.postgres {
+		return true, lockIndexFile(ctx, tx)
+	}
+	var got bool
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, indexLockKey).Scan(&got); err != nil {
+		return false, fmt.Errorf("lock the search index: %w", err)
+	}
+	return got, nil
 }
 
 // indexProgress is the watermark and the newest message's id.
@@ -373,12 +411,6 @@ func (s *Store) indexBehind(ctx context.Context) (bool, error) {
 // indexer to run if they do not. A read that answers through the indexes
 // calls it first, so that it finds the messages just ingested too.
 func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
-	if s.eng.postgres {
-		// PostgreSQL's ingest writes the index rows in the transaction
-		// that inserts the messages (insertMessages): a snapshot that
-		// sees a message sees its index rows.
-		return nil
-	}
 	if s.noIndexFile {
 		return s.errIndexFileMissing()
 	}

@@ -64,9 +64,9 @@ type newMessage struct {
 // insertMessages inserts msgs with their bodies and returns their ids, in
 // order. The caller counts them (counters, groups) and tells the indexer
 // once it has committed (s.idx.added): on SQLite the search and property
-// rows are written behind (ingest_index.go); on PostgreSQL they are
-// written here, in the caller's transaction, with COPY on its connection
-// ic (beginIngest, postgres_ingest.go), and the watermark moves with them.
+// rows are written behind (ingest_index.go), on PostgreSQL too
+// (postgres_index.go), where the messages and bodies go in with COPY on
+// the transaction's connection ic (beginIngest, postgres_ingest.go).
 func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkStatements, msgs []newMessage) ([]int64, error) {
 	// Ids are assigned here rather than by SQLite so that rows can go in
 	// many to a statement: the store has one writer connection and this runs
@@ -89,13 +89,9 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 		if len(ids) == 0 {
 			return ids, nil
 		}
-		// PostgreSQL's search documents and property rows are built in Go
-		// from the values in hand and written in this transaction, with
-		// the watermark: its indexes are never behind.
+		// The search documents and property rows are the indexer's
+		// (postgres_index.go), behind the watermark, as on SQLite.
 		if err := copyMessagesPG(ctx, ic, msgs, ids); err != nil {
-			return nil, err
-		}
-		if err := setIndexThrough(ctx, tx, ids[len(ids)-1]); err != nil {
 			return nil, err
 		}
 		return ids, nil

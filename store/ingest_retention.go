@@ -43,7 +43,12 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	defer tx.Rollback()
 	var r sql.Result
 	if s.eng.postgres {
-		// Every message is indexed in the transaction that inserts it.
+		// The indexer's lock, after the write lock (postgres_index.go):
+		// no index batch reads a message this deletes before it commits,
+		// and a message not indexed yet is simply not found by the next.
+		if err := lockIndexPG(ctx, tx); err != nil {
+			return 0, err
+		}
 		pruned := `SELECT id FROM messages WHERE gone_at < ? ORDER BY gone_at LIMIT ?`
 		if _, err := tx.ExecContext(ctx, `DELETE FROM messages_fts WHERE rowid IN (`+pruned+`)`, c, batch); err != nil {
 			return 0, fmt.Errorf("prune search index: %w", err)

@@ -169,8 +169,8 @@ func (s *Store) CreateJob(ctx context.Context, j replay.Job, sel replay.Selectio
 func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.Selection, poisonCap int,
 	entry func(replay.Job) (audit.Build, error)) (replay.Job, error) {
 	const op = "create job"
-	indexTailToo := sel.Filter != nil && usesIndexes(*sel.Filter) && !s.eng.postgres
-	if indexTailToo {
+	indexTailToo := sel.Filter != nil && usesIndexes(*sel.Filter)
+	if indexTailToo && !s.eng.postgres {
 		defer s.holdIndexRuns()()
 	}
 	tx, err := s.beginWrite(ctx)
@@ -179,10 +179,10 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 	}
 	defer tx.Rollback()
 	// The selection is frozen in this transaction, which holds the writer:
-	// it indexes what the indexer has not yet itself (ingest_index.go; on
-	// PostgreSQL nothing is ever left unindexed).
+	// it indexes what the indexer has not yet itself (ingest_index.go), or
+	// on PostgreSQL waits for the indexer (indexTailIn).
 	if indexTailToo {
-		if err := indexTail(ctx, tx); err != nil {
+		if err := s.indexTailIn(ctx, tx); err != nil {
 			return j, fmt.Errorf("%s: %w", op, err)
 		}
 	}

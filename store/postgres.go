@@ -114,6 +114,16 @@ func openPostgres(ctx context.Context, target string, opts Options, readOnly boo
 	if s.replicaPool, err = openReplicaPool(ctx, writeCfg); err != nil {
 		return fail(fmt.Errorf("open database %s: %w", s.path, err))
 	}
+	// The indexer writes the search documents and property rows behind
+	// the ingest (postgres_index.go); a tail a crash left unindexed is
+	// indexed at once.
+	s.idx = newIndexer(s)
+	if behind, err := s.indexBehind(ctx); err != nil {
+		s.Close()
+		return nil, err
+	} else if behind {
+		s.idx.poke()
+	}
 	return s, nil
 }
 

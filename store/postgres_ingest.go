@@ -6,16 +6,15 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
 
 // The ingest's inserts on PostgreSQL (issue 20): the rows of a page's new
-// messages go in with COPY on the transaction's own connection, four COPYs
-// a page (messages, bodies, search documents, property rows), instead of
-// multi-row INSERTs of up to 4,000 parameters, which PostgreSQL parsed,
+// messages go in with COPY on the transaction's own connection, two COPYs
+// a page (messages, bodies; the indexer writes the search documents and
+// property rows behind, postgres_index.go), instead of multi-row INSERTs of up to 4,000 parameters, which PostgreSQL parsed,
 // planned and inserted row by row (speculatively, for the property rows'
 // ON CONFLICT) each time: BENCHMARKS.md, issue 20, has the figures.
 //
@@ -72,39 +71,11 @@ func pgString(s *string) any {
 	return encodePGText(*s)
 }
 
-// copyMessagesPG writes msgs, whose ids are ids, with their bodies, search
-// documents and property rows: the rows insertMessages's INSERTs and
-// indexRange write on SQLite, the same values. The search documents and the
-// property rows (most of the Go side's work: tokenizing, JSON) are built on
-// another goroutine while the server copies the messages and their bodies,
-// so that on two cores the two overlap.
+// copyMessagesPG writes msgs, whose ids are ids, with their bodies: the
+// rows insertMessages's INSERTs write on SQLite, the same values. Their
+// search documents and property rows are written behind, by the indexer
+// (indexOncePG), as on SQLite.
 func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids []int64) error {
-	var (
-		fts      bytes.Buffer
-		propRows [][]any
-		indexed  = make(chan struct{})
-	)
-	go func() {
-		defer close(indexed)
-		for i, nm := range msgs {
-			m := nm.m
-			props := string(m.ApplicationProperties)
-			if props == "" {
-				props = "{}"
-			}
-			text, isText := bodyText(m.Body)
-			if !isText {
-				text = ""
-			}
-			fts.WriteString(strconv.FormatInt(ids[i], 10))
-			fts.WriteByte('\t')
-			copyText(&fts, encodePGText(tsvector(text, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription), props)))
-			fts.WriteByte('\n')
-			propRows = appendPropertyRows(propRows, nm, ids[i])
-		}
-	}()
-	defer func() { <-indexed }() // on every return: nothing outlives the transaction
-
 	rows := make([][]any, len(msgs))
 	bodies := make([][]any, len(msgs))
 	for i, nm := range msgs {
@@ -147,16 +118,6 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 		if _, err := c.CopyFrom(ctx, pgx.Identifier{"bodies"}, []string{"message_id", "body"}, pgx.CopyFromRows(bodies)); err != nil {
 			return fmt.Errorf("copy bodies: %w", err)
 		}
-		<-indexed
-		if _, err := c.PgConn().CopyFrom(ctx, &fts, "COPY messages_fts (rowid, doc) FROM STDIN"); err != nil {
-			return fmt.Errorf("index for search: %w", err)
-		}
-		if len(propRows) > 0 {
-			if _, err := c.CopyFrom(ctx, pgx.Identifier{"message_properties"}, []string{"key", "value", "at", "message_id"},
-				pgx.CopyFromRows(propRows)); err != nil {
-				return fmt.Errorf("index properties: %w", err)
-			}
-		}
 		return nil
 	})
 }
@@ -164,28 +125,31 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 // messageCopyColumns are messageColumns as COPY takes them.
 var messageCopyColumns = strings.Fields(strings.ReplaceAll(messageColumns, ",", " "))
 
-// appendPropertyRows appends the message_properties rows of nm, whose id
-// is id: what propertyRowsOf selects on SQLite, one row per top-level
+// appendPropertyRows appends the message_properties rows of a message
+// whose id is id, properties props and enqueued time at (Unix ms, -1 for
+// none): what propertyRowsOf selects on SQLite, one row per top-level
 // property of properties that are a JSON object, with the value as the
 // property filter compares it (a string's characters, anything else its
 // JSON text), values over maxIndexedValue bytes left out, and a pair the
 // object holds twice (a repeated key with the same value) once, as the
 // primary key keeps it.
-func appendPropertyRows(rows [][]any, nm newMessage, id int64) [][]any {
-	props := nm.m.ApplicationProperties
+//
+// For COPY (forCopy) the strings are encoded as the driver encodes its
+// parameters (encodePGText); for a statement's parameters they are not.
+func appendPropertyRows(rows [][]any, props []byte, at, id int64, forCopy bool) [][]any {
 	if len(props) == 0 {
 		return rows // stored as {}: no rows
-	}
-	at := int64(-1)
-	if nm.m.EnqueuedAt != nil {
-		at = nm.m.EnqueuedAt.UTC().UnixMilli()
 	}
 	kvs := propertyValues(props)
 	for i, kv := range kvs {
 		if len(kv[1]) > maxIndexedValue || slices.Contains(kvs[:i], kv) {
 			continue
 		}
-		rows = append(rows, []any{encodePGText(kv[0]), encodePGText(kv[1]), at, id})
+		if forCopy {
+			rows = append(rows, []any{encodePGText(kv[0]), encodePGText(kv[1]), at, id})
+		} else {
+			rows = append(rows, []any{kv[0], kv[1], at, id})
+		}
 	}
 	return rows
 }

@@ -1,0 +1,157 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/store"
+)
+
+// On PostgreSQL the indexer writes the search documents and property rows
+// behind the ingest (postgres_index.go), and every replica runs one: a
+// crashed ingester's unindexed tail is indexed by the others from the
+// watermark, each message once, however many index at the same time.
+func TestPostgresIndexerCrashAndReplicas(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	a := indexStore(t, target)
+	applyIndexPage(t, a, 1, 2, indexMessage(1, "alpha", "acme"), indexMessage(2, "beta", "acme"))
+	if err := a.FlushIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var replicas []*store.Store
+	for range 3 {
+		r, err := store.Open(ctx, target, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		store.PauseIndexerForTest(r)
+		replicas = append(replicas, r)
+	}
+	// The ingester writes three pages its indexer never gets to, and dies.
+	store.PauseIndexerForTest(a)
+	const n = 300
+	for page := range 3 {
+		var msgs []dlq.Message
+		for i := range n / 3 {
+			seq := int64(3 + page*n/3 + i)
+			msgs = append(msgs, indexMessage(seq, fmt.Sprintf("w%d", seq), fmt.Sprintf("t%d", seq%7)))
+		}
+		applyIndexPage(t, a, msgs[0].SequenceNumber, msgs[len(msgs)-1].SequenceNumber, msgs...)
+	}
+	if err := store.CrashForTest(a); err != nil {
+		t.Fatal(err)
+	}
+	r0 := replicas[0]
+	if got := readCount(t, r0, `SELECT count(*) FROM messages_fts`); got != 2 {
+		t.Fatalf("%d search documents after the crash, want 2 (the tail unindexed)", got)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, r0); err != nil || through != 2 || newest != n+2 {
+		t.Fatalf("watermark %d, newest %d, %v; want 2, %d", through, newest, err, n+2)
+	}
+	// Every replica indexes at once, several times over.
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := store.CatchUpIndexForTest(ctx, r); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if got := readCount(t, r0, `SELECT count(*) FROM messages_fts`); got != n+2 {
+		t.Errorf("%d search documents, want %d: each message once", got, n+2)
+	}
+	if got := readCount(t, r0, `SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM messages_fts f WHERE f.rowid = m.id)`); got != 0 {
+		t.Errorf("%d messages without a search document", got)
+	}
+	if got := readCount(t, r0, `SELECT count(*) FROM message_properties`); got != n+2 {
+		t.Errorf("%d property rows, want %d", got, n+2)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, r0); err != nil || through != newest {
+		t.Errorf("watermark %d, newest %d, %v", through, newest, err)
+	}
+	// The reads of another replica find the tail, through both indexes.
+	if got := seqsOf(t, replicas[1], dlq.Filter{Query: "w150"}); !slices.Equal(got, []int64{150}) {
+		t.Errorf("w150: %v", got)
+	}
+	if got := seqsOf(t, replicas[2], dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "t3"}}, Query: "w10"}); !slices.Equal(got, []int64{10}) {
+		t.Errorf("tenant t3 and w10: %v", got)
+	}
+}
+
+// An indexer killed in the middle of its batch (its backend terminated, as
+// when its replica dies) leaves none of the batch's rows: the next batch
+// waits for its lock, then indexes from the watermark, every message once.
+func TestPostgresIndexerKilledMidBatch(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 3, indexMessage(1, "one", "acme"), indexMessage(2, "two", "acme"), indexMessage(3, "three", "acme"))
+
+	// Another replica's batch, half written when its backend dies.
+	half, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close(context.Background())
+	for _, q := range []string{
+		"BEGIN",
+		fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", store.IndexLockKeyForTest),
+		"INSERT INTO messages_fts (rowid, doc) SELECT id, to_tsvector('simple', 'half') FROM messages WHERE id = (SELECT min(id) FROM messages)",
+		"INSERT INTO meta (key, value) SELECT 'index.through', CAST(min(id) AS text) FROM messages ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+	} {
+		if _, err := half.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- store.CatchUpIndexForTest(ctx, s) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a batch ran while another held the indexer's lock (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	admin, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", half.PgConn().PID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM messages_fts`); got != 3 {
+		t.Errorf("%d search documents, want 3", got)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM messages_fts WHERE doc @@ CAST('half' AS tsquery)`); got != 0 {
+		t.Errorf("%d rows of the killed batch", got)
+	}
+	if got := seqsOf(t, s, dlq.Filter{Query: "one", Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "acme"}}}); !slices.Equal(got, []int64{1}) {
+		t.Errorf("one, tenant acme: %v", got)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != newest || newest != 3 {
+		t.Errorf("watermark %d, newest %d, %v; want 3, 3", through, newest, err)
+	}
+}

@@ -264,6 +264,63 @@ func TestOneByOneSendRetriesTransientErrors(t *testing.T) {
 	checkExactlyOnce(t, e, "orders", j, 5)
 }
 
+// ambiguousSender delivers its first batch and then fails the call with an
+// error that is neither transient nor a halt (a link that ended mid-call,
+// as the adapter may report it): the engine cannot know the batch arrived.
+type ambiguousSender struct {
+	replay.Sender
+	failed atomic.Bool
+}
+
+func (f *ambiguousSender) Send(ctx context.Context, copies []replay.Copy) error {
+	if len(copies) > 1 && !f.failed.Swap(true) {
+		if err := f.Sender.Send(ctx, copies); err != nil {
+			return err
+		}
+		return errors.New("the link ended after the transfer, before its outcome")
+	}
+	return f.Sender.Send(ctx, copies)
+}
+
+type ambiguousBroker struct {
+	replay.Broker
+	s *ambiguousSender
+}
+
+func (b *ambiguousBroker) OpenSender(ctx context.Context, path string) (replay.Sender, error) {
+	s, err := b.Broker.OpenSender(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	b.s.Sender = s
+	return b.s, nil
+}
+
+// A batch whose send failed in a way that leaves unknown whether the broker
+// took it is sent again one by one: every copy sent twice is flagged (CI
+// once saw 20 duplicate copies of a 20-message batch and 0 flagged in
+// TestFaultDroppedConnectionsAndLostLocks).
+func TestAmbiguousBatchFailureFlagsTheResentCopies(t *testing.T) {
+	as := &ambiguousSender{}
+	e := newEnv(t, queues("orders"), envOptions{wrap: func(b replay.Broker) replay.Broker {
+		return &ambiguousBroker{Broker: b, s: as}
+	}})
+	e.sendAndDeadLetter("orders", "amb", 5, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, 5)
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}})
+	j := e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 5 {
+		t.Fatalf("job = %+v", j)
+	}
+	if !as.failed.Load() {
+		t.Fatal("the batch send never failed: the test did not test anything")
+	}
+	if j.Flagged != 5 {
+		t.Errorf("%d messages flagged as possibly sent twice, want the 5 sent again", j.Flagged)
+	}
+	checkExactlyOnce(t, e, "orders", j, 5)
+}
+
 // lossyBroker's receivers lose the first batch the broker delivers after
 // a slow start: the call fails (as when the link dies after the broker
 // delivered), and the messages stay locked where the engine cannot see

@@ -145,8 +145,15 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 			return ready, stop
 		}
 		// Refused for what the messages are (too large, say): one by one,
-		// to find which.
-		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, flag)
+		// to find which. But an error that did not halt can also be one
+		// that leaves unknown whether the broker took the batch (a link
+		// that ended mid-call with an error the adapter could not
+		// classify): the copies sent again one by one may then be second
+		// copies, so they are flagged unless the destination detects
+		// duplicates. A batch refused for its content flags them too: the
+		// engine cannot tell the two apart, and a flag that says "possibly
+		// sent twice" of a message sent once is the error on the safe side.
+		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, !dest.DuplicateDetection)
 	}
 	sent := make([]Update, len(toSend))
 	for i, mt := range toSend {

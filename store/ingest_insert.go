@@ -61,6 +61,31 @@ type newMessage struct {
 	previewDone         bool
 }
 
+// derived is what a message's row holds beyond its fields, the same on
+// both engines: its failure group's id (nil for none), its time to live
+// in ms (nil for none), its application properties as JSON ("{}" for
+// none) and its preview.
+func (nm *newMessage) derived() (gid, ttl any, props, preview string) {
+	m := nm.m
+	if nm.group != nil {
+		gid = nm.group.id
+	}
+	if m.TimeToLive != nil {
+		ttl = m.TimeToLive.Milliseconds()
+	}
+	props = string(m.ApplicationProperties)
+	if props == "" {
+		props = "{}"
+	}
+	preview = nm.preview
+	if preview == "" && !nm.previewDone {
+		if text, isText := bodyText(m.Body); isText {
+			preview = previewOf(text)
+		}
+	}
+	return gid, ttl, props, preview
+}
+
 // insertMessages inserts msgs with their bodies and returns their ids, in
 // order. The caller counts them (counters, groups) and tells the indexer
 // once it has committed (s.idx.added): on SQLite the search and property
@@ -129,24 +154,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 	pending := 0
 	for _, nm := range msgs {
 		m := nm.m
-		var gid any
-		if nm.group != nil {
-			gid = nm.group.id
-		}
-		var ttl any
-		if m.TimeToLive != nil {
-			ttl = m.TimeToLive.Milliseconds()
-		}
-		props := string(m.ApplicationProperties)
-		if props == "" {
-			props = "{}"
-		}
-		preview := nm.preview
-		if preview == "" && !nm.previewDone {
-			if text, isText := bodyText(m.Body); isText {
-				preview = previewOf(text)
-			}
-		}
+		gid, ttl, props, preview := nm.derived()
 		id := next
 		next++
 		rowArgs = append(rowArgs, id, nm.eid, nm.sq, nm.st, m.SequenceNumber, m.MessageID, m.CorrelationID,

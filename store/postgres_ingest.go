@@ -80,24 +80,7 @@ func copyMessagesPG(ctx context.Context, ic *ingestConn, msgs []newMessage, ids 
 	bodies := make([][]any, len(msgs))
 	for i, nm := range msgs {
 		m := nm.m
-		var gid any
-		if nm.group != nil {
-			gid = nm.group.id
-		}
-		var ttl any
-		if m.TimeToLive != nil {
-			ttl = m.TimeToLive.Milliseconds()
-		}
-		props := string(m.ApplicationProperties)
-		if props == "" {
-			props = "{}"
-		}
-		preview := nm.preview
-		if preview == "" && !nm.previewDone {
-			if text, isText := bodyText(m.Body); isText {
-				preview = previewOf(text)
-			}
-		}
+		gid, ttl, props, preview := nm.derived()
 		id := ids[i]
 		rows[i] = []any{id, nm.eid, int64(nm.sq), int64(nm.st), m.SequenceNumber, encodePGText(m.MessageID), pgString(m.CorrelationID),
 			pgString(m.SessionID), pgString(m.PartitionKey), pgString(m.Subject), pgString(m.ContentType), pgString(m.ReplyTo),

@@ -67,6 +67,28 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 		}
 	}
 
+	// again runs actions that may be run twice (a navigation and what it
+	// reads) like run, once more when Chromium lost the page's execution
+	// context under them: an evaluation can start in the context of the
+	// page a navigation replaces, before chromedp has seen the new one.
+	again := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			tctx, cancel := context.WithTimeout(b, 30*time.Second)
+			err := chromedp.Run(tctx, actions...)
+			cancel()
+			if err == nil {
+				return
+			}
+			if !strings.Contains(err.Error(), "Cannot find context with specified id") || time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			t.Logf("%s: %v; again", what, err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
 	// landed waits for the page a form's submission loads: the execution
 	// context is replaced mid-way, so a failed evaluation is retried. The
 	// submitting page is marked (window.submitted), and the condition holds
@@ -125,7 +147,7 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 	waitForWithin(t, 5*time.Second, "the second group's alert", func() bool { _, ok := hook.find("PaymentDeclined"); return ok })
 
 	// Rename it and mark it known on its page.
-	run("open the group", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible(`[data-testid="group-name"]`),
+	again("open the group", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible(`[data-testid="group-name"]`),
 		chromedp.Evaluate(`[...document.querySelectorAll('[data-testid="group-name"]')].find(a => a.textContent.includes("OrderNotFound")).click()`, nil),
 		chromedp.WaitVisible(`[data-testid="group-triage"]`))
 	run("triage it", chromedp.Evaluate(`(() => {
@@ -143,7 +165,7 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 	if status != "known" {
 		t.Errorf("the Status select shows %q after saving, want known", status)
 	}
-	run("the list", chromedp.Navigate(base+"/groups"),
+	again("the list", chromedp.Navigate(base+"/groups"),
 		chromedp.Poll(`[...document.querySelectorAll('[data-testid="group-row"]')].some(r => r.dataset.status === "known" && r.textContent.includes("Orders deleted upstream") && r.textContent.includes("ops team"))`, nil))
 	before := len(hook.posts())
 
@@ -163,9 +185,9 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 	}
 
 	// The history says what was sent and that the webhook answered.
-	run("the history", chromedp.Navigate(base+"/alerts/history"), chromedp.WaitVisible(`[data-testid="alert-delivery"]`))
+	again("the history", chromedp.Navigate(base+"/alerts/history"), chromedp.WaitVisible(`[data-testid="alert-delivery"]`))
 	var delivered, ok int
-	run("count deliveries", chromedp.Evaluate(`document.querySelectorAll('[data-testid="alert-delivery"]').length`, &delivered),
+	again("count deliveries", chromedp.Evaluate(`document.querySelectorAll('[data-testid="alert-delivery"]').length`, &delivered),
 		chromedp.Evaluate(`document.querySelectorAll('[data-testid="alert-delivery"][data-ok="true"]').length`, &ok))
 	if delivered != len(hook.posts()) || ok != delivered {
 		t.Errorf("history lists %d deliveries (%d answered), the receiver got %d", delivered, ok, len(hook.posts()))
@@ -173,12 +195,12 @@ func TestBrowserAlertsAndTriage(t *testing.T) {
 
 	// The new pages fit a phone: no sideways scroll at 390 px.
 	var groupPage string
-	run("the group's address", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible(`[data-testid="group-name"]`),
+	again("the group's address", chromedp.Navigate(base+"/groups"), chromedp.WaitVisible(`[data-testid="group-name"]`),
 		chromedp.AttributeValue(`[data-testid="group-name"]`, "href", &groupPage, nil))
 	run("a phone's width", chromedp.EmulateViewport(390, 844))
 	for _, path := range []string{"/alerts", "/alerts/history", groupPage, "/groups", "/"} {
 		var wide bool
-		run("390 px "+path, chromedp.Navigate(base+path), chromedp.WaitReady(`#main`),
+		again("390 px "+path, chromedp.Navigate(base+path), chromedp.WaitReady(`#main`),
 			chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &wide))
 		if wide {
 			var culprits []string

@@ -372,3 +372,55 @@ func oneLine(s string) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// RefusedError is a send that failed before any of its copies reached the
+// destination, for what they are or where they go: a copy that cannot be
+// built or is larger than one message may be, a delivery Service Bus
+// rejected as too large (amqp:link:message-size-exceeded), a destination
+// that does not accept messages (com.microsoft:entity-disabled), a single
+// message it refused (amqp:not-allowed: an invalid property, a session
+// entity's message without a session id). Sending the same copies again
+// would be refused again. Err is the error as it would be without this
+// wrapper (an *Error for the broker's refusals).
+//
+// Package replay reads it through Refused: the copies it sends again one
+// by one (to find the one refused) cannot be second copies.
+type RefusedError struct {
+	Err error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Refused says that none of the copies was sent.
+func (e *RefusedError) Refused() bool { return true }
+
+// refusedWhole reports whether err, the failure of a delivery of n
+// messages (or of the attach before it), says for certain that Service Bus
+// enqueued none of them. Only a rejection or a refused attach can: a link
+// or connection that ended mid-call (*amqp.LinkError, *amqp.ConnError,
+// whatever their condition) leaves the outcome unknown, and so do a
+// timeout, a throttled or busy broker and the conditions that do not name
+// the messages (amqp:resource-limit-exceeded, a full entity, is not
+// counted: it is not about what the messages are, and a partial batch is
+// not ruled out). A batch's amqp:not-allowed counts only for one message:
+// it may be about one message among others, and the emulator
+// (docs/servicebus-protocol.md §7.1) keeps those before the one it
+// refuses; whether Service Bus ever does is not documented.
+func refusedWhole(err error, n int) bool {
+	var (
+		linkErr *amqp.LinkError
+		connErr *amqp.ConnError
+		amqpErr *amqp.Error
+	)
+	if errors.As(err, &linkErr) || errors.As(err, &connErr) || !errors.As(err, &amqpErr) {
+		return false
+	}
+	switch amqpErr.Condition {
+	case amqp.ErrCondMessageSizeExceeded, condEntityDisabled:
+		return true
+	case amqp.ErrCondNotAllowed:
+		return n == 1
+	}
+	return false
+}

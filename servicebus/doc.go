@@ -142,6 +142,18 @@
 //	the caller's cancellation                          context.Canceled, wrapped with the operation
 //	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
 //
+// A Send of copies (replay.Sender) that failed before any of them reached
+// the destination, for what they are or where they go, is also a
+// *RefusedError (Refused() true, replay.Refusal): a copy that cannot be
+// built or is larger than one message may be (found before anything is
+// sent: every batch is filled first); or, for the call's first batch, a
+// rejection or refused attach with amqp:link:message-size-exceeded,
+// com.microsoft:entity-disabled, or amqp:not-allowed for a batch of one
+// message. The SDK has no error code for these (its Codes name transient,
+// auth, not-found, lock and closed failures); the AMQP condition is read
+// from the bare *amqp.Error. A link or connection that ended mid-call
+// (amqp.LinkError, amqp.ConnError) never counts, whatever its condition.
+//
 // The admin client's Get* methods return (nil, nil) for a missing entity;
 // Entity, their only user (the listings need none), reports that as
 // dlq.ErrEntityNotFound. A peek or receive of a missing entity fails in

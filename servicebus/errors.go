@@ -29,6 +29,10 @@ const (
 	condTimeout        amqp.ErrCond = "com.microsoft:timeout"
 	condEntityDisabled amqp.ErrCond = "com.microsoft:entity-disabled"
 	condLockLost       amqp.ErrCond = "com.microsoft:message-lock-lost"
+	// condCancelled: Service Bus gave up an operation on its side; the
+	// SDK retries it as it does server-busy (RecoveryKindNone) and then
+	// returns it bare.
+	condCancelled amqp.ErrCond = "com.microsoft:operation-cancelled"
 )
 
 // sdkClientClosed is the text of the SDK's (internal) error for a call on
@@ -163,6 +167,7 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 		gatewayHint     = "the admin endpoint's gateway did not get an answer from Service Bus"
 		closedHint      = ""
 		timeoutHint     = "Service Bus did not answer in time"
+		cancelledHint   = "Service Bus cancelled the operation on its side (an entity update or a failover, say); it can be retried"
 		connClosedHint  = "the connection to %s was closed (by the broker or the network); the next call reconnects"
 		unreachableHint = "could not reach %s: check the Endpoint host and port, DNS, firewalls and proxies (AMQP uses port 5671, 5672 for an emulator; the admin API uses HTTPS, or port 5300 for an emulator)"
 	)
@@ -252,6 +257,8 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 			return dlq.ErrThrottled, busyHint, 0
 		case condTimeout:
 			return dlq.ErrUnreachable, timeoutHint, 0
+		case condCancelled:
+			return dlq.ErrUnreachable, cancelledHint, 0
 		case condLockLost:
 			return dlq.ErrLockLost, lockLostHint, 0
 		case condEntityDisabled:
@@ -421,6 +428,27 @@ func refusedWhole(err error, n int) bool {
 		return true
 	case amqp.ErrCondNotAllowed:
 		return n == 1
+	}
+	return false
+}
+
+// refusedAttach reports whether err, the failure of the attach (or batch
+// making) before anything of a Send was sent, refuses every copy for where
+// they go: com.microsoft:entity-disabled or amqp:not-allowed, whether the
+// SDK reports the refused attach bare or as the link's *amqp.LinkError
+// (no transfer was in flight, so an ended link leaves nothing unknown). A
+// connection that ended is not a refusal.
+func refusedAttach(err error) bool {
+	var (
+		connErr *amqp.ConnError
+		amqpErr *amqp.Error
+	)
+	if errors.As(err, &connErr) || !errors.As(err, &amqpErr) {
+		return false
+	}
+	switch amqpErr.Condition {
+	case condEntityDisabled, amqp.ErrCondNotAllowed:
+		return true
 	}
 	return false
 }

@@ -112,3 +112,27 @@ func TestRefusedWhole(t *testing.T) {
 		}
 	}
 }
+
+// Before anything of a Send went out, a refused attach refuses every copy,
+// bare or as the link's error; a lost connection does not.
+func TestRefusedAttach(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"bare entity disabled", &amqp.Error{Condition: condEntityDisabled}, true},
+		{"link entity disabled", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: condEntityDisabled}}, true},
+		{"link not allowed, wrapped", fmt.Errorf("send: %w", &Error{Err: &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotAllowed}}}), true},
+		{"link detached forced", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondDetachForced}}, false},
+		{"link closed, no error", &amqp.LinkError{}, false},
+		{"connection closed not allowed", &amqp.ConnError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotAllowed}}, false},
+		{"not found", &amqp.Error{Condition: amqp.ErrCondNotFound}, false},
+		{"server busy", &amqp.Error{Condition: condServerBusy}, false},
+		{"timeout", context.DeadlineExceeded, false},
+	} {
+		if got := refusedAttach(tt.err); got != tt.want {
+			t.Errorf("%s: refusedAttach = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -793,7 +793,7 @@ func (s *sender) pack(ctx context.Context, op string, batches []*azservicebus.Me
 		s.l.after(h, o)
 		if err != nil {
 			// Nothing is sent yet: a refused attach refuses them all.
-			if err = s.callError(ctx, op, h, err); refusedWhole(err, 1) {
+			if err = s.callError(ctx, op, h, err); refusedAttach(err) {
 				return &RefusedError{Err: err}
 			}
 			return err

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -74,9 +75,29 @@ type Receiver interface {
 type Sender interface {
 	// Send sends every copy, in as few round trips as the broker allows.
 	// When it fails, none, some or all of them may have been sent: the
-	// engine resends under the same MessageIds.
+	// engine resends under the same MessageIds. An error with a method
+	// Refused() bool that returns true (see Refusal) says that none was
+	// sent, because the broker (or the Sender, before sending) refused
+	// them for what they are or where they go.
 	Send(ctx context.Context, copies []Copy) error
 	Close(ctx context.Context) error
+}
+
+// Refusal is what a Sender's error implements to say that the broker took
+// none of the copies of the failed Send and would refuse them again as
+// they are: too large, an invalid property, a destination that does not
+// accept messages. The engine then sends them again one by one to find the
+// refused ones without flagging the others as possibly sent twice. An
+// error without it (or whose Refused is false) may have sent some.
+type Refusal interface {
+	error
+	Refused() bool
+}
+
+// refused reports whether err says for certain that a Send sent nothing.
+func refused(err error) bool {
+	var r Refusal
+	return errors.As(err, &r) && r.Refused()
 }
 
 // Received is a locked message. The engine reads the fields; Raw belongs to

@@ -21,7 +21,12 @@
 // message is sent again under the same MessageId (DerivedMessageID: the
 // original's id + "/dlqdash-<job>"), which a target with duplicate detection
 // drops as a repeat; to a target without it, the message is flagged
-// (Item.Flagged, an audit message_flagged entry) as possibly sent twice. A
+// (Item.Flagged, an audit message_flagged entry) as possibly sent twice.
+// The same holds for a batch whose send failed without halting the job:
+// its copies are sent again one by one (to find those the destination
+// refuses) and flagged, unless the Sender's error says for certain that
+// none was sent (Refusal: too large, an invalid property, a destination
+// that does not accept messages) on the batch's first attempt. A
 // sent message is never sent again. The original is completed only after
 // the copy is confirmed; a cancel sends nothing new, still removes the
 // originals of copies already sent, and leaves every unsent message in its

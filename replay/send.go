@@ -150,10 +150,11 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 		// that ended mid-call with an error the adapter could not
 		// classify): the copies sent again one by one may then be second
 		// copies, so they are flagged unless the destination detects
-		// duplicates. A batch refused for its content flags them too: the
-		// engine cannot tell the two apart, and a flag that says "possibly
-		// sent twice" of a message sent once is the error on the safe side.
-		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, !dest.DuplicateDetection)
+		// duplicates. Only a Sender's definite refusal (Refusal: nothing
+		// was sent) spares them, and only when this was the batch's first
+		// attempt and no earlier run or attempt may have sent them.
+		again := flag || (!refused(err) && !dest.DuplicateDetection)
+		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, again)
 	}
 	sent := make([]Update, len(toSend))
 	for i, mt := range toSend {

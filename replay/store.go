@@ -89,7 +89,8 @@ type Store interface {
 	// store shared by replicas, one whose claim is heart-beating. It
 	// returns the holder: h.JobID when h's job now holds the source (a
 	// hold of the same job's earlier run is taken over), else the job
-	// that reads it.
+	// that reads it. A hold under an earlier term than the one the same
+	// job's hold has is refused with an error: that run's claim is lost.
 	HoldSource(ctx context.Context, h SourceHold) (holder int64, err error)
 	// ReleaseSource lets go of h's hold, if it is still h's (the same job
 	// under the same claim term).

@@ -135,12 +135,28 @@
 //	AMQP com.microsoft:message-lock-lost
 //	azservicebus.Error CodeConnectionLost, CodeTimeout dlq.ErrUnreachable
 //	admin HTTP 408, 502, 504; com.microsoft:timeout    dlq.ErrUnreachable
+//	AMQP com.microsoft:operation-cancelled (after      dlq.ErrUnreachable
+//	the SDK's retries)
 //	net errors (DNS, refused, reset, EOF), TLS         dlq.ErrUnreachable
 //	certificate errors, the caller's deadline,
 //	the call's own deadline (see Deadlines)
 //	azservicebus.Error CodeClosed, use after Close     ErrClosed
 //	the caller's cancellation                          context.Canceled, wrapped with the operation
 //	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
+//
+// A Send of copies (replay.Sender) that failed before any of them reached
+// the destination, for what they are or where they go, is also a
+// *RefusedError (Refused() true, replay.Refusal): a copy that cannot be
+// built or is larger than one message may be (found before anything is
+// sent: every batch is filled first); a refused attach before anything was
+// sent (com.microsoft:entity-disabled or amqp:not-allowed, bare or as the
+// link's error); or a rejection of the call's first batch with
+// amqp:link:message-size-exceeded, com.microsoft:entity-disabled, or
+// amqp:not-allowed for a batch of one message. The SDK has no error code
+// for these (its Codes name transient, auth, not-found, lock and closed
+// failures); the AMQP condition is read from the *amqp.Error. A link that
+// ended while a batch was in flight (amqp.LinkError) or a connection that
+// ended (amqp.ConnError) never counts, whatever its condition.
 //
 // The admin client's Get* methods return (nil, nil) for a missing entity;
 // Entity, their only user (the listings need none), reports that as

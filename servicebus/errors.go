@@ -29,6 +29,10 @@ const (
 	condTimeout        amqp.ErrCond = "com.microsoft:timeout"
 	condEntityDisabled amqp.ErrCond = "com.microsoft:entity-disabled"
 	condLockLost       amqp.ErrCond = "com.microsoft:message-lock-lost"
+	// condCancelled: Service Bus gave up an operation on its side; the
+	// SDK retries it as it does server-busy (RecoveryKindNone) and then
+	// returns it bare.
+	condCancelled amqp.ErrCond = "com.microsoft:operation-cancelled"
 )
 
 // sdkClientClosed is the text of the SDK's (internal) error for a call on
@@ -163,6 +167,7 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 		gatewayHint     = "the admin endpoint's gateway did not get an answer from Service Bus"
 		closedHint      = ""
 		timeoutHint     = "Service Bus did not answer in time"
+		cancelledHint   = "Service Bus cancelled the operation on its side (an entity update or a failover, say); it can be retried"
 		connClosedHint  = "the connection to %s was closed (by the broker or the network); the next call reconnects"
 		unreachableHint = "could not reach %s: check the Endpoint host and port, DNS, firewalls and proxies (AMQP uses port 5671, 5672 for an emulator; the admin API uses HTTPS, or port 5300 for an emulator)"
 	)
@@ -252,6 +257,8 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 			return dlq.ErrThrottled, busyHint, 0
 		case condTimeout:
 			return dlq.ErrUnreachable, timeoutHint, 0
+		case condCancelled:
+			return dlq.ErrUnreachable, cancelledHint, 0
 		case condLockLost:
 			return dlq.ErrLockLost, lockLostHint, 0
 		case condEntityDisabled:
@@ -372,3 +379,76 @@ func oneLine(s string) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// RefusedError is a send that failed before any of its copies reached the
+// destination, for what they are or where they go: a copy that cannot be
+// built or is larger than one message may be, a delivery Service Bus
+// rejected as too large (amqp:link:message-size-exceeded), a destination
+// that does not accept messages (com.microsoft:entity-disabled), a single
+// message it refused (amqp:not-allowed: an invalid property, a session
+// entity's message without a session id). Sending the same copies again
+// would be refused again. Err is the error as it would be without this
+// wrapper (an *Error for the broker's refusals).
+//
+// Package replay reads it through Refused: the copies it sends again one
+// by one (to find the one refused) cannot be second copies.
+type RefusedError struct {
+	Err error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Refused says that none of the copies was sent.
+func (e *RefusedError) Refused() bool { return true }
+
+// refusedWhole reports whether err, the failure of a delivery of n
+// messages (or of the attach before it), says for certain that Service Bus
+// enqueued none of them. Only a rejection or a refused attach can: a link
+// or connection that ended mid-call (*amqp.LinkError, *amqp.ConnError,
+// whatever their condition) leaves the outcome unknown, and so do a
+// timeout, a throttled or busy broker and the conditions that do not name
+// the messages (amqp:resource-limit-exceeded, a full entity, is not
+// counted: it is not about what the messages are, and a partial batch is
+// not ruled out). A batch's amqp:not-allowed counts only for one message:
+// it may be about one message among others, and the emulator
+// (docs/servicebus-protocol.md §7.1) keeps those before the one it
+// refuses; whether Service Bus ever does is not documented.
+func refusedWhole(err error, n int) bool {
+	var (
+		linkErr *amqp.LinkError
+		connErr *amqp.ConnError
+		amqpErr *amqp.Error
+	)
+	if errors.As(err, &linkErr) || errors.As(err, &connErr) || !errors.As(err, &amqpErr) {
+		return false
+	}
+	switch amqpErr.Condition {
+	case amqp.ErrCondMessageSizeExceeded, condEntityDisabled:
+		return true
+	case amqp.ErrCondNotAllowed:
+		return n == 1
+	}
+	return false
+}
+
+// refusedAttach reports whether err, the failure of the attach (or batch
+// making) before anything of a Send was sent, refuses every copy for where
+// they go: com.microsoft:entity-disabled or amqp:not-allowed, whether the
+// SDK reports the refused attach bare or as the link's *amqp.LinkError
+// (no transfer was in flight, so an ended link leaves nothing unknown). A
+// connection that ended is not a refusal.
+func refusedAttach(err error) bool {
+	var (
+		connErr *amqp.ConnError
+		amqpErr *amqp.Error
+	)
+	if errors.As(err, &connErr) || !errors.As(err, &amqpErr) {
+		return false
+	}
+	switch amqpErr.Condition {
+	case condEntityDisabled, amqp.ErrCondNotAllowed:
+		return true
+	}
+	return false
+}

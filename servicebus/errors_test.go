@@ -69,6 +69,9 @@ func TestClassify(t *testing.T) {
 		{"attach refused not found", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotFound}}, dlq.ErrEntityNotFound},
 		{"amqp server busy", amqpErr(condServerBusy), dlq.ErrThrottled},
 		{"amqp timeout", amqpErr(condTimeout), dlq.ErrUnreachable},
+		// Retried by the SDK like server-busy, then returned bare: a
+		// transient failure, not a refusal of the messages.
+		{"amqp operation cancelled", amqpErr(condCancelled), dlq.ErrUnreachable},
 		{"amqp connection forced", amqpErr(amqp.ErrCondConnectionForced), dlq.ErrUnreachable},
 		{"amqp entity disabled", amqpErr(condEntityDisabled), nil},
 		{"amqp not allowed", amqpErr(amqp.ErrCondNotAllowed), nil},

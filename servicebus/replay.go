@@ -717,6 +717,12 @@ type sender struct {
 // batch by its first copy. On a namespace without partitioning this costs
 // a round trip per distinct session, partition key or schedule among the
 // copies; copies without any (the usual dead letters) go together.
+//
+// Every batch is filled before the first is sent, so a copy that cannot be
+// built or is larger than one message may be fails the call before
+// anything is sent. An error that says for certain that none of the copies
+// was sent, and that sending them again as they are would be refused
+// again, is a *RefusedError (see refusedWhole).
 func (s *sender) Send(ctx context.Context, copies []replay.Copy) error {
 	op := "send to " + s.path
 	type group struct {
@@ -728,7 +734,7 @@ func (s *sender) Send(ctx context.Context, copies []replay.Copy) error {
 	for _, cp := range copies {
 		m, err := buildCopy(cp)
 		if err != nil {
-			return fmt.Errorf("%s: copy %q: %w", op, cp.MessageID, err)
+			return &RefusedError{Err: fmt.Errorf("%s: copy %q: %w", op, cp.MessageID, err)}
 		}
 		key := batchKey(m, cp.ScheduledEnqueueAt)
 		g := index[key]
@@ -739,8 +745,18 @@ func (s *sender) Send(ctx context.Context, copies []replay.Copy) error {
 		}
 		g.msgs = append(g.msgs, m)
 	}
+	var batches []*azservicebus.MessageBatch
 	for _, g := range groups {
-		if err := s.sendAll(ctx, op, g.msgs); err != nil {
+		var err error
+		if batches, err = s.pack(ctx, op, batches, g.msgs); err != nil {
+			return err
+		}
+	}
+	for i, b := range batches {
+		if err := s.sendBatch(ctx, op, b); err != nil {
+			if i == 0 && refusedWhole(err, int(b.NumMessages())) {
+				return &RefusedError{Err: err}
+			}
 			return err
 		}
 	}
@@ -760,67 +776,67 @@ func batchKey(m *azservicebus.AMQPAnnotatedMessage, at *time.Time) string {
 	return key + "\x00" + strconv.FormatInt(at.UnixNano(), 10)
 }
 
-// sendAll sends msgs in as few batches as fit.
-func (s *sender) sendAll(ctx context.Context, op string, msgs []*azservicebus.AMQPAnnotatedMessage) error {
+// pack adds msgs, one group of copies, to new batches after those given,
+// in as few as fit. Nothing is sent: the first batch made attaches the
+// link, and the others are made without I/O (a batch's limit is its
+// link's).
+func (s *sender) pack(ctx context.Context, op string, batches []*azservicebus.MessageBatch,
+	msgs []*azservicebus.AMQPAnnotatedMessage) ([]*azservicebus.MessageBatch, error) {
 	var batch *azservicebus.MessageBatch
-	what := "a send to " + s.path
 	newBatch := func() error {
-		// No I/O once the link is attached (the batch's limit is the
-		// link's); the first call attaches it.
 		h := s.l.get()
 		var b *azservicebus.MessageBatch
-		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+h.attach, func(ctx context.Context) (err error) {
+		err, o := s.c.bounded(ctx, op, "a send to "+s.path, s.c.timeouts.Send+h.attach, func(ctx context.Context) (err error) {
 			b, err = h.sdk.NewMessageBatch(ctx, nil)
 			return err
 		})
 		s.l.after(h, o)
 		if err != nil {
-			return s.callError(ctx, op, h, err)
+			// Nothing is sent yet: a refused attach refuses them all.
+			if err = s.callError(ctx, op, h, err); refusedAttach(err) {
+				return &RefusedError{Err: err}
+			}
+			return err
 		}
 		batch = b
-		return nil
-	}
-	flush := func() error {
-		if batch == nil || batch.NumMessages() == 0 {
-			return nil
-		}
-		s.batches.Add(1)
-		h := s.l.get()
-		b := batch
-		batch = nil
-		err, o := s.c.bounded(ctx, op, what, s.c.timeouts.Send+h.attach, func(ctx context.Context) error {
-			return h.sdk.SendMessageBatch(ctx, b, nil)
-		})
-		s.l.after(h, o)
-		if err != nil {
-			return s.callError(ctx, op, h, err)
-		}
+		batches = append(batches, b)
 		return nil
 	}
 	for _, m := range msgs {
 		if batch == nil {
 			if err := newBatch(); err != nil {
-				return err
+				return batches, err
 			}
 		}
 		err := batch.AddAMQPAnnotatedMessage(m, nil)
 		if errors.Is(err, azservicebus.ErrMessageTooLarge) && batch.NumMessages() > 0 {
-			if err := flush(); err != nil {
-				return err
-			}
 			if err := newBatch(); err != nil {
-				return err
+				return batches, err
 			}
 			err = batch.AddAMQPAnnotatedMessage(m, nil)
 		}
 		if errors.Is(err, azservicebus.ErrMessageTooLarge) {
-			return fmt.Errorf("%s: copy %q is larger than the %s allows in one message (%w)", op, copyID(m), s.path, err)
+			return batches, &RefusedError{Err: fmt.Errorf("%s: copy %q is larger than the %s allows in one message (%w)", op, copyID(m), s.path, err)}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: copy %q cannot be encoded: %w", op, copyID(m), err)
+			return batches, &RefusedError{Err: fmt.Errorf("%s: copy %q cannot be encoded: %w", op, copyID(m), err)}
 		}
 	}
-	return flush()
+	return batches, nil
+}
+
+// sendBatch sends one batch: one round trip.
+func (s *sender) sendBatch(ctx context.Context, op string, b *azservicebus.MessageBatch) error {
+	s.batches.Add(1)
+	h := s.l.get()
+	err, o := s.c.bounded(ctx, op, "a send to "+s.path, s.c.timeouts.Send+h.attach, func(ctx context.Context) error {
+		return h.sdk.SendMessageBatch(ctx, b, nil)
+	})
+	s.l.after(h, o)
+	if err != nil {
+		return s.callError(ctx, op, h, err)
+	}
+	return nil
 }
 
 // callError is receiver.callError for the sender.

@@ -735,11 +735,25 @@ func TestReplaySendBatch(t *testing.T) {
 		t.Errorf("dst holds %d messages, want %d", info.Counts.Active, n)
 	}
 
-	// One copy larger than a batch may be: an error naming it, nothing sent.
+	// One copy larger than a batch may be: an error naming it, a refusal
+	// (nothing sent), even after copies that fill a batch before it: every
+	// batch is filled before the first goes out.
 	big := replay.Copy{Of: got[0], MessageID: "too-big", Edit: &replay.Edit{Body: bytes.Repeat([]byte{'y'}, 300<<10)}}
-	err = snd.Send(ctxFor(t), []replay.Copy{big})
-	if err == nil || !strings.Contains(err.Error(), `"too-big"`) {
-		t.Errorf("Send of a 300 KiB copy: %v, want an error naming too-big", err)
+	for _, cps := range [][]replay.Copy{{big}, append(copies[:len(copies):len(copies)], big)} {
+		before := snd.(*sender).batches.Load()
+		err = snd.Send(ctxFor(t), cps)
+		if err == nil || !strings.Contains(err.Error(), `"too-big"`) {
+			t.Errorf("Send of a 300 KiB copy after %d others: %v, want an error naming too-big", len(cps)-1, err)
+		}
+		if !isRefused(err) {
+			t.Errorf("Send of a 300 KiB copy after %d others: %v is not a refusal", len(cps)-1, err)
+		}
+		if d := snd.(*sender).batches.Load() - before; d != 0 {
+			t.Errorf("Send of a 300 KiB copy after %d others sent %d batches, want none", len(cps)-1, d)
+		}
+	}
+	if info, _ := e.ns.Queue(dst); info.Counts.Active != n {
+		t.Errorf("dst holds %d messages after the refused sends, want still %d", info.Counts.Active, n)
 	}
 
 	// Copies of different sessions and schedules go in separate batches,
@@ -805,8 +819,8 @@ func TestReplaySendErrors(t *testing.T) {
 	defer snd.Close(context.Background())
 	orig := &replay.Received{Raw: &azservicebus.ReceivedMessage{MessageID: "o", RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{
 		Body: azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{[]byte("x")}}}}}
-	if err := snd.Send(ctx, []replay.Copy{{Of: orig, MessageID: "c"}}); !errors.Is(err, dlq.ErrEntityNotFound) {
-		t.Errorf("Send to a missing queue: %v", err)
+	if err := snd.Send(ctx, []replay.Copy{{Of: orig, MessageID: "c"}}); !errors.Is(err, dlq.ErrEntityNotFound) || isRefused(err) {
+		t.Errorf("Send to a missing queue: %v, want ErrEntityNotFound and no refusal (the engine pauses for it)", err)
 	}
 	dst, err := e.c.OpenSender(ctx, "dst")
 	if err != nil {
@@ -831,6 +845,9 @@ func TestReplaySendErrors(t *testing.T) {
 		err := dst.Send(ctx, []replay.Copy{tt.cp})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error containing %s", tt.name, err, tt.want)
+		}
+		if !isRefused(err) {
+			t.Errorf("%s: %v is not a refusal", tt.name, err)
 		}
 	}
 	if info, _ := e.ns.Queue("dst"); info.Counts.Active != 0 {

@@ -183,7 +183,7 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 	// on PostgreSQL waits for the indexer (indexTailIn).
 	if indexTailToo {
 		if err := s.indexTailIn(ctx, tx); err != nil {
-			return j, fmt.Errorf("%s: %w", op, err)
+			return j, s.wrapBusy(op, err) // the indexer may hold the index file
 		}
 	}
 	where, args, empty, err := selectionWhere(ctx, s.eng, tx, sel)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/dlqdash/dlqdash/replay"
+	"github.com/dlqdash/dlqdash/store/replica"
 )
 
 // A job's hold on the source it reads (replay.Store's HoldSource; the
@@ -59,11 +60,29 @@ func (s *Store) HoldSource(ctx context.Context, h replay.SourceHold) (int64, err
 			return holder, nil
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO job_sources (namespace, entity, subqueue, job_id, term, holder, held_at)
+	// The term guard is in the statement itself, whatever the read above
+	// saw: a hold of the same job under a later claim term is never
+	// replaced by its earlier run's (a run whose claim another replica
+	// adopted, its write arriving late), only by a later term's or another
+	// job's.
+	res, err := tx.ExecContext(ctx, `INSERT INTO job_sources (namespace, entity, subqueue, job_id, term, holder, held_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, entity, subqueue) DO UPDATE SET job_id = excluded.job_id,
-		term = excluded.term, holder = excluded.holder, held_at = excluded.held_at`,
-		h.Namespace, h.Entity, code, h.JobID, h.Term, s.processToken(), s.nowMillis()); err != nil {
+		term = excluded.term, holder = excluded.holder, held_at = excluded.held_at
+		WHERE job_sources.job_id <> excluded.job_id OR job_sources.term <= excluded.term`,
+		h.Namespace, h.Entity, code, h.JobID, h.Term, s.processToken(), s.nowMillis())
+	if err != nil {
 		return 0, s.wrap(op, err, DefaultBusyTimeout)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return 0, s.wrap(op, err, DefaultBusyTimeout)
+	} else if n == 0 {
+		var term int64
+		if err := tx.QueryRowContext(ctx, `SELECT term FROM job_sources WHERE namespace = ? AND entity = ? AND subqueue = ?`,
+			h.Namespace, h.Entity, code).Scan(&term); err != nil {
+			return 0, s.wrap(op, err, DefaultBusyTimeout)
+		}
+		return 0, fmt.Errorf("%s: job %d's run under claim term %d is stale: the job's run under term %d holds %s: %w",
+			op, h.JobID, h.Term, term, h.SubQueue.Path(h.Entity), replica.ErrClaimLost)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, s.wrap(op, err, DefaultBusyTimeout)

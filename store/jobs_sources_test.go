@@ -1,17 +1,21 @@
 package store_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/replay"
 	"github.com/dlqdash/dlqdash/store"
+	"github.com/dlqdash/dlqdash/store/replica"
 )
 
 // Jobs on one source hold it one at a time: a second job is told which job
 // holds it, until that one lets go, finishes, or (another process's hold)
 // is no longer alive; other sources and namespaces are independent; a
-// run under an older claim term cannot let go of its successor's hold.
+// run under an older claim term can neither take back nor let go of its
+// successor's hold.
 func TestHoldSource(t *testing.T) { store.ForEachEngine(t, testHoldSource) }
 
 func testHoldSource(t *testing.T, engine string) {
@@ -73,6 +77,17 @@ func testHoldSource(t *testing.T, engine string) {
 	// run's release then changes nothing.
 	if got := hold(fx.s, a, 2, src); got != a {
 		t.Fatalf("job %d under term 2: holder %d", a, got)
+	}
+	// The earlier run's hold arriving late (its claim was adopted, its
+	// write was delayed): refused, even through a store without the claim
+	// fence, and the hold stays the later term's (its release below frees
+	// the source).
+	stale := src
+	stale.JobID, stale.Term = a, 1
+	if got, err := fx.s.HoldSource(ctx, stale); !errors.Is(err, replica.ErrClaimLost) {
+		t.Fatalf("job %d under term 1 after term 2 held: holder %d, %v; want refused as a lost claim", a, got, err)
+	} else if !strings.Contains(err.Error(), "term 1 is stale") {
+		t.Errorf("the refusal says %q, want which term is stale", err)
 	}
 	release(a, 1)
 	if got := hold(fx.s, b, 0, src); got != a {

@@ -129,7 +129,7 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	// costs nothing unless someone tries to write, and then fails cleanly.
 	writer := open()
 	writer.SetMaxOpenConns(1)
-	s := &Store{Now: time.Now, path: path, writer: writer, reader: reader, noIndexFile: noIndexFile}
+	s := &Store{Now: time.Now, path: path, writer: writer, reader: reader, noIndexFile: noIndexFile, busy: opts.BusyTimeout}
 
 	var hasTable int
 	if err := reader.QueryRowContext(ctx,

@@ -26,9 +26,14 @@ const DefaultBusyTimeout = 5 * time.Second
 // created or written.
 var ErrUnwritable = errors.New("database is not writable")
 
-// ErrLocked reports that another connection, usually another dlqdash
-// process, held the database's write lock for longer than the busy timeout.
-var ErrLocked = errors.New("database is locked by another process")
+// ErrLocked reports that a write waited longer than the busy timeout for a
+// lock another connection held on the SQLite catalog or on its search
+// index file (IndexPath): another process using the files (a second
+// dlqdash, a sqlite3 shell, a backup tool) or, once the store is open,
+// this store's own search indexer, which writes the index file in batches
+// beside the ingest. The error's text says which are possible and what to
+// do (Store.lockedWords).
+var ErrLocked = errors.New("database is locked")
 
 // SchemaTooNewError reports a database whose schema was written by a newer
 // dlqdash than this one.
@@ -88,6 +93,9 @@ type Store struct {
 	// idx writes the search and property rows behind the ingest
 	// (ingest_index.go).
 	idx *indexer
+	// busy is the SQLite connections' busy timeout (Options.BusyTimeout),
+	// which an ErrLocked says it waited.
+	busy time.Duration
 	// ckpt copies the write-ahead log into the database beside the writer
 	// (checkpoint.go).
 	ckpt *checkpointer
@@ -165,7 +173,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{Now: time.Now, path: path, writer: writer}
+	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout}
 	if err := s.migrate(ctx, logger, opts.BusyTimeout); err != nil {
 		writer.Close()
 		return nil, err
@@ -352,21 +360,59 @@ func checkWritable(path string) error {
 	return f.Close()
 }
 
-// wrap turns SQLite's result codes into the package's errors.
+// wrap turns SQLite's result codes into the package's errors. busy is how
+// long the connection waited for a lock; a store that knows its own
+// (Options.BusyTimeout) says that one.
 func (s *Store) wrap(op string, err error, busy time.Duration) error {
 	if err == nil {
 		return nil
+	}
+	if s.busy > 0 {
+		busy = s.busy
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return fmt.Errorf("%s: %w: %s (gave up after %s): %v", op, ErrLocked, s.path, busy, err)
+			return fmt.Errorf("%s: %w: %s (%v)", op, ErrLocked, s.lockedWords(busy), err)
 		case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM:
 			return fmt.Errorf("%s: %w: %s: %v", op, ErrUnwritable, s.path, err)
 		}
 	}
 	return fmt.Errorf("%s %s: %w", op, s.path, err)
+}
+
+// lockedWords says who may have held the lock a write gave up on after
+// busy, and what to do. SQLite does not say which file it waited for, nor
+// who held it. Until the store has its indexer's connection (while it
+// opens, and on a read-only store) only another process can have: a
+// second dlqdash on the same file, which SQLite does not support beside a
+// running one, or a tool. Afterwards this store's own search indexer may
+// also have held the index file's lock while it wrote a batch.
+func (s *Store) lockedWords(busy time.Duration) string {
+	if s.idxdb == nil {
+		return fmt.Sprintf("another process kept %s (or its search index %s) locked for more than %s: "+
+			"stop the other dlqdash using this file (one dlqdash per SQLite file; several replicas need PostgreSQL), "+
+			"or close the sqlite3 shell or backup tool that has it open, and try again", s.path, IndexPath(s.path), busy)
+	}
+	return fmt.Sprintf("%s or its search index %s stayed locked for more than %s, by this dlqdash's own search indexer "+
+		"(it writes the index in batches beside the ingest, longest while it catches up with a backlog) "+
+		"or by another process using the files: try again; "+
+		"if it keeps happening, make sure no other dlqdash, sqlite3 shell or backup tool has %s open", s.path, IndexPath(s.path), busy, s.path)
+}
+
+// wrapBusy is for the error of a statement inside a transaction: a lock
+// SQLite gave up on is wrap's ErrLocked, in words; any other error is
+// returned with op, as it was.
+func (s *Store) wrapBusy(op string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return s.wrap(op, err, DefaultBusyTimeout)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 func (s *Store) nowMillis() int64 { return s.Now().UTC().UnixMilli() }

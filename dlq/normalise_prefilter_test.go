@@ -57,3 +57,45 @@ func TestNormaliseSkipsOnlyWhatCannotMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestNormaliseReplacersMatchTheirExpressions compares the hand-written
+// replacements of <hexid> and <n> with their regular expressions on
+// 100,000 random strings of the characters that decide them (hex and other
+// word characters, signs, separators, and a non-ASCII letter, which is not
+// a word character for \b).
+func TestNormaliseReplacersMatchTheirExpressions(t *testing.T) {
+	const alphabet = "0123456789abcdefABCDEFgzGZ_-+.,: é<>"
+	runes := []rune(alphabet)
+	rng := rand.New(rand.NewPCG(18, 2))
+	checked := 0
+	for _, n := range normalisers {
+		if n.replace == nil {
+			continue
+		}
+		checked++
+		want := func(s string) string {
+			if n.with == "<hexid>" {
+				return n.re.ReplaceAllStringFunc(s, func(m string) string {
+					if len(m) < 8 {
+						return m
+					}
+					return n.with
+				})
+			}
+			return n.re.ReplaceAllString(s, n.with)
+		}
+		for range 50000 {
+			var b strings.Builder
+			for range 1 + rng.IntN(40) {
+				b.WriteRune(runes[rng.IntN(len(runes))])
+			}
+			s := b.String()
+			if got, want := n.replace(s), want(s); got != want {
+				t.Fatalf("%s: %q: %q, want %q", n.with, s, got, want)
+			}
+		}
+	}
+	if checked != 2 {
+		t.Fatalf("%d hand-written replacements, want 2 (<hexid> and <n>)", checked)
+	}
+}

@@ -144,7 +144,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if res.Gone, err = markGone(ctx, tx, eid, sq, now, known, counters); err != nil {
 		return res, err
 	}
-	if err := upsertGroups(ctx, tx, eid, groups.byID); err != nil {
+	if err := upsertGroups(ctx, tx, s.chunk, eid, groups.byID); err != nil {
 		return res, fmt.Errorf("update failure groups: %w", err)
 	}
 	inline := false
@@ -158,7 +158,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 			}
 		}
 	}
-	if err := counters.write(ctx, tx, eid); err != nil {
+	if err := counters.write(ctx, tx, s.chunk, eid); err != nil {
 		return res, err
 	}
 	// Everything present in the covered range was just seen.
@@ -222,15 +222,28 @@ type counts map[counterKey]int64
 
 func (c counts) add(sq, st int, n int64) { c[counterKey{sq, st}] += n }
 
-// write adds the changes to entity eid's counters.
-func (c counts) write(ctx context.Context, tx *sql.Tx, eid int64) error {
+// upsertCountSQL adds to one of an entity's counters.
+const upsertCountSQL = `INSERT INTO catalog_counts (entity_id, subqueue, state, present) VALUES (?, ?, ?, ?)
+			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = catalog_counts.present + excluded.present`
+
+// write adds the changes to entity eid's counters, with the statement
+// prepared on SQLite's writer (stmts).
+func (c counts) write(ctx context.Context, tx *sql.Tx, stmts chunkStatements, eid int64) error {
+	var st *sql.Stmt
 	for k, n := range c {
+		if n != 0 && st == nil {
+			st = stmts.stmt(ctx, tx, stmts.counts)
+		}
 		if n == 0 {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO catalog_counts (entity_id, subqueue, state, present) VALUES (?, ?, ?, ?)
-			ON CONFLICT (entity_id, subqueue, state) DO UPDATE SET present = catalog_counts.present + excluded.present`,
-			eid, k.subqueue, k.state, n); err != nil {
+		var err error
+		if st != nil {
+			_, err = st.ExecContext(ctx, eid, k.subqueue, k.state, n)
+		} else {
+			_, err = tx.ExecContext(ctx, upsertCountSQL, eid, k.subqueue, k.state, n)
+		}
+		if err != nil {
 			return fmt.Errorf("update counts: %w", err)
 		}
 	}

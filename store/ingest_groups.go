@@ -71,37 +71,62 @@ func (t *groupTally) addAs(g dlq.Group, grouped bool, m *dlq.Message, at int64, 
 	return d
 }
 
-// earlier and later are the upserts' new first_seen_at and last_seen_at of
-// table: the earlier and the later of the row's and the batch's (written
-// with CASE, which both engines run; the columns are qualified, as
-// PostgreSQL requires in ON CONFLICT DO UPDATE).
-func earlier(table string) string {
-	return "CASE WHEN excluded.first_seen_at < " + table + ".first_seen_at THEN excluded.first_seen_at ELSE " + table + ".first_seen_at END"
-}
-
-func later(table string) string {
-	return "CASE WHEN excluded.last_seen_at > " + table + ".last_seen_at THEN excluded.last_seen_at ELSE " + table + ".last_seen_at END"
-}
-
-func upsertGroups(ctx context.Context, tx *sql.Tx, eid int64, groups map[string]*groupDelta) error {
-	// In key order, so that the same batch makes the same group rows.
-	for _, key := range slices.Sorted(maps.Keys(groups)) {
-		d := groups[key]
-		err := tx.QueryRowContext(ctx, `INSERT INTO groups (key, reason, description_pattern, present, total, first_seen_at, last_seen_at)
+// upsertGroupSQL and upsertGroupEntitySQL add a batch's messages to a
+// failure group and to its row for one entity (prepared once on SQLite:
+// chunkStatements).
+const (
+	upsertGroupSQL = `INSERT INTO groups (key, reason, description_pattern, present, total, first_seen_at, last_seen_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET present = groups.present + excluded.present, total = groups.total + excluded.total,
-				first_seen_at = `+earlier("groups")+`, last_seen_at = `+later("groups")+`
-			RETURNING id`,
-			d.group.ID, d.group.Reason, d.group.DescriptionPattern, d.present, d.added, d.first, d.last).Scan(&d.id)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO group_entities (group_id, entity_id, present, total, first_seen_at, last_seen_at)
+				first_seen_at = ` + earlierGroups + `, last_seen_at = ` + laterGroups + `
+			RETURNING id`
+	upsertGroupEntitySQL = `INSERT INTO group_entities (group_id, entity_id, present, total, first_seen_at, last_seen_at)
 			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (group_id, entity_id) DO UPDATE SET present = group_entities.present + excluded.present,
 				total = group_entities.total + excluded.total,
-				first_seen_at = `+earlier("group_entities")+`, last_seen_at = `+later("group_entities"),
-			d.id, eid, d.present, d.added, d.first, d.last); err != nil {
+				first_seen_at = ` + earlierGroupEntities + `, last_seen_at = ` + laterGroupEntities
+)
+
+// The upserts' new first_seen_at and last_seen_at of each table: the
+// earlier and the later of the row's and the batch's (written with CASE,
+// which both engines run; the columns are qualified, as PostgreSQL
+// requires in ON CONFLICT DO UPDATE).
+const (
+	earlierGroups        = "CASE WHEN excluded.first_seen_at < groups.first_seen_at THEN excluded.first_seen_at ELSE groups.first_seen_at END"
+	laterGroups          = "CASE WHEN excluded.last_seen_at > groups.last_seen_at THEN excluded.last_seen_at ELSE groups.last_seen_at END"
+	earlierGroupEntities = "CASE WHEN excluded.first_seen_at < group_entities.first_seen_at THEN excluded.first_seen_at ELSE group_entities.first_seen_at END"
+	laterGroupEntities   = "CASE WHEN excluded.last_seen_at > group_entities.last_seen_at THEN excluded.last_seen_at ELSE group_entities.last_seen_at END"
+)
+
+// upsertGroups writes a batch's group deltas of entity eid, with the
+// statements prepared on SQLite's writer (stmts; unprepared on
+// PostgreSQL).
+func upsertGroups(ctx context.Context, tx *sql.Tx, stmts chunkStatements, eid int64, groups map[string]*groupDelta) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	group, entity := stmts.stmt(ctx, tx, stmts.groups), stmts.stmt(ctx, tx, stmts.groupEntities)
+	// In key order, so that the same batch makes the same group rows.
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
+		d := groups[key]
+		args := []any{d.group.ID, d.group.Reason, d.group.DescriptionPattern, d.present, d.added, d.first, d.last}
+		var row *sql.Row
+		if group != nil {
+			row = group.QueryRowContext(ctx, args...)
+		} else {
+			row = tx.QueryRowContext(ctx, upsertGroupSQL, args...)
+		}
+		if err := row.Scan(&d.id); err != nil {
+			return err
+		}
+		args = []any{d.id, eid, d.present, d.added, d.first, d.last}
+		var err error
+		if entity != nil {
+			_, err = entity.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, upsertGroupEntitySQL, args...)
+		}
+		if err != nil {
 			return err
 		}
 	}

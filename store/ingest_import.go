@@ -77,10 +77,10 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 			firstSeen: first, lastSeen: last, gone: millis(r.GoneAt), replayCount: int64(r.ReplayCount), preview: r.BodyPreview}
 	}
 	for _, b := range order {
-		if err := upsertGroups(ctx, tx, b.eid, b.groups.byID); err != nil {
+		if err := upsertGroups(ctx, tx, s.chunk, b.eid, b.groups.byID); err != nil {
 			return nil, fmt.Errorf("import: update failure groups: %w", err)
 		}
-		if err := b.counters.write(ctx, tx, b.eid); err != nil {
+		if err := b.counters.write(ctx, tx, s.chunk, b.eid); err != nil {
 			return nil, fmt.Errorf("import: %w", err)
 		}
 	}

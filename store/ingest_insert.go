@@ -18,34 +18,62 @@ const messageColumns = `id, entity_id, subqueue, state, sequence_number, message
 
 const messageColumnCount = 30
 
-// insertChunk is how many rows one multi-row INSERT carries: a statement per
-// row costs more in the driver than in SQLite, and SQLite allows 32,766
-// parameters per statement.
-const insertChunk = 100
+// insertChunk is how many rows one multi-row INSERT carries at most: a
+// statement per row costs more in the driver than in SQLite, and SQLite
+// allows 32,766 parameters per statement. A page's rows go in as chunks of
+// a power of two rows (64, then 32, 16, ... 1 for the rest), each a
+// statement prepared once on the writer: preparing an INSERT of many rows
+// costs as much as running it, and a page that is not a multiple of the
+// chunk would otherwise prepare one for its tail every time.
+const insertChunk = 64
 
-// chunkStatements are the prepared full-chunk INSERTs, and the engine they
-// are for.
+// chunkStatements are the ingest's statements prepared once on the
+// writer's connection (SQLite; nil on PostgreSQL, which copies the rows:
+// postgres_ingest.go), and the engine they are for.
 type chunkStatements struct {
-	messages, bodies *sql.Stmt
-	eng              engine
+	// messages and bodies insert 1 << i rows, for i up to
+	// log2(insertChunk).
+	messages, bodies []*sql.Stmt
+	// groups and groupEntities are upsertGroups' upserts, counts is
+	// counts.write's.
+	groups, groupEntities, counts *sql.Stmt
+	eng                           engine
 }
 
-// prepareChunks prepares the full-chunk INSERTs on the writer. Open calls
+// prepareChunks prepares the ingest's statements on the writer. Open calls
 // it: preparing later, inside a transaction, would wait for the writer's one
 // connection, which that transaction holds.
 func (s *Store) prepareChunks(ctx context.Context) error {
-	var err1, err2 error
 	s.chunk.eng = s.eng
 	if s.eng.postgres {
 		return nil // COPY instead (postgres_ingest.go)
 	}
-	s.chunk.messages, err1 = s.writer.PrepareContext(ctx,
-		"INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(insertChunk, messageColumnCount))
-	s.chunk.bodies, err2 = s.writer.PrepareContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(insertChunk, 2))
-	if err := errors.Join(err1, err2); err != nil {
+	var errs []error
+	prepare := func(q string) *sql.Stmt {
+		st, err := s.writer.PrepareContext(ctx, q)
+		errs = append(errs, err)
+		return st
+	}
+	for n := 1; n <= insertChunk; n *= 2 {
+		s.chunk.messages = append(s.chunk.messages,
+			prepare("INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(n, messageColumnCount)))
+		s.chunk.bodies = append(s.chunk.bodies, prepare("INSERT INTO bodies (message_id, body) VALUES "+placeholders(n, 2)))
+	}
+	s.chunk.groups = prepare(upsertGroupSQL)
+	s.chunk.groupEntities = prepare(upsertGroupEntitySQL)
+	s.chunk.counts = prepare(upsertCountSQL)
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("prepare catalog inserts: %w", err)
 	}
 	return nil
+}
+
+// stmt is st in tx when it was prepared (SQLite), else nil.
+func (c chunkStatements) stmt(ctx context.Context, tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
+	if st == nil {
+		return nil
+	}
+	return tx.StmtContext(ctx, st)
 }
 
 // newMessage is a message to insert, with what the catalog records about it.
@@ -124,59 +152,39 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 	ids := make([]int64, 0, len(msgs))
 	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
 	bodyArgs := make([]any, 0, insertChunk*2)
-
-	flush := func(n int) error {
-		if n == 0 {
-			return nil
-		}
-		if n == insertChunk {
-			// Full chunks use statements prepared once on the writer's
-			// connection: preparing a 3,000-parameter INSERT costs as much
-			// as running it.
-			if _, err := tx.StmtContext(ctx, full.messages).ExecContext(ctx, rowArgs...); err != nil {
-				return err
-			}
-			if _, err := tx.StmtContext(ctx, full.bodies).ExecContext(ctx, bodyArgs...); err != nil {
-				return err
-			}
-		} else {
-			q := "INSERT INTO messages (" + messageColumns + ") VALUES " + placeholders(n, messageColumnCount)
-			if _, err := tx.ExecContext(ctx, q, rowArgs...); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, "INSERT INTO bodies (message_id, body) VALUES "+placeholders(n, 2), bodyArgs...); err != nil {
-				return err
-			}
+	for rest := msgs; len(rest) > 0; {
+		// The largest prepared chunk that fits: log2 of it indexes the
+		// statements.
+		k, n := 0, 1
+		for n*2 <= min(len(rest), insertChunk) {
+			k, n = k+1, n*2
 		}
 		rowArgs, bodyArgs = rowArgs[:0], bodyArgs[:0]
-		return nil
-	}
-	pending := 0
-	for _, nm := range msgs {
-		m := nm.m
-		gid, ttl, props, preview := nm.derived()
-		id := next
-		next++
-		rowArgs = append(rowArgs, id, nm.eid, nm.sq, nm.st, m.SequenceNumber, m.MessageID, m.CorrelationID,
-			m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
-			m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
-			millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
-			len(m.Body), preview, gid, nm.firstSeen, nm.lastSeen, max(nm.replayCount, replayCountOf(props)), nm.gone)
-		b := m.Body
-		if b == nil {
-			b = []byte{}
-		}
-		bodyArgs = append(bodyArgs, id, b)
-		ids = append(ids, id)
-		if pending++; pending == insertChunk {
-			if err := flush(pending); err != nil {
-				return nil, err
+		for i := range rest[:n] {
+			nm := &rest[i]
+			m := nm.m
+			gid, ttl, props, preview := nm.derived()
+			id := next
+			next++
+			rowArgs = append(rowArgs, id, nm.eid, nm.sq, nm.st, m.SequenceNumber, m.MessageID, m.CorrelationID,
+				m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
+				m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
+				millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
+				len(m.Body), preview, gid, nm.firstSeen, nm.lastSeen, max(nm.replayCount, replayCountOf(props)), nm.gone)
+			b := m.Body
+			if b == nil {
+				b = []byte{}
 			}
-			pending = 0
+			bodyArgs = append(bodyArgs, id, b)
+			ids = append(ids, id)
 		}
-	}
-	if err := flush(pending); err != nil {
-		return nil, err
+		if _, err := tx.StmtContext(ctx, full.messages[k]).ExecContext(ctx, rowArgs...); err != nil {
+			return nil, err
+		}
+		if _, err := tx.StmtContext(ctx, full.bodies[k]).ExecContext(ctx, bodyArgs...); err != nil {
+			return nil, err
+		}
+		rest = rest[n:]
 	}
 	return ids, nil
 }

@@ -207,8 +207,17 @@ func TestScalePostgresPlans(t *testing.T) {
 		{"common word", dlq.Filter{Query: storetest.CommonWord}},
 		{"word in 1 %", dlq.Filter{Query: storetest.MidWord}},
 		{"entity + word in 1 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
+		// Without an index by reason (0021): through the reason's group.
+		{"entity + reason", dlq.Filter{Entity: storetest.BigEntity, Reason: "SqlTimeout"}},
+		{"reason (the largest)", dlq.Filter{Reason: "MaxDeliveryCountExceeded"}},
+		{"reason (rare)", dlq.Filter{Reason: "GdprErasure"}},
+		{"reason of several groups", dlq.Filter{Reason: "HttpError"}},
 	} {
-		for _, how := range []string{"", "collect", "probe", "fetch"} {
+		strategies := []string{"", "collect", "probe", "fetch"}
+		if c.f.Query == "" && len(c.f.Properties) == 0 {
+			strategies = []string{""} // no search to combine
+		}
+		for _, how := range strategies {
 			restore := store.ForceSearchForTest(how)
 			q, args, err := store.ListPageQueryForTest(ctx, st, c.f)
 			restore()

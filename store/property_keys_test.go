@@ -227,3 +227,63 @@ func testPropertyKeysSurviveReopen(t *testing.T, engine string) {
 	}
 	pkCheck(t, s, 2200, "reopened")
 }
+
+// TestCopyCarriesPropertyKeys: store copy carries the decisions over: the
+// destination knows which keys have no rows, has none of them (neither the
+// rows the source wrote before its decision nor any of the tail its
+// indexer had not indexed), and answers every filter as the source does.
+func TestCopyCarriesPropertyKeys(t *testing.T) {
+	if !slices.Contains(Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	path := FreshTarget(t, "sqlite")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	pkApply(t, s, 0, 300)
+	pkApply(t, s, 300, 2300) // traceId and seqNo decided; 300 rows of each left
+	PauseIndexerForTest(s)
+	var tail []dlq.Message
+	for i := 2300; i < 2400; i++ {
+		m, _ := pkMessage(i)
+		tail = append(tail, m)
+	}
+	if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, From: 2301, Through: 2400,
+		Messages: tail, SeenAt: time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CrashForTest(s); err != nil { // the tail stays unindexed
+		t.Fatal(err)
+	}
+	src, err := OpenReadOnly(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if got := pkCount(t, src, `SELECT count(*) FROM message_properties WHERE key = 'traceId'`); got != 300 {
+		t.Fatalf("the source has %d traceId rows, want the 300 from before the decision", got)
+	}
+	dst := OpenFresh(t, "postgres")
+	for run := range 2 { // a second run changes nothing, and verifies
+		if err := src.CopyTo(ctx, dst, nil); err != nil {
+			t.Fatalf("copy %d: %v", run+1, err)
+		}
+	}
+	for key, want := range map[string]int64{"traceId": 0, "seqNo": 0, "tenant": 1, "flag": 1} {
+		if got := pkDecision(t, dst, key); got != want {
+			t.Errorf("on the copy %s is decided %d, want %d", key, got, want)
+		}
+	}
+	if got := pkCount(t, dst, `SELECT count(*) FROM message_properties WHERE key IN ('traceId', 'seqNo')`); got != 0 {
+		t.Errorf("the copy has %d rows of keys not indexed", got)
+	}
+	if got := pkCount(t, dst, `SELECT count(*) FROM message_properties WHERE key = 'tenant'`); got != 2400 {
+		t.Errorf("the copy has %d tenant rows, want 2400 (the tail's too)", got)
+	}
+	pkCheck(t, dst, 2400, "copy")
+}

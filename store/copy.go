@@ -36,8 +36,11 @@ type copyTable struct {
 // propertiesOfSnapshot is the source's property rows of the messages its
 // snapshot holds: the index file's snapshot and the catalog's are taken one
 // after the other (CopyTo), so a message pruned between the two may still
-// have its rows in the first.
-const propertiesOfSnapshot = `(SELECT p.* FROM message_properties p WHERE EXISTS (SELECT 1 FROM messages m WHERE m.id = p.message_id))`
+// have its rows in the first. Rows of keys decided not indexed (left from
+// before the decision, property_keys.go) are not copied: the destination
+// has the decision (property_keys is copied) and would delete them.
+const propertiesOfSnapshot = `(SELECT p.* FROM message_properties p WHERE EXISTS (SELECT 1 FROM messages m WHERE m.id = p.message_id)
+	AND p.key NOT IN (SELECT key FROM property_keys WHERE indexed = 0))`
 
 // from is what a copy reads of t.
 func (t copyTable) from() string {
@@ -57,6 +60,8 @@ var copyTables = []copyTable{
 	{"depth_samples", "entity_id, at", false},
 	{"messages", "id", false},
 	{"bodies", "message_id", false},
+	{"property_keys", "key", false},
+	{"property_key_values", "key, value", false},
 	{"message_properties", "key, value, at, message_id", false},
 	{"jobs", "id", true},
 	{"job_messages", "job_id, message_id", false},
@@ -310,6 +315,25 @@ func (dst *Store) copyTailProperties(ctx context.Context, src *sql.Tx) (int64, e
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return 0, err
 	}
+	// The source's decisions, in the same snapshot (property_keys.go):
+	// keys decided not indexed get no rows.
+	skip := map[string]bool{}
+	keys, err := src.QueryContext(ctx, `SELECT key FROM property_keys WHERE indexed = 0`)
+	if err != nil {
+		return 0, err
+	}
+	for keys.Next() {
+		var k string
+		if err := keys.Scan(&k); err != nil {
+			keys.Close()
+			return 0, err
+		}
+		skip[k] = true
+	}
+	if err := keys.Err(); err != nil {
+		return 0, err
+	}
+	keys.Close()
 	rows, err := src.QueryContext(ctx, `SELECT id, properties, coalesce(enqueued_at, -1) FROM messages WHERE id > ? ORDER BY id`, through)
 	if err != nil {
 		return 0, err
@@ -322,10 +346,8 @@ func (dst *Store) copyTailProperties(ctx context.Context, src *sql.Tx) (int64, e
 		if err := rows.Scan(&id, &props, &at); err != nil {
 			return 0, err
 		}
-		for _, kv := range propertyValues([]byte(props)) {
-			if len(kv[1]) <= maxIndexedValue {
-				args = append(args, kv[0], kv[1], at, id)
-			}
+		for _, r := range appendPropertyRows(nil, []byte(props), at, id, skip, false) {
+			args = append(args, r...)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -46,7 +46,8 @@ import (
 func IndexPath(path string) string { return path + "-index" }
 
 // indexSchema is the index file's tables: the search index as 0002, 0004
-// and 0012 made it, the property rows as 0013 did, and its meta.
+// and 0012 made it, the property rows as 0013 did, what the indexer learned
+// of the property keys (0020), and its meta.
 var indexSchema = []string{
 	`CREATE VIRTUAL TABLE IF NOT EXISTS idx.messages_fts USING fts5 (
 	body, reason, description, properties,
@@ -59,6 +60,19 @@ var indexSchema = []string{
 	at         INTEGER NOT NULL,
 	message_id INTEGER NOT NULL,
 	PRIMARY KEY (key, value, at, message_id)
+) STRICT, WITHOUT ROWID`,
+	// Which property keys have rows (property_keys.go): learned from the
+	// rows indexed, so rebuilt with them.
+	`CREATE TABLE IF NOT EXISTS idx.property_keys (
+	key     TEXT    PRIMARY KEY,
+	seen    INTEGER NOT NULL DEFAULT 0,
+	indexed INTEGER,
+	decided_at INTEGER
+) STRICT`,
+	`CREATE TABLE IF NOT EXISTS idx.property_key_values (
+	key   TEXT NOT NULL,
+	value TEXT NOT NULL,
+	PRIMARY KEY (key, value)
 ) STRICT, WITHOUT ROWID`,
 	`CREATE TABLE IF NOT EXISTS idx.index_meta (
 	key   TEXT PRIMARY KEY,
@@ -205,7 +219,8 @@ func prepareIndexFile(ctx context.Context, db *sql.DB, logger *slog.Logger) erro
 		logger.Warn("the search index file belongs to another catalog: indexing this catalog again",
 			"catalog_id", catalogID.String, "index_catalog_id", indexID.String)
 		for _, q := range []string{`INSERT INTO idx.messages_fts (messages_fts) VALUES ('delete-all')`,
-			`DELETE FROM idx.message_properties`, `DELETE FROM idx.index_meta`} {
+			`DELETE FROM idx.message_properties`, `DELETE FROM idx.property_keys`, `DELETE FROM idx.property_key_values`,
+			`DELETE FROM idx.index_meta`} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}

@@ -209,17 +209,23 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
-	if newest <= through {
-		return false, nil
-	}
 	hi := min(newest, through+indexMax)
-	if err := indexRange(ctx, tx, through, hi); err != nil {
+	if newest > through {
+		if err := indexRange(ctx, tx, through, hi); err != nil {
+			return false, err
+		}
+	}
+	purged, err := purgeUnindexedRows(ctx, tx)
+	if err != nil {
 		return false, err
+	}
+	if newest <= through && purged == 0 {
+		return false, nil
 	}
 	if err := tx.Commit(); err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
 	}
-	return hi < newest, nil
+	return hi < newest || purged == purgeBatch, nil
 }
 
 // indexRange writes the search and property rows of the messages with ids
@@ -233,6 +239,11 @@ func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 		SELECT m.id, `+bodyTextFunc+`(b.body), coalesce(m.dead_letter_reason, ''), coalesce(m.dead_letter_description, ''), m.properties
 		FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, through, hi); err != nil {
 		return fmt.Errorf("index for search: %w", err)
+	}
+	// What the batch's first messages say of their keys first, so that a
+	// key decided now has no rows of this batch.
+	if err := learnPropertyKeysSQLite(ctx, tx, through+1, min(hi, through+propertyKeySample)); err != nil {
+		return err
 	}
 	if err := indexProperties(ctx, tx, through+1, hi); err != nil {
 		return err

@@ -76,20 +76,26 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
-	if newest <= through {
-		return false, nil
-	}
 	hi := min(newest, through+indexMax)
-	if err := indexRangePG(ctx, tx, &ingestConn{c: conn}, through, hi); err != nil {
+	if newest > through {
+		if err := indexRangePG(ctx, tx, &ingestConn{c: conn}, through, hi); err != nil {
+			return false, err
+		}
+		if err := setIndexThrough(ctx, tx, hi); err != nil {
+			return false, err
+		}
+	}
+	purged, err := purgeUnindexedRows(ctx, tx)
+	if err != nil {
 		return false, err
 	}
-	if err := setIndexThrough(ctx, tx, hi); err != nil {
-		return false, err
+	if newest <= through && purged == 0 {
+		return false, nil
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
-	return hi < newest, nil
+	return hi < newest || purged == purgeBatch, nil
 }
 
 // indexRangePG writes the search documents and property rows of the
@@ -123,12 +129,16 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 	if len(stored) == 0 {
 		return nil // every message of the range was pruned
 	}
+	skip, err := learnPropertyKeysPG(ctx, tx, stored)
+	if err != nil {
+		return err
+	}
 	if ic == nil {
 		var docs []any
 		var propRows [][]any
 		for _, m := range stored {
 			docs = append(docs, m.id, m.doc())
-			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, false)
+			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, skip, false)
 		}
 		return insertIndexRowsPG(ctx, tx, docs, propRows)
 	}
@@ -149,7 +159,7 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 			if _, err := w.Write(line.Bytes()); err != nil {
 				return // the COPY failed: pr was closed
 			}
-			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, true)
+			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, skip, true)
 		}
 		pw.CloseWithError(w.Flush())
 	}()
@@ -168,6 +178,36 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 		}
 		return nil
 	})
+}
+
+// learnPropertyKeysPG samples the first propertyKeySample messages of
+// stored for the keys not decided yet (property_keys.go), in tx, which
+// holds indexLockKey, and returns the keys decided not indexed.
+func learnPropertyKeysPG(ctx context.Context, tx *sql.Tx, stored []storedForIndex) (map[string]bool, error) {
+	decided, err := propertyKeys(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	var pairs [][2]string
+	for _, m := range stored[:min(len(stored), propertyKeySample)] {
+		pairs = append(pairs, propertyPairs(m.props)...)
+	}
+	changed, err := learnPropertyKeys(ctx, tx, decided, pairs)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		if decided, err = propertyKeys(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	skip := map[string]bool{}
+	for k, indexed := range decided {
+		if !indexed {
+			skip[k] = true
+		}
+	}
+	return skip, nil
 }
 
 // storedForIndex is what the indexer reads of a stored message.

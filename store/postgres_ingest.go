@@ -117,15 +117,13 @@ var messageCopyColumns = strings.Fields(strings.ReplaceAll(messageColumns, ",", 
 // object holds twice (a repeated key with the same value) once, as the
 // primary key keeps it.
 //
+// The keys in skip (decided not indexed: property_keys.go) have no rows.
+//
 // For COPY (forCopy) the strings are encoded as the driver encodes its
 // parameters (encodePGText); for a statement's parameters they are not.
-func appendPropertyRows(rows [][]any, props []byte, at, id int64, forCopy bool) [][]any {
-	if len(props) == 0 {
-		return rows // stored as {}: no rows
-	}
-	kvs := propertyValues(props)
-	for i, kv := range kvs {
-		if len(kv[1]) > maxIndexedValue || slices.Contains(kvs[:i], kv) {
+func appendPropertyRows(rows [][]any, props []byte, at, id int64, skip map[string]bool, forCopy bool) [][]any {
+	for _, kv := range propertyPairs(props) {
+		if skip[kv[0]] {
 			continue
 		}
 		if forCopy {
@@ -135,6 +133,23 @@ func appendPropertyRows(rows [][]any, props []byte, at, id int64, forCopy bool) 
 		}
 	}
 	return rows
+}
+
+// propertyPairs is the (key, value) pairs of the property rows of a
+// message whose properties are props, keys not indexed included: each pair
+// once, values over maxIndexedValue bytes left out.
+func propertyPairs(props []byte) [][2]string {
+	if len(props) == 0 {
+		return nil // stored as {}: no rows
+	}
+	var out [][2]string
+	for _, kv := range propertyValues(props) {
+		if len(kv[1]) > maxIndexedValue || slices.Contains(out, kv) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // copyText appends s to b as a field of COPY's text format: backslash,

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"slices"
@@ -82,7 +83,33 @@ func benchListCases(b *testing.B, s *store.Store) []listCase {
 		}
 		return out
 	}
+	// Issue 18/20: a value of each high-cardinality key (no property rows
+	// since property_keys.go: the JSON check narrowed by the search index),
+	// taken from a message in the middle of the catalog.
+	unique := map[string]string{}
+	for id := int64(benchMessages / 2); len(unique) < 2 && id < benchMessages; id++ {
+		r, err := s.GetMessage(context.Background(), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var p map[string]json.RawMessage
+		if json.Unmarshal(r.ApplicationProperties, &p) != nil {
+			continue
+		}
+		for _, k := range []string{"traceparent", "amount"} {
+			if v, ok := p[k]; ok && unique[k] == "" {
+				var str string
+				if json.Unmarshal(v, &str) != nil {
+					str = string(v)
+				}
+				unique[k] = str
+			}
+		}
+	}
 	return []listCase{
+		{"property=unique(traceparent)", dlq.Filter{Properties: props("traceparent", unique["traceparent"])}},
+		{"property=unique(amount)", dlq.Filter{Properties: props("amount", unique["amount"])}},
+		{"props:unique(traceparent)+priority", dlq.Filter{Properties: props("traceparent", unique["traceparent"], "priority", "high")}},
 		{"all", dlq.Filter{}},
 		{"include_gone", dlq.Filter{IncludeGone: true}},
 		{"entity=big", dlq.Filter{Entity: storetest.BigEntity}},

@@ -283,11 +283,18 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 
 	for _, pm := range f.Properties {
 		if len(pm.Value) <= maxIndexedValue {
-			c.props = append(c.props, propFilter{key: pm.Key, value: pm.Value, last: len(c.last)})
-			c.last = append(c.last, term{propertyExists, []any{pm.Key, pm.Value}})
-			continue
+			indexed, err := propertyKeyIndexed(ctx, db, pm.Key)
+			if err != nil {
+				return nil, err
+			}
+			if indexed {
+				c.props = append(c.props, propFilter{key: pm.Key, value: pm.Value, last: len(c.last)})
+				c.last = append(c.last, term{propertyExists, []any{pm.Key, pm.Value}})
+				continue
+			}
 		}
-		// A value too long for message_properties: the message's JSON.
+		// A value too long for message_properties, or a key without rows
+		// (decided not indexed: property_keys.go): the message's JSON.
 		// The property's text: a string's characters, anything else its JSON
 		// text (every digit of a number, true, false, null).
 		c.last = append(c.last, term{eng.jsonProperty() + " = ?", append(eng.jsonPropertyArgs(pm.Key), pm.Value)})

@@ -29,13 +29,17 @@ const propertyRowsOf = `SELECT key, value, at, id FROM (
 // propertyRowsEnd closes propertyRowsOf.
 const propertyRowsEnd = `) WHERE length(CAST(value AS BLOB)) <= 256`
 
+// propertyRowsIndexed follows propertyRowsEnd to leave out the keys decided
+// not indexed (property_keys.go).
+const propertyRowsIndexed = ` AND key NOT IN (SELECT key FROM idx.property_keys WHERE indexed = 0)`
+
 // indexProperties writes the property rows of the messages with ids first
-// through last (the indexer's batch): one statement, SQLite reading the JSON
-// it stored, in the table's key order so that rows of one (key, value) go
-// into the same pages together.
+// through last (the indexer's batch) but those of keys decided not indexed:
+// one statement, SQLite reading the JSON it stored, in the table's key
+// order so that rows of one (key, value) go into the same pages together.
 func indexProperties(ctx context.Context, tx *sql.Tx, first, last int64) error {
 	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO message_properties (key, value, at, message_id) `+
-		propertyRowsOf+`m.id BETWEEN ? AND ?`+propertyRowsEnd+` ORDER BY 1, 2, 3, 4`, first, last); err != nil {
+		propertyRowsOf+`m.id BETWEEN ? AND ?`+propertyRowsEnd+propertyRowsIndexed+` ORDER BY 1, 2, 3, 4`, first, last); err != nil {
 		return fmt.Errorf("index properties: %w", err)
 	}
 	return nil

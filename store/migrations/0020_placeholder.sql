@@ -1,1 +1,0 @@
--- 0020_placeholder: stands in for helper A's migration 0020 on this branch (the lead drops it at merge).

@@ -144,7 +144,7 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 			line.Reset()
 			line.WriteString(strconv.FormatInt(m.id, 10))
 			line.WriteByte('\t')
-			copyText(&line, encodePGText(m.doc()))
+			m.appendDocCopy(&line)
 			line.WriteByte('\n')
 			if _, err := w.Write(line.Bytes()); err != nil {
 				return // the COPY failed: pr was closed
@@ -179,11 +179,21 @@ type storedForIndex struct {
 
 // doc is the message's search document as text (tsvector).
 func (m storedForIndex) doc() string {
+	return tsvector(m.bodyText(), m.reason, m.desc, string(m.props))
+}
+
+// appendDocCopy appends doc as a field of COPY's text format.
+func (m storedForIndex) appendDocCopy(b *bytes.Buffer) {
+	appendTSVectorCopy(b, m.bodyText(), m.reason, m.desc, string(m.props))
+}
+
+// bodyText is the body's searchable text, "" for a binary body.
+func (m storedForIndex) bodyText() string {
 	text, isText := bodyText(m.body)
 	if !isText {
-		text = ""
+		return ""
 	}
-	return tsvector(text, m.reason, m.desc, string(m.props))
+	return text
 }
 
 // insertIndexRowsPG writes docs (id, tsvector text pairs) and propRows

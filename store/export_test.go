@@ -165,3 +165,7 @@ func CatchUpIndexForTest(ctx context.Context, s *Store) error { return s.catchUp
 // IndexLockKeyForTest is the advisory lock an index batch holds on
 // PostgreSQL.
 const IndexLockKeyForTest = indexLockKey
+
+// SetCloseIndexBudgetForTest sets how long Close goes on indexing the
+// unindexed tail.
+func SetCloseIndexBudgetForTest(s *Store, d time.Duration) { s.closeIndexFor = d }

@@ -174,19 +174,55 @@ func (ix *indexer) close() (first bool) {
 // catchUpIndex indexes every message above the watermark, one transaction
 // per indexMax messages.
 func (s *Store) catchUpIndex(ctx context.Context) error {
+	_, err := s.catchUpIndexUntil(ctx, time.Time{})
+	return err
+}
+
+// catchUpIndexUntil is catchUpIndex starting no transaction after
+// deadline (none if zero), and reports whether messages were left.
+func (s *Store) catchUpIndexUntil(ctx context.Context, deadline time.Time) (left bool, err error) {
 	once := s.indexOnce
 	if s.eng.postgres {
 		once = s.indexOncePG
 	}
 	for {
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return true, nil
+		}
 		more, err := once(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !more {
-			return nil
+			return false, nil
 		}
 	}
+}
+
+// closeIndexBudget is how long Close goes on indexing the unindexed tail:
+// it starts no index transaction after it (one started before runs to its
+// end: at most indexMax messages, about 2 s on PostgreSQL at a million).
+// At the end of a bulk read the tail can be a minute of the indexer's work
+// on PostgreSQL (BENCHMARKS.md, issue 20), which Close used to do before it
+// returned, holding up a shutdown (and Kubernetes' grace period) that long.
+// What it leaves is safe where it is: the watermark says which messages
+// wait, and the next Open's indexer indexes them at once (on PostgreSQL,
+// any replica's indexer does when a read or an ingest asks for it); until
+// then a search or a property filter waits for it, as during a bulk read.
+const closeIndexBudget = 3 * time.Second
+
+// closeIndexTail indexes the tail for Close, for up to s.closeIndexFor,
+// and logs what it leaves to the next start.
+func (s *Store) closeIndexTail(ctx context.Context) error {
+	left, err := s.catchUpIndexUntil(ctx, time.Now().Add(s.closeIndexFor))
+	if err != nil || !left {
+		return err
+	}
+	if through, newest, err := s.indexProgress(ctx); err == nil && newest > through {
+		s.log.Info("closing with messages not yet indexed for search and property filters: the next start indexes them",
+			"unindexed", newest-through, "budget", s.closeIndexFor)
+	}
+	return nil
 }
 
 // indexOnce indexes up to indexMax messages above the watermark in one

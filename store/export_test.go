@@ -169,3 +169,21 @@ const IndexLockKeyForTest = indexLockKey
 // SetCloseIndexBudgetForTest sets how long Close goes on indexing the
 // unindexed tail.
 func SetCloseIndexBudgetForTest(s *Store, d time.Duration) { s.closeIndexFor = d }
+
+// FailAfterPropertiesCommittedForTest makes every index batch of s on
+// PostgreSQL fail with err once its property rows are committed and before
+// its search documents and watermark are, as when its replica dies between
+// the two commits, until the returned func runs.
+func FailAfterPropertiesCommittedForTest(s *Store, err error) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultPropertiesCommitted {
+			return err
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}
+
+// IndexPropsLockKeyForTest is the advisory lock of an index batch's
+// property rows on PostgreSQL.
+const IndexPropsLockKeyForTest = indexPropsLockKey

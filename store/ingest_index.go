@@ -419,8 +419,11 @@ func (s *Store) lockIndexInline(ctx context.Context, tx *sql.Tx) (bool, error) {
 	if !s.eng.postgres {
 		return true, lockIndexFile(ctx, tx)
 	}
+	// Both index locks, each if free (a batch's property rows hold the
+	// second: postgres_index.go).
 	var got bool
-	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, indexLockKey).Scan(&got); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?) AND pg_try_advisory_xact_lock(?)`,
+		indexLockKey, indexPropsLockKey).Scan(&got); err != nil {
 		return false, fmt.Errorf("lock the search index: %w", err)
 	}
 	return got, nil

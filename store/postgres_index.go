@@ -2,12 +2,11 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -215,21 +214,22 @@ func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through
 	go func() {
 		defer close(built)
 		w := bufio.NewWriterSize(pw, 64<<10)
-		var line bytes.Buffer
+		line := append(make([]byte, 0, 4096), pgCopyBinaryHeader...)
 		for _, m := range stored {
-			line.Reset()
-			line.WriteString(strconv.FormatInt(m.id, 10))
-			line.WriteByte('\t')
-			m.appendDocCopy(&line)
-			line.WriteByte('\n')
-			if _, err := w.Write(line.Bytes()); err != nil {
+			line = m.appendDocRow(line)
+			if _, err := w.Write(line); err != nil {
 				return // the COPY failed: pr was closed
 			}
+			line = line[:0]
+		}
+		line = binary.BigEndian.AppendUint16(line, 0xffff) // the trailer: -1 fields
+		if _, err := w.Write(line); err != nil {
+			return
 		}
 		pw.CloseWithError(w.Flush())
 	}()
 	return ic.withConn(func(c *pgx.Conn) error {
-		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN")
+		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN (FORMAT binary)")
 		pr.CloseWithError(io.ErrClosedPipe) // the builder stops if the COPY ended early
 		<-built
 		if err != nil {
@@ -238,6 +238,10 @@ func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through
 		return nil
 	})
 }
+
+// pgCopyBinaryHeader starts COPY's binary format: its signature, no flags,
+// no header extension.
+const pgCopyBinaryHeader = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
 
 // indexPropertiesRangePG writes the property rows of the messages with
 // ids above through up to hi, in tx, which holds indexPropsLockKey, after
@@ -305,9 +309,18 @@ func (m storedForIndex) doc() string {
 	return tsvector(m.bodyText(), m.reason, m.desc, string(m.props))
 }
 
-// appendDocCopy appends doc as a field of COPY's text format.
-func (m storedForIndex) appendDocCopy(b *bytes.Buffer) {
-	appendTSVectorCopy(b, m.bodyText(), m.reason, m.desc, string(m.props))
+// appendDocRow appends the message's messages_fts row in COPY's binary
+// format: two fields, its id (int8) and its search document
+// (appendTSVectorBinary).
+func (m storedForIndex) appendDocRow(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, 2)
+	dst = binary.BigEndian.AppendUint32(dst, 8)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.id))
+	at := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = appendTSVectorBinary(dst, m.bodyText(), m.reason, m.desc, string(m.props))
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return dst
 }
 
 // bodyText is the body's searchable text, "" for a binary body.

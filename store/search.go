@@ -1,7 +1,7 @@
 package store
 
 import (
-	"bytes"
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,12 +164,14 @@ var latinBase = func() map[rune]rune {
 
 // Limits of PostgreSQL's tsvector: positions go up to 16,383 (later
 // tokens share the last position, as to_tsvector does), a lexeme keeps at
-// most 256 positions and is at most 2,047 bytes long (longer tokens are
+// most 256 positions and is at most 2,046 bytes long in a literal (its
+// parser refuses 2,047: "word is too long", which failed the indexer's
+// whole batch, again at every retry; longer tokens are
 // left out of the PostgreSQL index).
 const (
 	maxTSPosition  = 16383
 	maxTSPositions = 256
-	maxTSLexeme    = 2047
+	maxTSLexeme    = 2046
 )
 
 // tsvector is the search document of one message, as a tsvector literal:
@@ -186,20 +188,52 @@ func tsvector(body, reason, description, properties string) string {
 	return string(b.out)
 }
 
-// appendTSVectorCopy appends the search document of one message to dst as a
-// field of COPY's text format: tsvector's literal, encoded as the driver
-// encodes text (encodePGText) and escaped for COPY (copyText). The literal
-// is plain (no byte either changes) unless a lexeme holds a byte rune's
-// code point or a control character, and is then written as it would be.
-func appendTSVectorCopy(dst *bytes.Buffer, body, reason, description, properties string) {
+// appendTSVectorBinary appends the search document of one message to dst
+// in tsvector's binary format (PostgreSQL's tsvectorrecv): the lexemes'
+// count, then each lexeme (NUL-terminated, encoded as the driver encodes
+// text), its positions' count and its positions (the weight in the top two
+// bits: A 3, B 2, C 1, D 0). The server then stores the document the
+// literal (tsvector) parses into without parsing it: the same lexemes, in
+// the order it sorts them into, and the same positions, those repeated at
+// the last position (maxTSPosition) once, with the highest weight.
+func appendTSVectorBinary(dst []byte, body, reason, description, properties string) []byte {
 	b := tsBuilders.Get().(*tsBuilder)
 	defer tsBuilders.Put(b)
 	b.build(body, reason, description, properties)
-	if !b.special {
-		dst.Write(b.appendLiteral(dst.AvailableBuffer()))
-		return
+	return b.appendBinary(dst)
+}
+
+// tsWeightBits are the weights of WordEntryPos.
+var tsWeightBits = [256]uint16{'A': 3 << 14, 'B': 2 << 14, 'C': 1 << 14, 'D': 0}
+
+func (b *tsBuilder) appendBinary(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.lexemes)))
+	for _, l := range b.lexemes {
+		lex := b.arena[l.off : l.off+l.n]
+		if b.special {
+			dst = append(dst, encodePGText(string(lex))...)
+		} else {
+			dst = append(dst, lex...)
+		}
+		dst = append(dst, 0)
+		at := len(dst)
+		dst = append(dst, 0, 0)
+		n, last := 0, -1
+		for o := l.first; o >= 0; o = b.occ[o].next {
+			pos, w := int(b.occ[o].pos), tsWeightBits[b.occ[o].weight]
+			if pos == last { // only at maxTSPosition: keep the highest weight
+				i := len(dst) - 2
+				if prev := binary.BigEndian.Uint16(dst[i:]); prev&0xc000 < w {
+					binary.BigEndian.PutUint16(dst[i:], prev&0x3fff|w)
+				}
+				continue
+			}
+			dst = binary.BigEndian.AppendUint16(dst, uint16(pos)|w)
+			n, last = n+1, pos
+		}
+		binary.BigEndian.PutUint16(dst[at:], uint16(n))
 	}
-	copyText(dst, encodePGText(string(b.appendLiteral(nil))))
+	return dst
 }
 
 // tsBuilders keeps the builders between documents: the indexer builds

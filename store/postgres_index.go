@@ -88,12 +88,11 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?), set_config('synchronous_commit', 'off', true)`, indexLockKey); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, indexLockKey); err != nil {
 		return false, fmt.Errorf("lock the search index: %w", err)
 	}
-	// (synchronous_commit off for the batch: asyncCommit says why.) Read
-	// after the lock (READ COMMITTED: this statement's snapshot starts
-	// now), so the previous batch's watermark is seen.
+	// Read after the lock (READ COMMITTED: this statement's snapshot
+	// starts now), so the previous batch's watermark is seen.
 	var through, newest int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+s.eng.watermarkSQL()+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
@@ -148,7 +147,7 @@ func (s *Store) indexPropertiesPG(ctx context.Context, through, hi int64) error 
 		return fmt.Errorf("index properties: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?), set_config('synchronous_commit', 'off', true)`, indexPropsLockKey); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, indexPropsLockKey); err != nil {
 		return fmt.Errorf("lock the property index: %w", err)
 	}
 	if err := indexPropertiesRangePG(ctx, tx, &ingestConn{c: conn}, through, hi); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -39,33 +40,7 @@ func (s *Store) beginIngest(ctx context.Context) (*sql.Tx, *ingestConn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := asyncCommit(ctx, tx); err != nil {
-		tx.Rollback()
-		conn.Close()
-		return nil, nil, err
-	}
 	return tx, &ingestConn{c: conn}, nil
-}
-
-// asyncCommit makes tx's commit return before its WAL is flushed
-// (synchronous_commit off for tx alone): for the ingest's transactions and
-// the indexer's, whose loss in a server crash costs nothing but their
-// work again. WAL is flushed in order, so a crash loses only the newest
-// commits, never one without the later ones: a lost page goes with the
-// cursor saved after it (SaveCursor, a transaction of its own), so the next
-// pass peeks those messages again (a peek removes nothing from the
-// broker); a lost index batch goes with its watermark, and the indexer
-// indexes those messages again. Anything committed synchronously later (a
-// job, an audit entry, a lease renewal, which keep the server's setting)
-// flushes the WAL before it, these commits included: nothing durable ever
-// refers to a page or a batch a crash lost. docs/architecture.md
-// ("Durability") has the rest, and BENCHMARKS.md (issue 20, second pass)
-// the figures.
-func asyncCommit(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-		return fmt.Errorf("begin a write: %w", err)
-	}
-	return nil
 }
 
 // release returns the connection to the pool; the transaction must have
@@ -160,4 +135,28 @@ func appendPropertyRows(rows [][]any, props []byte, at, id int64, forCopy bool) 
 		}
 	}
 	return rows
+}
+
+// copyText appends s to b as a field of COPY's text format: backslash,
+// tab, newline and carriage return escaped.
+func copyText(b *bytes.Buffer, s string) {
+	for {
+		i := strings.IndexAny(s, "\\\t\n\r")
+		if i < 0 {
+			b.WriteString(s)
+			return
+		}
+		b.WriteString(s[:i])
+		switch s[i] {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		}
+		s = s[i+1:]
+	}
 }

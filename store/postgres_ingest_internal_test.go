@@ -1,48 +1,61 @@
 package store
 
 import (
-	"context"
-	"database/sql"
+	"bytes"
 	"slices"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// The ingest's transactions commit without waiting for their WAL's flush
-// (asyncCommit), whatever the session's setting; other writes keep it.
-func TestIngestCommitsAsynchronously(t *testing.T) {
+// TestCopyTextRoundTrips: a field written with copyText (COPY's text
+// format) reads back as it was, the characters the format escapes included.
+func TestCopyTextRoundTrips(t *testing.T) {
 	if !slices.Contains(Engines(), "postgres") {
 		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
 	}
+	s := OpenFresh(t, "postgres")
 	ctx := t.Context()
-	s, err := Open(ctx, FreshTarget(t, "postgres")+"&synchronous_commit=on", Options{})
-	if err != nil {
+	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE copy_text (n bigint, t text)`); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	setting := func(tx interface {
-		QueryRowContext(context.Context, string, ...any) *sql.Row
-	}) string {
-		var v string
-		if err := tx.QueryRowContext(ctx, `SHOW synchronous_commit`).Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v
+	values := []string{"plain", `back\slash`, "tab\there", "new\nline", "carriage\rreturn", `\N`, `\\.`, "'quoted' \"too\"", ""}
+	var buf bytes.Buffer
+	for i, v := range values {
+		buf.WriteString(string(rune('0' + i)))
+		buf.WriteByte('\t')
+		copyText(&buf, v)
+		buf.WriteByte('\n')
 	}
 	tx, ic, err := s.beginIngest(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := setting(tx); got != "off" {
-		t.Errorf("synchronous_commit in an ingest transaction: %s, want off", got)
+	defer ic.release()
+	defer tx.Rollback()
+	if err := ic.withConn(func(c *pgx.Conn) error {
+		_, err := c.PgConn().CopyFrom(ctx, &buf, "COPY copy_text (n, t) FROM STDIN")
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
-	tx.Rollback()
-	ic.release()
-	wtx, err := s.beginWrite(ctx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT t FROM copy_text ORDER BY n`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wtx.Rollback()
-	if got := setting(wtx); got != "on" {
-		t.Errorf("synchronous_commit in another write: %s, want on (the session's)", got)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if !slices.Equal(got, values) {
+		t.Errorf("read back %q, want %q", got, values)
 	}
 }

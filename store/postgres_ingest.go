@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -135,28 +134,4 @@ func appendPropertyRows(rows [][]any, props []byte, at, id int64, forCopy bool) 
 		}
 	}
 	return rows
-}
-
-// copyText appends s to b as a field of COPY's text format: backslash,
-// tab, newline and carriage return escaped.
-func copyText(b *bytes.Buffer, s string) {
-	for {
-		i := strings.IndexAny(s, "\\\t\n\r")
-		if i < 0 {
-			b.WriteString(s)
-			return
-		}
-		b.WriteString(s[:i])
-		switch s[i] {
-		case '\\':
-			b.WriteString(`\\`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		}
-		s = s[i+1:]
-	}
 }

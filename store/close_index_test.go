@@ -89,3 +89,41 @@ func TestCloseLeavesTheTailToTheNextStart(t *testing.T) {
 		})
 	}
 }
+
+// An index run that is going when Close is called stops after its current
+// transaction: Close does not wait for the run's whole catch-up.
+func TestCloseStopsARunningCatchUp(t *testing.T) {
+	for _, engine := range store.Engines() {
+		t.Run(engine, func(t *testing.T) {
+			ctx := t.Context()
+			target := store.FreshTarget(t, engine)
+			s := indexStore(t, target)
+			resume := store.PauseIndexerForTest(s)
+			var msgs []dlq.Message
+			for seq := int64(1); seq <= 300; seq++ {
+				msgs = append(msgs, indexMessage(seq, fmt.Sprintf("w%d", seq), "acme"))
+			}
+			applyIndexPage(t, s, 1, 300, msgs...)
+			store.SetIndexBatchMaxForTest(s, 50)
+			store.SetCloseIndexBudgetForTest(s, 0)
+			started, release := store.HoldAfterIndexBatchForTest(s)
+			resume() // the run starts: 50 messages a transaction
+			<-started
+			closed := make(chan error, 1)
+			go func() { closed <- s.Close() }()
+			time.Sleep(100 * time.Millisecond) // Close has asked the run to stop
+			release()
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+			ro, err := store.OpenReadOnly(ctx, target, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			if through, newest, err := store.IndexProgressForTest(ctx, ro); err != nil || through != 50 || newest != 300 {
+				t.Errorf("after Close: watermark %d, newest %d, %v; want 50, 300 (the run stopped after its transaction)", through, newest, err)
+			}
+		})
+	}
+}

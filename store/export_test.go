@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -187,3 +188,22 @@ func FailAfterPropertiesCommittedForTest(s *Store, err error) (restore func()) {
 // IndexPropsLockKeyForTest is the advisory lock of an index batch's
 // property rows on PostgreSQL.
 const IndexPropsLockKeyForTest = indexPropsLockKey
+
+// SetIndexBatchMaxForTest makes s's index transactions cover at most n
+// messages each.
+func SetIndexBatchMaxForTest(s *Store, n int64) { s.batchMax = n }
+
+// HoldAfterIndexBatchForTest makes the first catch-up transaction of s
+// signal started when it has committed and wait for release before the
+// catch-up goes on.
+func HoldAfterIndexBatchForTest(s *Store) (started <-chan struct{}, release func()) {
+	st, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.fault = func(point string) error {
+		if point == faultIndexBatchDone {
+			once.Do(func() { close(st); <-rel })
+		}
+		return nil
+	}
+	return st, func() { close(rel) }
+}

@@ -150,7 +150,9 @@ func (ix *indexer) loop() {
 		ix.mu.Unlock()
 		ix.unindexed.Store(0)
 		ix.running.Store(true)
-		r.err = ix.s.catchUpIndex(context.Background())
+		// A run stops between two transactions when the store closes:
+		// Close goes on for closeIndexBudget at most.
+		_, r.err = ix.s.catchUpIndexWhile(context.Background(), ix.open)
 		ix.running.Store(false)
 		close(r.done)
 	}
@@ -161,6 +163,16 @@ func (ix *indexer) next() *indexRound {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.round
+}
+
+// open reports whether close has not been called.
+func (ix *indexer) open() bool {
+	select {
+	case <-ix.stop:
+		return false
+	default:
+		return true
+	}
 }
 
 // close stops the loop after its current run, and reports whether this
@@ -174,29 +186,45 @@ func (ix *indexer) close() (first bool) {
 // catchUpIndex indexes every message above the watermark, one transaction
 // per indexMax messages.
 func (s *Store) catchUpIndex(ctx context.Context) error {
-	_, err := s.catchUpIndexUntil(ctx, time.Time{})
+	_, err := s.catchUpIndexWhile(ctx, func() bool { return true })
 	return err
 }
 
-// catchUpIndexUntil is catchUpIndex starting no transaction after
-// deadline (none if zero), and reports whether messages were left.
-func (s *Store) catchUpIndexUntil(ctx context.Context, deadline time.Time) (left bool, err error) {
+// catchUpIndexWhile is catchUpIndex starting a transaction only while
+// more() holds, and reports whether messages were left.
+func (s *Store) catchUpIndexWhile(ctx context.Context, more func() bool) (left bool, err error) {
 	once := s.indexOnce
 	if s.eng.postgres {
 		once = s.indexOncePG
 	}
 	for {
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
+		if !more() {
 			return true, nil
 		}
-		more, err := once(ctx)
+		left, err := once(ctx)
 		if err != nil {
 			return false, err
 		}
-		if !more {
+		if !left {
 			return false, nil
 		}
+		if err := s.testFault(faultIndexBatchDone); err != nil {
+			return true, err
+		}
 	}
+}
+
+// faultIndexBatchDone is the point between two index transactions of a
+// catch-up.
+const faultIndexBatchDone = "index_batch_done"
+
+// indexBatchMax is the most messages one index transaction covers:
+// indexMax, unless a test made it smaller.
+func (s *Store) indexBatchMax() int64 {
+	if s.batchMax > 0 {
+		return s.batchMax
+	}
+	return indexMax
 }
 
 // closeIndexBudget is how long Close goes on indexing the unindexed tail:
@@ -214,7 +242,8 @@ const closeIndexBudget = 3 * time.Second
 // closeIndexTail indexes the tail for Close, for up to s.closeIndexFor,
 // and logs what it leaves to the next start.
 func (s *Store) closeIndexTail(ctx context.Context) error {
-	left, err := s.catchUpIndexUntil(ctx, time.Now().Add(s.closeIndexFor))
+	deadline := time.Now().Add(s.closeIndexFor)
+	left, err := s.catchUpIndexWhile(ctx, func() bool { return time.Now().Before(deadline) })
 	if err != nil || !left {
 		return err
 	}
@@ -248,7 +277,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if newest <= through {
 		return false, nil
 	}
-	hi := min(newest, through+indexMax)
+	hi := min(newest, through+s.indexBatchMax())
 	if err := indexRange(ctx, tx, through, hi); err != nil {
 		return false, err
 	}

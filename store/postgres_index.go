@@ -101,7 +101,7 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 	if newest <= through {
 		return false, nil
 	}
-	hi := min(newest, through+indexMax)
+	hi := min(newest, through+s.indexBatchMax())
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -97,6 +97,9 @@ type Store struct {
 	// closeIndexFor is how long Close goes on indexing the tail
 	// (closeIndexBudget; tests shorten it).
 	closeIndexFor time.Duration
+	// batchMax, set by tests, makes index transactions smaller than
+	// indexMax.
+	batchMax int64
 	// log is the logger of Options.
 	log *slog.Logger
 	// replicaPool is the PostgreSQL pool the replicas coordinate on

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -165,3 +166,44 @@ func CatchUpIndexForTest(ctx context.Context, s *Store) error { return s.catchUp
 // IndexLockKeyForTest is the advisory lock an index batch holds on
 // PostgreSQL.
 const IndexLockKeyForTest = indexLockKey
+
+// SetCloseIndexBudgetForTest sets how long Close goes on indexing the
+// unindexed tail.
+func SetCloseIndexBudgetForTest(s *Store, d time.Duration) { s.closeIndexFor = d }
+
+// FailAfterPropertiesCommittedForTest makes every index batch of s on
+// PostgreSQL fail with err once its property rows are committed and before
+// its search documents and watermark are, as when its replica dies between
+// the two commits, until the returned func runs.
+func FailAfterPropertiesCommittedForTest(s *Store, err error) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultPropertiesCommitted {
+			return err
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}
+
+// IndexPropsLockKeyForTest is the advisory lock of an index batch's
+// property rows on PostgreSQL.
+const IndexPropsLockKeyForTest = indexPropsLockKey
+
+// SetIndexBatchMaxForTest makes s's index transactions cover at most n
+// messages each.
+func SetIndexBatchMaxForTest(s *Store, n int64) { s.batchMax = n }
+
+// HoldAfterIndexBatchForTest makes the first catch-up transaction of s
+// signal started when it has committed and wait for release before the
+// catch-up goes on.
+func HoldAfterIndexBatchForTest(s *Store) (started <-chan struct{}, release func()) {
+	st, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.fault = func(point string) error {
+		if point == faultIndexBatchDone {
+			once.Do(func() { close(st); <-rel })
+		}
+		return nil
+	}
+	return st, func() { close(rel) }
+}

@@ -150,7 +150,9 @@ func (ix *indexer) loop() {
 		ix.mu.Unlock()
 		ix.unindexed.Store(0)
 		ix.running.Store(true)
-		r.err = ix.s.catchUpIndex(context.Background())
+		// A run stops between two transactions when the store closes:
+		// Close goes on for closeIndexBudget at most.
+		_, r.err = ix.s.catchUpIndexWhile(context.Background(), ix.open)
 		ix.running.Store(false)
 		close(r.done)
 	}
@@ -161,6 +163,16 @@ func (ix *indexer) next() *indexRound {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	return ix.round
+}
+
+// open reports whether close has not been called.
+func (ix *indexer) open() bool {
+	select {
+	case <-ix.stop:
+		return false
+	default:
+		return true
+	}
 }
 
 // close stops the loop after its current run, and reports whether this
@@ -174,19 +186,72 @@ func (ix *indexer) close() (first bool) {
 // catchUpIndex indexes every message above the watermark, one transaction
 // per indexMax messages.
 func (s *Store) catchUpIndex(ctx context.Context) error {
+	_, err := s.catchUpIndexWhile(ctx, func() bool { return true })
+	return err
+}
+
+// catchUpIndexWhile is catchUpIndex starting a transaction only while
+// more() holds, and reports whether messages were left.
+func (s *Store) catchUpIndexWhile(ctx context.Context, more func() bool) (left bool, err error) {
 	once := s.indexOnce
 	if s.eng.postgres {
 		once = s.indexOncePG
 	}
 	for {
-		more, err := once(ctx)
-		if err != nil {
-			return err
+		if !more() {
+			return true, nil
 		}
-		if !more {
-			return nil
+		left, err := once(ctx)
+		if err != nil {
+			return false, err
+		}
+		if !left {
+			return false, nil
+		}
+		if err := s.testFault(faultIndexBatchDone); err != nil {
+			return true, err
 		}
 	}
+}
+
+// faultIndexBatchDone is the point between two index transactions of a
+// catch-up.
+const faultIndexBatchDone = "index_batch_done"
+
+// indexBatchMax is the most messages one index transaction covers:
+// indexMax, unless a test made it smaller.
+func (s *Store) indexBatchMax() int64 {
+	if s.batchMax > 0 {
+		return s.batchMax
+	}
+	return indexMax
+}
+
+// closeIndexBudget is how long Close goes on indexing the unindexed tail:
+// it starts no index transaction after it (one started before runs to its
+// end: at most indexMax messages, about 2 s on PostgreSQL at a million).
+// At the end of a bulk read the tail can be a minute of the indexer's work
+// on PostgreSQL (BENCHMARKS.md, issue 20), which Close used to do before it
+// returned, holding up a shutdown (and Kubernetes' grace period) that long.
+// What it leaves is safe where it is: the watermark says which messages
+// wait, and the next Open's indexer indexes them at once (on PostgreSQL,
+// any replica's indexer does when a read or an ingest asks for it); until
+// then a search or a property filter waits for it, as during a bulk read.
+const closeIndexBudget = 3 * time.Second
+
+// closeIndexTail indexes the tail for Close, for up to s.closeIndexFor,
+// and logs what it leaves to the next start.
+func (s *Store) closeIndexTail(ctx context.Context) error {
+	deadline := time.Now().Add(s.closeIndexFor)
+	left, err := s.catchUpIndexWhile(ctx, func() bool { return time.Now().Before(deadline) })
+	if err != nil || !left {
+		return err
+	}
+	if through, newest, err := s.indexProgress(ctx); err == nil && newest > through {
+		s.log.Info("closing with messages not yet indexed for search and property filters: the next start indexes them",
+			"unindexed", newest-through, "budget", s.closeIndexFor)
+	}
+	return nil
 }
 
 // indexOnce indexes up to indexMax messages above the watermark in one
@@ -209,7 +274,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
-	hi := min(newest, through+indexMax)
+	hi := min(newest, through+s.indexBatchMax())
 	if newest > through {
 		if err := indexRange(ctx, tx, through, hi); err != nil {
 			return false, err
@@ -394,8 +459,11 @@ func (s *Store) lockIndexInline(ctx context.Context, tx *sql.Tx) (bool, error) {
 	if !s.eng.postgres {
 		return true, lockIndexFile(ctx, tx)
 	}
+	// Both index locks, each if free (a batch's property rows hold the
+	// second: postgres_index.go).
 	var got bool
-	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, indexLockKey).Scan(&got); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?) AND pg_try_advisory_xact_lock(?)`,
+		indexLockKey, indexPropsLockKey).Scan(&got); err != nil {
 		return false, fmt.Errorf("lock the search index: %w", err)
 	}
 	return got, nil

@@ -82,7 +82,7 @@ func openPostgres(ctx context.Context, target string, opts Options, readOnly boo
 		replica.ConfigureWriter(writeCfg)
 	}
 
-	s := &Store{Now: time.Now, path: u.Redacted(), eng: postgresEngine}
+	s := &Store{Now: time.Now, path: u.Redacted(), eng: postgresEngine, closeIndexFor: closeIndexBudget, log: logger}
 	s.writer = sql.OpenDB(newPGConnector(writeCfg, false))
 	s.writer.SetMaxOpenConns(pgWritePoolSize)
 	s.writer.SetMaxIdleConns(pgWritePoolSize)

@@ -2,12 +2,11 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -17,11 +16,13 @@ import (
 // page's messages and bodies only; the search documents (messages_fts, a
 // tsvector built in Go) and the property rows of every message above the
 // watermark index.through are written behind it, up to indexMax messages a
-// transaction, on a connection of their own, with two COPYs, and the
-// watermark moves in the same transaction as the rows (ingest_index.go
-// describes the design, which is SQLite's). The ingest's backend then
-// spends its time on the messages and bodies, and the GIN index's and the
-// property rows' work runs on another backend, on another core.
+// batch, on connections of their own (the search documents on one, the
+// property rows on another, in parallel: indexOncePG), and the watermark
+// moves in the search documents' transaction, which commits after the
+// property rows' (ingest_index.go describes the design, which is
+// SQLite's). The ingest's backend then spends its time on the messages and
+// bodies, and the GIN index's and the property rows' work runs on two
+// other backends.
 //
 // Several replicas share one database, and each runs an indexer: a batch
 // holds the advisory lock indexLockKey until it commits and reads the
@@ -44,17 +45,38 @@ import (
 // "dlqdash indexer" in ASCII, truncated.
 const indexLockKey int64 = 0x646c7164696e6478
 
-// lockIndexPG takes indexLockKey in tx until it ends.
+// indexPropsLockKey is the lock of a batch's property rows, which it
+// writes in a transaction of their own on a second connection while its
+// first holds indexLockKey (indexOncePG). Everything else that writes or
+// deletes index rows takes both, indexLockKey first (lockIndexPG).
+const indexPropsLockKey = indexLockKey + 1
+
+// lockIndexPG takes indexLockKey, then indexPropsLockKey, in tx until it
+// ends: no batch runs meanwhile, nor the property rows' half of one whose
+// first transaction ended without it (its replica died).
 func lockIndexPG(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, indexLockKey); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?), pg_advisory_xact_lock(?)`, indexLockKey, indexPropsLockKey); err != nil {
 		return fmt.Errorf("lock the search index: %w", err)
 	}
 	return nil
 }
 
-// indexOncePG indexes up to indexMax messages above the watermark in one
-// transaction on a connection of the writer pool, and reports whether more
-// are left. It takes no write lock: the ingest goes on meanwhile.
+// indexOncePG indexes up to indexMax messages above the watermark and
+// reports whether more are left. It takes no write lock: the ingest goes on
+// meanwhile.
+//
+// A batch is two transactions on two connections of the writer pool, in
+// parallel, so that the search documents' backend (the GIN index) and the
+// property rows' run on two cores: the first holds indexLockKey, reads the
+// watermark, COPYs the search documents and moves the watermark; the
+// second holds indexPropsLockKey and COPYs the property rows of the same
+// messages. The first commits only after the second has: the watermark
+// never covers a message whose property rows are not committed. A crash
+// between the two commits leaves property rows above the watermark, of
+// committed messages (the same rows a batch writes: reads find them
+// right, and retention deletes them with their messages); every writer of
+// property rows deletes those above the watermark before it writes its own
+// (clearPropertiesAbove).
 func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
@@ -66,8 +88,8 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
 	defer tx.Rollback()
-	if err := lockIndexPG(ctx, tx); err != nil {
-		return false, err
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, indexLockKey); err != nil {
+		return false, fmt.Errorf("lock the search index: %w", err)
 	}
 	// Read after the lock (READ COMMITTED: this statement's snapshot
 	// starts now), so the previous batch's watermark is seen.
@@ -76,15 +98,32 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
-	hi := min(newest, through+indexMax)
+	hi := min(newest, through+s.indexBatchMax())
 	if newest > through {
-		if err := indexRangePG(ctx, tx, &ingestConn{c: conn}, through, hi); err != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		props := make(chan error, 1)
+		go func() { props <- s.indexPropertiesPG(pctx, through, hi) }()
+		err = indexSearchRangePG(ctx, tx, &ingestConn{c: conn}, through, hi)
+		if err != nil {
+			cancel() // the property rows' transaction rolls back
+		}
+		if perr := <-props; err == nil && perr != nil {
+			err = perr
+		}
+		if err == nil {
+			err = s.testFault(faultPropertiesCommitted)
+		}
+		if err != nil {
 			return false, err
 		}
 		if err := setIndexThrough(ctx, tx, hi); err != nil {
 			return false, err
 		}
 	}
+	// The rows of keys decided not indexed, a minute after the decision:
+	// under indexLockKey, which every writer of property rows holds or
+	// waits behind (indexPropertiesPG runs only inside this function).
 	purged, err := purgeUnindexedRows(ctx, tx)
 	if err != nil {
 		return false, err
@@ -98,17 +137,58 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 	return hi < newest || purged == purgeBatch, nil
 }
 
+// faultPropertiesCommitted is the point of a batch on PostgreSQL where its
+// property rows are committed and its search documents and watermark not.
+const faultPropertiesCommitted = "properties_committed"
+
+// indexPropertiesPG is the property rows' transaction of a batch
+// (indexOncePG), on a connection of its own: the rows of the messages above
+// through up to hi, after those a crash left above the watermark through.
+func (s *Store) indexPropertiesPG(ctx context.Context, through, hi int64) error {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, indexPropsLockKey); err != nil {
+		return fmt.Errorf("lock the property index: %w", err)
+	}
+	if err := indexPropertiesRangePG(ctx, tx, &ingestConn{c: conn}, through, hi); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	return nil
+}
+
 // indexRangePG writes the search documents and property rows of the
-// messages with ids above through up to hi, in tx, which holds
-// indexLockKey: what indexRange writes on SQLite, built in Go from the
-// stored rows (tsvector, propertyValues). With COPY when tx runs on ic: the
+// messages with ids above through up to hi, in tx, which holds both index
+// locks (lockIndexPG, or indexLockKey and pg_try_advisory_xact_lock of
+// indexPropsLockKey: lockIndexInline): what indexRange writes on SQLite,
+// built in Go from the stored rows (tsvector, propertyValues). With COPY
+// when tx runs on ic; a transaction begun without its connection
+// (CreateJob's, for a tail) uses multi-row INSERTs.
+func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
+	if err := indexSearchRangePG(ctx, tx, ic, through, hi); err != nil {
+		return err
+	}
+	return indexPropertiesRangePG(ctx, tx, ic, through, hi)
+}
+
+// indexSearchRangePG writes the search documents of the messages with ids
+// above through up to hi, in tx. With COPY when tx runs on ic: the
 // documents are built on a goroutine while the server copies those built
 // before them (a pipe), so that the Go side's largest part overlaps the
-// server's. A transaction begun without its connection (CreateJob's, for a
-// tail) uses multi-row INSERTs.
-func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
+// server's.
+func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT m.id, b.body, coalesce(m.dead_letter_reason, ''),
-		coalesce(m.dead_letter_description, ''), m.properties, coalesce(m.enqueued_at, -1)
+		coalesce(m.dead_letter_description, ''), m.properties
 		FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, through, hi)
 	if err != nil {
 		return fmt.Errorf("index new messages: %w", err)
@@ -116,7 +196,7 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 	var stored []storedForIndex
 	for rows.Next() {
 		var m storedForIndex
-		if err := rows.Scan(&m.id, &m.body, &m.reason, &m.desc, &m.props, &m.at); err != nil {
+		if err := rows.Scan(&m.id, &m.body, &m.reason, &m.desc, &m.props); err != nil {
 			rows.Close()
 			return fmt.Errorf("index new messages: %w", err)
 		}
@@ -129,68 +209,122 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 	if len(stored) == 0 {
 		return nil // every message of the range was pruned
 	}
-	skip, err := learnPropertyKeysPG(ctx, tx, stored)
-	if err != nil {
-		return err
-	}
 	if ic == nil {
 		var docs []any
-		var propRows [][]any
 		for _, m := range stored {
 			docs = append(docs, m.id, m.doc())
-			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, skip, false)
 		}
-		return insertIndexRowsPG(ctx, tx, docs, propRows)
+		return insertIndexRowsPG(ctx, tx, docs, nil)
 	}
 
 	pr, pw := io.Pipe()
-	var propRows [][]any
 	built := make(chan struct{})
 	go func() {
 		defer close(built)
 		w := bufio.NewWriterSize(pw, 64<<10)
-		var line bytes.Buffer
+		line := append(make([]byte, 0, 4096), pgCopyBinaryHeader...)
 		for _, m := range stored {
-			line.Reset()
-			line.WriteString(strconv.FormatInt(m.id, 10))
-			line.WriteByte('\t')
-			copyText(&line, encodePGText(m.doc()))
-			line.WriteByte('\n')
-			if _, err := w.Write(line.Bytes()); err != nil {
+			line = m.appendDocRow(line)
+			if _, err := w.Write(line); err != nil {
 				return // the COPY failed: pr was closed
 			}
-			propRows = appendPropertyRows(propRows, m.props, m.at, m.id, skip, true)
+			line = line[:0]
+		}
+		line = binary.BigEndian.AppendUint16(line, 0xffff) // the trailer: -1 fields
+		if _, err := w.Write(line); err != nil {
+			return
 		}
 		pw.CloseWithError(w.Flush())
 	}()
 	return ic.withConn(func(c *pgx.Conn) error {
-		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN")
+		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN (FORMAT binary)")
 		pr.CloseWithError(io.ErrClosedPipe) // the builder stops if the COPY ended early
 		<-built
 		if err != nil {
 			return fmt.Errorf("index for search: %w", err)
 		}
-		if len(propRows) > 0 {
-			if _, err := c.CopyFrom(ctx, pgx.Identifier{"message_properties"}, []string{"key", "value", "at", "message_id"},
-				pgx.CopyFromRows(propRows)); err != nil {
-				return fmt.Errorf("index properties: %w", err)
-			}
+		return nil
+	})
+}
+
+// pgCopyBinaryHeader starts COPY's binary format: its signature, no flags,
+// no header extension.
+const pgCopyBinaryHeader = "PGCOPY\n\xff\r\n\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00"
+
+// indexPropertiesRangePG writes the property rows of the messages with
+// ids above through up to hi, in tx, which holds indexPropsLockKey, after
+// deleting those a crash left above the watermark through
+// (clearPropertiesAbove). With COPY when tx runs on ic.
+func indexPropertiesRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
+	if err := clearPropertiesAbove(ctx, tx, through); err != nil {
+		return err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, properties, coalesce(enqueued_at, -1)
+		FROM messages WHERE id > ? AND id <= ? ORDER BY id`, through, hi)
+	if err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	type stored struct {
+		id, at int64
+		props  []byte
+	}
+	var batch []stored
+	for rows.Next() {
+		var m stored
+		if err := rows.Scan(&m.id, &m.props, &m.at); err != nil {
+			rows.Close()
+			return fmt.Errorf("index properties: %w", err)
+		}
+		batch = append(batch, m)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	rows.Close()
+	if len(batch) == 0 {
+		return nil // every message of the range was pruned
+	}
+	// What the batch's first messages say of their keys first, so that a
+	// key decided now has no rows of this batch.
+	props := make([][]byte, len(batch))
+	for i, m := range batch {
+		props[i] = m.props
+	}
+	skip, err := learnPropertyKeysPG(ctx, tx, props)
+	if err != nil {
+		return err
+	}
+	var propRows [][]any
+	for _, m := range batch {
+		propRows = appendPropertyRows(propRows, m.props, m.at, m.id, skip, ic != nil)
+	}
+	if len(propRows) == 0 {
+		return nil
+	}
+	if ic == nil {
+		return insertIndexRowsPG(ctx, tx, nil, propRows)
+	}
+	return ic.withConn(func(c *pgx.Conn) error {
+		if _, err := c.CopyFrom(ctx, pgx.Identifier{"message_properties"}, []string{"key", "value", "at", "message_id"},
+			pgx.CopyFromRows(propRows)); err != nil {
+			return fmt.Errorf("index properties: %w", err)
 		}
 		return nil
 	})
 }
 
-// learnPropertyKeysPG samples the first propertyKeySample messages of
-// stored for the keys not decided yet (property_keys.go), in tx, which
-// holds indexLockKey, and returns the keys decided not indexed.
-func learnPropertyKeysPG(ctx context.Context, tx *sql.Tx, stored []storedForIndex) (map[string]bool, error) {
+// learnPropertyKeysPG samples the first propertyKeySample of props (a
+// batch's messages' properties, in id order) for the keys not decided yet
+// (property_keys.go), in tx, which holds indexPropsLockKey, and returns the
+// keys decided not indexed.
+func learnPropertyKeysPG(ctx context.Context, tx *sql.Tx, props [][]byte) (map[string]bool, error) {
 	decided, err := propertyKeys(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
 	var pairs [][2]string
-	for _, m := range stored[:min(len(stored), propertyKeySample)] {
-		pairs = append(pairs, propertyPairs(m.props)...)
+	for _, p := range props[:min(len(props), propertyKeySample)] {
+		pairs = append(pairs, propertyPairs(p)...)
 	}
 	changed, err := learnPropertyKeys(ctx, tx, decided, pairs)
 	if err != nil {
@@ -210,20 +344,51 @@ func learnPropertyKeysPG(ctx context.Context, tx *sql.Tx, stored []storedForInde
 	return skip, nil
 }
 
-// storedForIndex is what the indexer reads of a stored message.
+// clearPropertiesAbove deletes the property rows of the messages above the
+// watermark through: a batch whose property rows committed and whose
+// search documents and watermark did not (its replica died between the
+// two commits) left them, and the next writes them again.
+func clearPropertiesAbove(ctx context.Context, tx *sql.Tx, through int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE message_id > ?`, through); err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	return nil
+}
+
+// storedForIndex is what the indexer reads of a stored message for its
+// search document.
 type storedForIndex struct {
-	id, at       int64
+	id           int64
 	body, props  []byte
 	reason, desc string
 }
 
 // doc is the message's search document as text (tsvector).
 func (m storedForIndex) doc() string {
+	return tsvector(m.bodyText(), m.reason, m.desc, string(m.props))
+}
+
+// appendDocRow appends the message's messages_fts row in COPY's binary
+// format: two fields, its id (int8) and its search document
+// (appendTSVectorBinary).
+func (m storedForIndex) appendDocRow(dst []byte) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, 2)
+	dst = binary.BigEndian.AppendUint32(dst, 8)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(m.id))
+	at := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = appendTSVectorBinary(dst, m.bodyText(), m.reason, m.desc, string(m.props))
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return dst
+}
+
+// bodyText is the body's searchable text, "" for a binary body.
+func (m storedForIndex) bodyText() string {
 	text, isText := bodyText(m.body)
 	if !isText {
-		text = ""
+		return ""
 	}
-	return tsvector(text, m.reason, m.desc, string(m.props))
+	return text
 }
 
 // insertIndexRowsPG writes docs (id, tsvector text pairs) and propRows

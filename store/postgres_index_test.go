@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -153,5 +154,111 @@ func TestPostgresIndexerKilledMidBatch(t *testing.T) {
 	}
 	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != newest || newest != 3 {
 		t.Errorf("watermark %d, newest %d, %v; want 3, 3", through, newest, err)
+	}
+}
+
+// A batch's two transactions (search documents and watermark on one
+// connection, property rows on another, in parallel) commit one after the
+// other: a batch that dies between the two commits leaves property rows
+// above the watermark, which reads find right and the next batch replaces,
+// every message's rows once.
+func TestPostgresIndexerDiesBetweenItsCommits(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	resume := store.PauseIndexerForTest(s)
+	const n = 120
+	var msgs []dlq.Message
+	for seq := int64(1); seq <= n; seq++ {
+		msgs = append(msgs, indexMessage(seq, fmt.Sprintf("w%d", seq), fmt.Sprintf("t%d", seq%7)))
+	}
+	applyIndexPage(t, s, 1, n, msgs...)
+
+	died := errors.New("the replica died")
+	restore := store.FailAfterPropertiesCommittedForTest(s, died)
+	if err := store.CatchUpIndexForTest(ctx, s); !errors.Is(err, died) {
+		t.Fatalf("the batch: %v, want %v", err, died)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != 0 || newest != n {
+		t.Fatalf("watermark %d, newest %d, %v; want 0, %d", through, newest, err, n)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM messages_fts`); got != 0 {
+		t.Errorf("%d search documents after the batch died, want 0", got)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM message_properties`); got != n {
+		t.Fatalf("%d property rows after the batch died, want %d (committed before it died)", got, n)
+	}
+	restore()
+
+	resume()
+	if got := seqsOf(t, s, dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "t3"}}, Query: "w10"}); !slices.Equal(got, []int64{10}) {
+		t.Errorf("tenant t3 and w10: %v", got)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM message_properties`); got != n {
+		t.Errorf("%d property rows, want %d: each message's once", got, n)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM messages_fts`); got != n {
+		t.Errorf("%d search documents, want %d", got, n)
+	}
+	want := 0
+	for seq := 1; seq <= n; seq++ {
+		if seq%7 == 3 {
+			want++
+		}
+	}
+	if got := len(seqsOf(t, s, dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "t3"}}})); got != want {
+		t.Errorf("tenant t3: %d messages, want %d", got, want)
+	}
+}
+
+// The property rows' transaction of a batch waits for the lock that
+// every other writer of index rows holds too (lockIndexPG): while a
+// transaction holds it, a batch moves no watermark, and then goes on.
+func TestPostgresIndexerPropertiesWaitForTheirLock(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "one", "acme"), indexMessage(2, "two", "acme"))
+
+	holder, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	htx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := htx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, store.IndexPropsLockKeyForTest); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- store.CatchUpIndexForTest(ctx, s) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the batch ended while another transaction held its property rows' lock: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if through, _, err := store.IndexProgressForTest(ctx, s); err != nil || through != 0 {
+		t.Fatalf("watermark %d, %v while the property rows wait: want 0", through, err)
+	}
+	if err := htx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != 2 || newest != 2 {
+		t.Errorf("watermark %d, newest %d, %v; want 2, 2", through, newest, err)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM message_properties`); got != 2 {
+		t.Errorf("%d property rows, want 2", got)
 	}
 }

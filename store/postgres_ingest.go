@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -150,28 +149,4 @@ func propertyPairs(props []byte) [][2]string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// copyText appends s to b as a field of COPY's text format: backslash,
-// tab, newline and carriage return escaped.
-func copyText(b *bytes.Buffer, s string) {
-	for {
-		i := strings.IndexAny(s, "\\\t\n\r")
-		if i < 0 {
-			b.WriteString(s)
-			return
-		}
-		b.WriteString(s[:i])
-		switch s[i] {
-		case '\\':
-			b.WriteString(`\\`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		}
-		s = s[i+1:]
-	}
 }

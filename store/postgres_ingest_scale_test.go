@@ -29,6 +29,8 @@ import (
 
 var scalePGParams = flag.String("scale.pg-params", "", "settings (name=value&...) added to the PostgreSQL URL of TestScalePostgresIngest's store: every session of its pools")
 
+var scaleCloseAfterIngest = flag.Bool("scale.close-after-ingest", false, "TestScalePostgresIngest closes the store when the ingest ends, without waiting for the index (Close's bounded catch-up), then opens it again and times its indexer over what Close left")
+
 var scalePGSQL = flag.String("scale.pg-sql", "", "statements (separated by ;) TestScalePostgresIngest runs on the fresh catalog before the ingest, to try settings")
 
 func TestScalePostgresIngest(t *testing.T) {
@@ -114,6 +116,39 @@ func TestScalePostgresIngest(t *testing.T) {
 	// every message: the indexer writes them behind the ingest
 	// (postgres_index.go), as the SQLite run's clock waits for its index.
 	seeded := time.Since(start)
+	if through, newest, err := store.IndexProgressForTest(ctx, st); err == nil {
+		t.Logf("at the ingest's end the index covers %d of %d messages", through, newest)
+	}
+	if *scaleCloseAfterIngest {
+		closing := time.Now()
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		closed := time.Since(closing)
+		if ro, err := store.OpenReadOnly(ctx, target, store.Options{}); err == nil {
+			through, newest, _ := store.IndexProgressForTest(ctx, ro)
+			ro.Close()
+			t.Logf("Close left %d messages unindexed", newest-through)
+		}
+		reopened := time.Now()
+		st, err = store.Open(ctx, target, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		through, newest, err := store.IndexProgressForTest(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for through < newest { // the next start's indexer, unasked
+			time.Sleep(50 * time.Millisecond)
+			if through, newest, err = store.IndexProgressForTest(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("Close took %s; the next Open's indexer indexed what it left in %s", closed.Round(time.Millisecond),
+			time.Since(reopened).Round(time.Millisecond))
+	}
 	if err := st.FlushIndex(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -103,6 +103,14 @@ type Store struct {
 	// closeUnindexed, set by tests, leaves the unindexed tail to the next
 	// Open, as a crash would.
 	closeUnindexed bool
+	// closeIndexFor is how long Close goes on indexing the tail
+	// (closeIndexBudget; tests shorten it).
+	closeIndexFor time.Duration
+	// batchMax, set by tests, makes index transactions smaller than
+	// indexMax.
+	batchMax int64
+	// log is the logger of Options.
+	log *slog.Logger
 	// replicaPool is the PostgreSQL pool the replicas coordinate on
 	// (ReplicaDB); nil on SQLite.
 	replicaPool *pgxpool.Pool
@@ -174,7 +182,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout}
+	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout, closeIndexFor: closeIndexBudget, log: logger}
 	if err := s.migrate(ctx, logger, opts.BusyTimeout); err != nil {
 		writer.Close()
 		return nil, err
@@ -244,13 +252,13 @@ func setReadPool(reader *sql.DB) {
 	reader.SetConnMaxIdleTime(readIdleTime)
 }
 
-// Close indexes the messages not yet indexed (at most a few seconds'
-// worth) and closes both pools.
+// Close indexes the messages not yet indexed for up to closeIndexBudget
+// (closeIndexTail) and closes both pools.
 func (s *Store) Close() error {
 	first := s.idx != nil && s.idx.close()
 	var errs []error
 	if first && !s.closeUnindexed {
-		errs = append(errs, s.catchUpIndex(context.Background()))
+		errs = append(errs, s.closeIndexTail(context.Background()))
 	}
 	s.jobStmts.mu.Lock()
 	errs = append(errs, s.jobStmts.close())

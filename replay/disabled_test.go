@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/audit"
 	"github.com/dlqdash/dlqdash/dlq"
+	"github.com/dlqdash/dlqdash/emulator/broker"
 	"github.com/dlqdash/dlqdash/replay"
 )
 
@@ -350,5 +351,35 @@ func TestAmbiguousSingleSendFailsHonestly(t *testing.T) {
 	}
 	if got := e.copiesIn("archive"); len(got) != 4 {
 		t.Errorf("%d originals have a copy in archive, want 4 (the failed one arrived): %v", len(got), got)
+	}
+}
+
+// With named namespaces, the reason names the destination as the user
+// knows it: its namespace and its path.
+func TestSendDisabledReasonNamesTheNamespace(t *testing.T) {
+	e := newTwoNamespaceEnv(t, 0, 3)
+	e.count(dlq.Filter{Namespace: "us", SubQueue: dlq.SubQueueDeadLetter}, 3)
+	info, err := e.ns["eu"].Queue("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := info.Properties
+	p.Status = broker.StatusSendDisabled
+	if _, err := e.ns["eu"].UpdateQueue("orders", p); err != nil {
+		t.Fatal(err)
+	}
+	ctx := audit.WithActor(t.Context(), "tester")
+	_, job, err := e.engine.Submit(ctx, replay.Request{Action: replay.ActionReplay, DestinationNamespace: "eu",
+		Selection: replay.Selection{Filter: &dlq.Filter{Namespace: "us"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &env{t: t, st: e.st}
+	j := env.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusPaused || !strings.HasPrefix(j.PausedReason, "the destination eu/orders is disabled for sending: enable it") {
+		t.Fatalf("job = %s %+v, reason %q; want paused naming eu/orders", j.Status, j.Counts, j.PausedReason)
+	}
+	if j.Counts.Pending != 3 || j.Flagged != 0 {
+		t.Errorf("counts %+v, flagged %d; want 3 pending, none flagged", j.Counts, j.Flagged)
 	}
 }

@@ -213,14 +213,14 @@ func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent b
 func (r *run) sendHalt(dest EntityInfo, err error) error {
 	switch {
 	case errors.Is(err, dlq.ErrEntityNotFound):
-		return &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+		return &halt{reason: r.destName(dest.Path) + " does not exist (any more): create it, or cancel this job"}
 	case errors.Is(err, dlq.ErrEntityDisabled):
 		return &halt{reason: fmt.Sprintf("%s is disabled for sending: enable it (az servicebus %s update --status Active) and resume; "+
-			"the messages not sent yet stay in their dead-letter queue", r.destName(dest), azKind(dest))}
+			"the messages not sent yet stay in their dead-letter queue", r.destName(dest.Path), azKind(dest))}
 	case errors.Is(err, dlq.ErrQuotaExceeded):
 		return &halt{reason: fmt.Sprintf("%s is full (or over a quota of its namespace) and still was after %s of retries: "+
 			"let its consumers make room, or raise its maximum size (az servicebus %s update --max-size), and resume; "+
-			"the messages not sent yet stay in their dead-letter queue (%v)", r.destName(dest), r.e.cfg.GiveUpAfter, azKind(dest), err)}
+			"the messages not sent yet stay in their dead-letter queue (%v)", r.destName(dest.Path), r.e.cfg.GiveUpAfter, azKind(dest), err)}
 	}
 	if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) || errors.Is(err, errStopped) {
 		return r.brokerHalt("send to "+dest.Path, err)
@@ -231,11 +231,11 @@ func (r *run) sendHalt(dest EntityInfo, err error) error {
 // destName names the destination as the user knows it: with its
 // namespace ("the destination prod-eu/orders"), or its path alone when
 // dlqdash has one unnamed namespace.
-func (r *run) destName(dest EntityInfo) string {
+func (r *run) destName(path string) string {
 	if ns := r.job.SendsTo(); ns != "" {
-		return "the destination " + ns + "/" + dest.Path
+		return "the destination " + ns + "/" + path
 	}
-	return "the destination " + dest.Path
+	return "the destination " + path
 }
 
 // azKind is the az servicebus command group of the destination.

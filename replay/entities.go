@@ -103,8 +103,8 @@ func (r *run) destinationSender(ctx context.Context, entity string) (EntityInfo,
 	}
 	sender, err := r.sender(ctx, dest.Path)
 	if err != nil {
-		if errors.Is(err, dlq.ErrEntityNotFound) {
-			return dest, nil, &halt{reason: r.destName(dest.Path) + " does not exist (any more): create it, or cancel this job"}
+		if errors.Is(err, dlq.ErrEntityNotFound) || errors.Is(err, dlq.ErrEntityDisabled) {
+			return dest, nil, r.sendHalt(dest, err) // the same words as a send's
 		}
 		return dest, nil, r.brokerHalt("open a sender to "+dest.Path, err)
 	}

@@ -306,8 +306,12 @@ func (r *run) sendOneByOne(ctx context.Context, s *source, dest EntityInfo, send
 				break
 			}
 			if refused(err) && attempts == 1 {
+				earlier := ""
+				if f {
+					earlier = "; an earlier send of it, whose outcome the broker did not say, may have delivered it"
+				}
 				ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: f,
-					Error: "the destination refused the copy: " + err.Error()})
+					Error: "the destination refused the copy: " + err.Error() + earlier})
 				continue
 			}
 			maybe := "; the copy may have arrived all the same (the broker did not say)"

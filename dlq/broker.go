@@ -40,6 +40,14 @@ var (
 	// ErrLockLost: a received message's lock expired (or its link closed)
 	// before it was settled; the message is back in its queue.
 	ErrLockLost = errors.New("the message's lock was lost")
+	// ErrEntityDisabled: the entity's status forbids the operation
+	// (Disabled; SendDisabled for a send, ReceiveDisabled for a receive).
+	// It lasts until someone changes the status: retrying does not help.
+	ErrEntityDisabled = errors.New("entity disabled")
+	// ErrQuotaExceeded: the entity is full (its maximum size is reached)
+	// or another quota of the namespace is exceeded. It lasts until
+	// consumers make room or the quota is raised.
+	ErrQuotaExceeded = errors.New("Service Bus quota exceeded")
 )
 
 // ThrottledError carries the delay a throttled broker asked for, if any.

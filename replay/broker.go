@@ -12,7 +12,10 @@ import (
 // Broker is what the engine needs from Service Bus. Package servicebus
 // implements it over the Azure SDK; tests may fake it. Errors are the dlq
 // package's (dlq.ErrUnreachable, dlq.ErrThrottled, dlq.ErrEntityNotFound,
-// dlq.ErrUnauthorized) plus dlq.ErrLockLost, wrapped with details.
+// dlq.ErrUnauthorized) plus dlq.ErrLockLost, and for a send
+// dlq.ErrEntityDisabled (the destination's status refuses sends: the job
+// pauses) and dlq.ErrQuotaExceeded (it is full: retried with back-off,
+// then the job pauses), wrapped with details.
 type Broker interface {
 	// Entity describes a queue, topic or subscription: what the engine
 	// checks before it sends (does the target exist, does it detect
@@ -87,8 +90,11 @@ type Sender interface {
 // none of the copies of the failed Send and would refuse them again as
 // they are: too large, an invalid property, a destination that does not
 // accept messages. The engine then sends them again one by one to find the
-// refused ones without flagging the others as possibly sent twice. An
-// error without it (or whose Refused is false) may have sent some.
+// refused ones without flagging the others as possibly sent twice, or,
+// when the error also matches dlq.ErrEntityDisabled, pauses the job and
+// gives the messages back as pending, to be sent as first copies on
+// resume. An error without it (or whose Refused is false) may have sent
+// some.
 type Refusal interface {
 	error
 	Refused() bool

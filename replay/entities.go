@@ -64,7 +64,7 @@ func (r *run) destination(ctx context.Context, entity string) (EntityInfo, error
 	}
 	info, err := r.entityIn(ctx, r.job.SendsTo(), path)
 	if errors.Is(err, dlq.ErrEntityNotFound) {
-		return info, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job and replay elsewhere", path)}
+		return info, &halt{reason: r.destName(path) + " does not exist (any more): create it, or cancel this job and replay elsewhere"}
 	}
 	return info, err
 }
@@ -103,8 +103,8 @@ func (r *run) destinationSender(ctx context.Context, entity string) (EntityInfo,
 	}
 	sender, err := r.sender(ctx, dest.Path)
 	if err != nil {
-		if errors.Is(err, dlq.ErrEntityNotFound) {
-			return dest, nil, &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+		if errors.Is(err, dlq.ErrEntityNotFound) || errors.Is(err, dlq.ErrEntityDisabled) {
+			return dest, nil, r.sendHalt(dest, err) // the same words as a send's
 		}
 		return dest, nil, r.brokerHalt("open a sender to "+dest.Path, err)
 	}

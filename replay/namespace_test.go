@@ -29,6 +29,7 @@ type twoNamespaceEnv struct {
 	st     *store.Store
 	engine *replay.Engine
 	sb     map[string]*azservicebus.Client
+	ns     map[string]*broker.Namespace
 }
 
 func newTwoNamespaceEnv(t *testing.T, euDLQ, usDLQ int) *twoNamespaceEnv {
@@ -38,7 +39,7 @@ func newTwoNamespaceEnv(t *testing.T, euDLQ, usDLQ int) *twoNamespaceEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &twoNamespaceEnv{t: t, st: st, sb: map[string]*azservicebus.Client{}}
+	e := &twoNamespaceEnv{t: t, st: st, sb: map[string]*azservicebus.Client{}, ns: map[string]*broker.Namespace{}}
 	clients := map[string]*servicebus.Client{}
 	ingesters := map[string]*dlq.Ingester{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -58,7 +59,7 @@ func newTwoNamespaceEnv(t *testing.T, euDLQ, usDLQ int) *twoNamespaceEnv {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { sb.Close(context.Background()) })
-		clients[name], e.sb[name] = c, sb
+		clients[name], e.sb[name], e.ns[name] = c, sb, ns
 		ingesters[name] = dlq.New(dlq.Config{Namespace: name, Broker: c, Catalog: st.Namespace(name), Poll: 20 * time.Millisecond,
 			MinFullInterval: 50 * time.Millisecond, MainInterval: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	}

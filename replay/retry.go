@@ -36,11 +36,12 @@ func transient(err error) bool {
 }
 
 // retry runs op with exponential backoff and jitter while it fails with a
-// transient error, honouring a throttled broker's Retry-After, for at most
-// GiveUpAfter. It returns how many attempts it made. Every failure is
-// recorded on the job at once (status retrying, its last error, the
-// attempts and the next attempt's time), and the job is running again when
-// op succeeds. A pause, cancel or shutdown ends the wait between attempts
+// transient error or a full destination (dlq.ErrQuotaExceeded: its
+// consumers may make room meanwhile), honouring a throttled broker's
+// Retry-After, for at most GiveUpAfter. It returns how many attempts it
+// made. Every failure is recorded on the job at once (status retrying, its
+// last error, the attempts and the next attempt's time), and the job is
+// running again when op succeeds. A pause, cancel or shutdown ends the wait between attempts
 // at once, with errStopped: no attempt starts after it.
 func retry[T any](ctx context.Context, r *run, what string, op func() (T, error)) (T, int, error) {
 	b := backoff.NewExponentialBackOff()
@@ -56,7 +57,7 @@ func retry[T any](ctx context.Context, r *run, what string, op func() (T, error)
 			}
 			return v, attempts, nil
 		}
-		if !transient(err) || ctx.Err() != nil {
+		if !transient(err) && !errors.Is(err, dlq.ErrQuotaExceeded) || ctx.Err() != nil {
 			return v, attempts, err
 		}
 		wait := b.NextBackOff()

@@ -128,6 +128,12 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	if err != nil {
 		return ready, err
 	}
+	// Which items no run or attempt has tried to send yet: a refusal that
+	// pauses the job gives those back as pending (see unsent).
+	fresh := make([]bool, len(toSend))
+	for i, mt := range toSend {
+		fresh[i] = mt.it.State != ItemLocked
+	}
 	locked, copies, resent := r.copiesOf(toSend)
 	// The state before the call: after a crash these are sent again under
 	// the same MessageIds.
@@ -142,6 +148,13 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 	flag := (resent || attempts > 1) && !dest.DuplicateDetection
 	if err != nil {
 		if stop := r.sendHalt(dest, err); stop != nil {
+			if attempts == 1 && refused(err) {
+				// Nothing was sent (a destination disabled for sending,
+				// say): the resume sends these as first copies, unflagged.
+				if uerr := r.unsent(ctx, s, toSend, fresh); uerr != nil {
+					return ready, uerr
+				}
+			}
 			return ready, stop
 		}
 		// Refused for what the messages are (too large, say): one by one,
@@ -154,7 +167,7 @@ func (r *run) sendCopies(ctx context.Context, s *source, work []match) ([]match,
 		// was sent) spares them, and only when this was the batch's first
 		// attempt and no earlier run or attempt may have sent them.
 		again := flag || (!refused(err) && !dest.DuplicateDetection)
-		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, ready, again)
+		return r.sendOneByOne(ctx, s, dest, sender, toSend, copies, fresh, ready, again)
 	}
 	sent := make([]Update, len(toSend))
 	for i, mt := range toSend {
@@ -198,8 +211,16 @@ func (r *run) copiesOf(toSend []match) (locked []Update, copies []Copy, resent b
 // failing; the run's own stop. Nil for a refusal of the messages
 // themselves.
 func (r *run) sendHalt(dest EntityInfo, err error) error {
-	if errors.Is(err, dlq.ErrEntityNotFound) {
-		return &halt{reason: fmt.Sprintf("the destination %s does not exist (any more): create it, or cancel this job", dest.Path)}
+	switch {
+	case errors.Is(err, dlq.ErrEntityNotFound):
+		return &halt{reason: r.destName(dest.Path) + " does not exist (any more): create it, or cancel this job"}
+	case errors.Is(err, dlq.ErrEntityDisabled):
+		return &halt{reason: fmt.Sprintf("%s is disabled for sending: enable it (az servicebus %s update --status Active) and resume; "+
+			"the messages not sent yet stay in their dead-letter queue", r.destName(dest.Path), azKind(dest))}
+	case errors.Is(err, dlq.ErrQuotaExceeded):
+		return &halt{reason: fmt.Sprintf("%s is full (or over a quota of its namespace) and still was after %s of retries: "+
+			"let its consumers make room, or raise its maximum size (az servicebus %s update --max-size), and resume; "+
+			"the messages not sent yet stay in their dead-letter queue (%v)", r.destName(dest.Path), r.e.cfg.GiveUpAfter, azKind(dest), err)}
 	}
 	if transient(err) || errors.Is(err, dlq.ErrUnauthorized) || errors.Is(err, context.Canceled) || errors.Is(err, errStopped) {
 		return r.brokerHalt("send to "+dest.Path, err)
@@ -207,13 +228,56 @@ func (r *run) sendHalt(dest EntityInfo, err error) error {
 	return nil
 }
 
+// destName names the destination as the user knows it: with its
+// namespace ("the destination prod-eu/orders"), or its path alone when
+// dlqdash has one unnamed namespace.
+func (r *run) destName(path string) string {
+	if ns := r.job.SendsTo(); ns != "" {
+		return "the destination " + ns + "/" + path
+	}
+	return "the destination " + path
+}
+
+// azKind is the az servicebus command group of the destination.
+func azKind(dest EntityInfo) string {
+	if dest.Kind == dlq.KindTopic {
+		return "topic"
+	}
+	return "queue"
+}
+
+// unsent gives the items of a send that sent nothing back as pending,
+// those that no earlier run or attempt had tried (fresh[i]): a resume then
+// sends their copies as first copies, not flagged as possibly sent twice.
+// The others stay locked: their earlier try may have sent them.
+func (r *run) unsent(ctx context.Context, s *source, toSend []match, fresh []bool) error {
+	var ups []Update
+	for i, mt := range toSend {
+		if fresh[i] && mt.it.State == ItemLocked {
+			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemPending})
+			mt.it.State = ItemPending
+		}
+	}
+	if len(ups) == 0 {
+		return nil
+	}
+	return r.update(ctx, s, ups)
+}
+
 // sendOneByOne sends the copies of a batch the destination refused one at
 // a time, each with retries, to fail only the messages it refuses for what
 // they are. A transient failure that retries do not cure, or a stop, ends
 // it as it ends a batch send: the rest stay locked, to be sent again under
-// the same MessageIds.
+// the same MessageIds (or pending when the send that stopped it was
+// refused and flag is false: nothing of them was sent).
+//
+// A copy whose own send failed with an error that is not a refusal (a
+// rejection the adapter could not tell from a partial outcome, an error
+// it could not classify) is failed saying that it may have arrived, and
+// flagged unless the destination detects duplicates: nothing says the
+// broker did not keep it.
 func (r *run) sendOneByOne(ctx context.Context, s *source, dest EntityInfo, sender Sender, toSend []match, copies []Copy,
-	ready []match, flag bool) ([]match, error) {
+	fresh []bool, ready []match, flag bool) ([]match, error) {
 	var ups []Update
 	var stop error
 	for i, mt := range toSend {
@@ -229,10 +293,35 @@ func (r *run) sendOneByOne(ctx context.Context, s *source, dest EntityInfo, send
 		f := flag || (attempts > 1 && !dest.DuplicateDetection)
 		if err != nil {
 			if stop = r.sendHalt(dest, err); stop != nil {
+				if !flag && attempts == 1 && refused(err) {
+					// Neither the batch (refused outright) nor these
+					// copies were sent: pending again, for the resume.
+					for k := i; k < len(toSend); k++ {
+						if fresh[k] {
+							ups = append(ups, Update{MessageID: toSend[k].it.MessageID, State: ItemPending})
+							toSend[k].it.State = ItemPending
+						}
+					}
+				}
 				break
 			}
+			if refused(err) && attempts == 1 {
+				earlier := ""
+				if f {
+					earlier = "; an earlier send of it, whose outcome the broker did not say, may have delivered it"
+				}
+				ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: f,
+					Error: "the destination refused the copy: " + err.Error() + earlier})
+				continue
+			}
+			maybe := "; the copy may have arrived all the same (the broker did not say)"
+			if dest.DuplicateDetection {
+				maybe = "; if the copy arrived all the same, the destination's duplicate detection drops a second one"
+			} else {
+				f = true
+			}
 			ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemFailed, Flag: f,
-				Error: "the destination refused the copy: " + err.Error()})
+				Error: "the copy could not be sent: " + err.Error() + maybe})
 			continue
 		}
 		ups = append(ups, Update{MessageID: mt.it.MessageID, State: ItemSent, Flag: f})

@@ -140,9 +140,15 @@
 //	net errors (DNS, refused, reset, EOF), TLS         dlq.ErrUnreachable
 //	certificate errors, the caller's deadline,
 //	the call's own deadline (see Deadlines)
+//	AMQP com.microsoft:entity-disabled (a Disabled     dlq.ErrEntityDisabled
+//	entity; SendDisabled on a send, ReceiveDisabled
+//	on a receive), bare or as the link's error
+//	AMQP amqp:resource-limit-exceeded (the entity      dlq.ErrQuotaExceeded
+//	is full, or another quota is exceeded; the SDK
+//	does not retry it)
 //	azservicebus.Error CodeClosed, use after Close     ErrClosed
 //	the caller's cancellation                          context.Canceled, wrapped with the operation
-//	anything else (entity disabled, not allowed, ...)  *Error without a sentinel
+//	anything else (not allowed, ...)                   *Error without a sentinel
 //
 // A Send of copies (replay.Sender) that failed before any of them reached
 // the destination, for what they are or where they go, is also a

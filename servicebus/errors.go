@@ -77,7 +77,7 @@ type rpcCoder interface {
 // no Kind of its own.
 type Error struct {
 	Op   string // "peek orders/$DeadLetterQueue", "list queues"
-	Kind error  // dlq.ErrUnauthorized, dlq.ErrEntityNotFound, dlq.ErrUnreachable, dlq.ErrLockLost, ErrClosed, or nil
+	Kind error  // dlq.ErrUnauthorized, dlq.ErrEntityNotFound, dlq.ErrUnreachable, dlq.ErrLockLost, dlq.ErrEntityDisabled, dlq.ErrQuotaExceeded, ErrClosed, or nil
 	Hint string // what to do about it
 	Err  error  // the SDK's error (or the context's)
 	msg  string
@@ -162,6 +162,7 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 		notFoundHint    = "the queue, topic or subscription does not exist (any more)"
 		busyHint        = "the namespace is busy or throttling this client; retry later"
 		disabledHint    = "the entity is disabled for this operation; set its status to Active (SendDisabled still allows reading it, ReceiveDisabled sending to it)"
+		quotaHint       = "the entity is full (its maximum size is reached) or a quota of the namespace is exceeded; let its consumers make room, or raise its maximum size"
 		notAllowedHint  = "Service Bus does not allow this here; the main queue of a session-enabled entity cannot be peeked or received without a session, and a message sent to one needs a session id"
 		lockLostHint    = "the message's lock expired (or its link closed) before it was settled; the message is available again in its queue"
 		gatewayHint     = "the admin endpoint's gateway did not get an answer from Service Bus"
@@ -262,7 +263,9 @@ func classify(err error, target string) (kind error, hint string, retryAfter tim
 		case condLockLost:
 			return dlq.ErrLockLost, lockLostHint, 0
 		case condEntityDisabled:
-			return nil, disabledHint, 0
+			return dlq.ErrEntityDisabled, disabledHint, 0
+		case amqp.ErrCondResourceLimitExceeded:
+			return dlq.ErrQuotaExceeded, quotaHint, 0
 		case amqp.ErrCondNotAllowed:
 			return nil, notAllowedHint, 0
 		case amqp.ErrCondConnectionForced, amqp.ErrCondInternalError, amqp.ErrCondDetachForced:

@@ -73,7 +73,12 @@ func TestClassify(t *testing.T) {
 		// transient failure, not a refusal of the messages.
 		{"amqp operation cancelled", amqpErr(condCancelled), dlq.ErrUnreachable},
 		{"amqp connection forced", amqpErr(amqp.ErrCondConnectionForced), dlq.ErrUnreachable},
-		{"amqp entity disabled", amqpErr(condEntityDisabled), nil},
+		// A status someone set, and a full entity: neither is transient,
+		// each has its own sentinel so the replay engine can pause saying so.
+		{"amqp entity disabled", amqpErr(condEntityDisabled), dlq.ErrEntityDisabled},
+		{"attach refused entity disabled", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: condEntityDisabled}}, dlq.ErrEntityDisabled},
+		{"amqp resource limit exceeded (entity full)", amqpErr(amqp.ErrCondResourceLimitExceeded), dlq.ErrQuotaExceeded},
+		{"link detached resource limit exceeded", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondResourceLimitExceeded}}, dlq.ErrQuotaExceeded},
 		{"amqp not allowed", amqpErr(amqp.ErrCondNotAllowed), nil},
 		{"attach refused not allowed", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotAllowed}}, nil},
 		// A connection the broker closed is lost, whatever its condition.

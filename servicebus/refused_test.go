@@ -62,6 +62,9 @@ func TestSendRefusals(t *testing.T) {
 		if !isRefused(err) {
 			t.Errorf("%d copies to a SendDisabled queue: %v is not a refusal", n, err)
 		}
+		if !errors.Is(err, dlq.ErrEntityDisabled) {
+			t.Errorf("%d copies to a SendDisabled queue: %v does not match dlq.ErrEntityDisabled", n, err)
+		}
 	}
 	if info, _ := e.ns.Queue(off); info.Counts.Active != 0 {
 		t.Errorf("the SendDisabled queue took %d messages", info.Counts.Active)

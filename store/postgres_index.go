@@ -83,6 +83,17 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
 	defer conn.Close()
+	// The property rows' connection, before the lock: a write waiting for
+	// indexLockKey (retention, CreateJob's tail) holds the write lock, the
+	// writes queued behind it can hold the rest of the pool, and a batch
+	// that took its second connection under the lock waited for them
+	// (until the server ended its transaction, idle, after
+	// replica.IdleInTransactionTimeout).
+	pconn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("index new messages: %w", err)
+	}
+	defer pconn.Close()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
@@ -103,7 +114,7 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		props := make(chan error, 1)
-		go func() { props <- s.indexPropertiesPG(pctx, through, hi) }()
+		go func() { props <- indexPropertiesPG(pctx, pconn, through, hi) }()
 		err = indexSearchRangePG(ctx, tx, &ingestConn{c: conn}, through, hi)
 		if err != nil {
 			cancel() // the property rows' transaction rolls back
@@ -142,14 +153,10 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 const faultPropertiesCommitted = "properties_committed"
 
 // indexPropertiesPG is the property rows' transaction of a batch
-// (indexOncePG), on a connection of its own: the rows of the messages above
-// through up to hi, after those a crash left above the watermark through.
-func (s *Store) indexPropertiesPG(ctx context.Context, through, hi int64) error {
-	conn, err := s.writer.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("index properties: %w", err)
-	}
-	defer conn.Close()
+// (indexOncePG), on conn, a connection of its own: the rows of the messages
+// above through up to hi, after those a crash left above the watermark
+// through.
+func indexPropertiesPG(ctx context.Context, conn *sql.Conn, through, hi int64) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("index properties: %w", err)

@@ -115,11 +115,27 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		defer cancel()
 		props := make(chan error, 1)
 		go func() { props <- indexPropertiesPG(pctx, pconn, through, hi) }()
-		err = indexSearchRangePG(ctx, tx, &ingestConn{c: conn}, through, hi)
-		if err != nil {
-			cancel() // the property rows' transaction rolls back
+		// The search documents' COPY waits for the property rows before
+		// it ends (waitProps): its transaction is never idle meanwhile,
+		// which the server would end after
+		// replica.IdleInTransactionTimeout, failing the batch.
+		var perr error
+		waited := false
+		waitProps := func() error {
+			perr, waited = <-props, true
+			return perr
 		}
-		if perr := <-props; err == nil && perr != nil {
+		err = indexSearchRangePG(ctx, tx, &ingestConn{c: conn}, through, hi, waitProps)
+		if !waited {
+			if err != nil {
+				cancel() // the property rows' transaction rolls back
+			}
+			perr = <-props
+		}
+		switch {
+		case waited && perr != nil:
+			err = perr // the COPY stopped for it
+		case err == nil:
 			err = perr
 		}
 		if err == nil {
@@ -182,7 +198,7 @@ func indexPropertiesPG(ctx context.Context, conn *sql.Conn, through, hi int64) e
 // when tx runs on ic; a transaction begun without its connection
 // (CreateJob's, for a tail) uses multi-row INSERTs.
 func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
-	if err := indexSearchRangePG(ctx, tx, ic, through, hi); err != nil {
+	if err := indexSearchRangePG(ctx, tx, ic, through, hi, nil); err != nil {
 		return err
 	}
 	return indexPropertiesRangePG(ctx, tx, ic, through, hi)
@@ -192,8 +208,9 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 // above through up to hi, in tx. With COPY when tx runs on ic: the
 // documents are built on a goroutine while the server copies those built
 // before them (a pipe), so that the Go side's largest part overlaps the
-// server's.
-func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
+// server's. With COPY, beforeEnd (when not nil) runs once every document
+// is sent and before the COPY ends, which it fails by an error.
+func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64, beforeEnd func() error) error {
 	rows, err := tx.QueryContext(ctx, `SELECT m.id, b.body, coalesce(m.dead_letter_reason, ''),
 		coalesce(m.dead_letter_description, ''), m.properties
 		FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, through, hi)
@@ -236,6 +253,15 @@ func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through
 				return // the COPY failed: pr was closed
 			}
 			line = line[:0]
+		}
+		if beforeEnd != nil {
+			if err := w.Flush(); err != nil {
+				return
+			}
+			if err := beforeEnd(); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
 		}
 		line = binary.BigEndian.AppendUint16(line, 0xffff) // the trailer: -1 fields
 		if _, err := w.Write(line); err != nil {

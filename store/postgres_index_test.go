@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
+	"github.com/dlqdash/dlqdash/store/replica"
 )
 
 // On PostgreSQL the indexer writes the search documents and property rows
@@ -355,5 +356,54 @@ func TestPostgresIndexerDoesNotWaitForAConnectionUnderItsLock(t *testing.T) {
 	wg.Wait()
 	if through, newest, err := store.IndexProgressForTest(t.Context(), s); err != nil || through != 2 || newest != 2 {
 		t.Errorf("watermark %d, newest %d, %v; want 2, 2", through, newest, err)
+	}
+}
+
+// A batch's property rows can take longer than its search documents (here
+// their lock is held past the writer's idle_in_transaction_session_timeout):
+// the watermark's transaction waits for them without going idle, which the
+// server would end (replica.ConfigureWriter), failing the batch.
+func TestPostgresIndexerWaitsForSlowPropertyRows(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "one", "acme"), indexMessage(2, "two", "acme"))
+
+	holder, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	htx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := htx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, store.IndexPropsLockKeyForTest); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- store.CatchUpIndexForTest(ctx, s) }()
+	// The holder's own transaction keeps busy meanwhile (it is idle too).
+	for end := time.Now().Add(replica.IdleInTransactionTimeout + time.Second); time.Now().Before(end); {
+		if _, err := htx.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := htx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the batch failed while its property rows waited: %v", err)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != 2 || newest != 2 {
+		t.Errorf("watermark %d, newest %d, %v; want 2, 2", through, newest, err)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM message_properties`); got != 2 {
+		t.Errorf("%d property rows, want 2", got)
 	}
 }

@@ -269,15 +269,18 @@ func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through
 		}
 		pw.CloseWithError(w.Flush())
 	}()
-	return ic.withConn(func(c *pgx.Conn) error {
+	err = ic.withConn(func(c *pgx.Conn) error {
 		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN (FORMAT binary)")
-		pr.CloseWithError(io.ErrClosedPipe) // the builder stops if the COPY ended early
-		<-built
-		if err != nil {
-			return fmt.Errorf("index for search: %w", err)
-		}
-		return nil
+		return err
 	})
+	// The builder stops if the COPY ended early, or never started; it is
+	// done (beforeEnd with it) when this returns.
+	pr.CloseWithError(io.ErrClosedPipe)
+	<-built
+	if err != nil {
+		return fmt.Errorf("index for search: %w", err)
+	}
+	return nil
 }
 
 // pgCopyBinaryHeader starts COPY's binary format: its signature, no flags,

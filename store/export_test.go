@@ -207,3 +207,14 @@ func HoldAfterIndexBatchForTest(s *Store) (started <-chan struct{}, release func
 	}
 	return st, func() { close(rel) }
 }
+
+// BeginWriteForTest begins a write transaction of s holding its write lock
+// (on the writer pool, as every write does).
+func BeginWriteForTest(ctx context.Context, s *Store) (*sql.Tx, error) { return s.beginWrite(ctx) }
+
+// LockIndexForTest takes both index locks in tx on PostgreSQL, as
+// retention and CreateJob's tail do after the write lock.
+func LockIndexForTest(ctx context.Context, tx *sql.Tx) error { return lockIndexPG(ctx, tx) }
+
+// WriterPoolSizeForTest is the PostgreSQL writer pool's size.
+const WriterPoolSizeForTest = pgWritePoolSize

@@ -83,6 +83,17 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("index new messages: %w", err)
 	}
 	defer conn.Close()
+	// The property rows' connection, before the lock: a write waiting for
+	// indexLockKey (retention, CreateJob's tail) holds the write lock, the
+	// writes queued behind it can hold the rest of the pool, and a batch
+	// that took its second connection under the lock waited for them
+	// (until the server ended its transaction, idle, after
+	// replica.IdleInTransactionTimeout).
+	pconn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("index new messages: %w", err)
+	}
+	defer pconn.Close()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("index new messages: %w", err)
@@ -103,12 +114,28 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		props := make(chan error, 1)
-		go func() { props <- s.indexPropertiesPG(pctx, through, hi) }()
-		err = indexSearchRangePG(ctx, tx, &ingestConn{c: conn}, through, hi)
-		if err != nil {
-			cancel() // the property rows' transaction rolls back
+		go func() { props <- indexPropertiesPG(pctx, pconn, through, hi) }()
+		// The search documents' COPY waits for the property rows before
+		// it ends (waitProps): its transaction is never idle meanwhile,
+		// which the server would end after
+		// replica.IdleInTransactionTimeout, failing the batch.
+		var perr error
+		waited := false
+		waitProps := func() error {
+			perr, waited = <-props, true
+			return perr
 		}
-		if perr := <-props; err == nil && perr != nil {
+		err = indexSearchRangePG(ctx, tx, &ingestConn{c: conn}, through, hi, waitProps)
+		if !waited {
+			if err != nil {
+				cancel() // the property rows' transaction rolls back
+			}
+			perr = <-props
+		}
+		switch {
+		case waited && perr != nil:
+			err = perr // the COPY stopped for it
+		case err == nil:
 			err = perr
 		}
 		if err == nil {
@@ -142,14 +169,10 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 const faultPropertiesCommitted = "properties_committed"
 
 // indexPropertiesPG is the property rows' transaction of a batch
-// (indexOncePG), on a connection of its own: the rows of the messages above
-// through up to hi, after those a crash left above the watermark through.
-func (s *Store) indexPropertiesPG(ctx context.Context, through, hi int64) error {
-	conn, err := s.writer.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("index properties: %w", err)
-	}
-	defer conn.Close()
+// (indexOncePG), on conn, a connection of its own: the rows of the messages
+// above through up to hi, after those a crash left above the watermark
+// through.
+func indexPropertiesPG(ctx context.Context, conn *sql.Conn, through, hi int64) error {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("index properties: %w", err)
@@ -175,7 +198,7 @@ func (s *Store) indexPropertiesPG(ctx context.Context, through, hi int64) error 
 // when tx runs on ic; a transaction begun without its connection
 // (CreateJob's, for a tail) uses multi-row INSERTs.
 func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
-	if err := indexSearchRangePG(ctx, tx, ic, through, hi); err != nil {
+	if err := indexSearchRangePG(ctx, tx, ic, through, hi, nil); err != nil {
 		return err
 	}
 	return indexPropertiesRangePG(ctx, tx, ic, through, hi)
@@ -185,8 +208,9 @@ func indexRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi i
 // above through up to hi, in tx. With COPY when tx runs on ic: the
 // documents are built on a goroutine while the server copies those built
 // before them (a pipe), so that the Go side's largest part overlaps the
-// server's.
-func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64) error {
+// server's. With COPY, beforeEnd (when not nil) runs once every document
+// is sent and before the COPY ends, which it fails by an error.
+func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through, hi int64, beforeEnd func() error) error {
 	rows, err := tx.QueryContext(ctx, `SELECT m.id, b.body, coalesce(m.dead_letter_reason, ''),
 		coalesce(m.dead_letter_description, ''), m.properties
 		FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, through, hi)
@@ -230,21 +254,33 @@ func indexSearchRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, through
 			}
 			line = line[:0]
 		}
+		if beforeEnd != nil {
+			if err := w.Flush(); err != nil {
+				return
+			}
+			if err := beforeEnd(); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
 		line = binary.BigEndian.AppendUint16(line, 0xffff) // the trailer: -1 fields
 		if _, err := w.Write(line); err != nil {
 			return
 		}
 		pw.CloseWithError(w.Flush())
 	}()
-	return ic.withConn(func(c *pgx.Conn) error {
+	err = ic.withConn(func(c *pgx.Conn) error {
 		_, err := c.PgConn().CopyFrom(ctx, pr, "COPY messages_fts (rowid, doc) FROM STDIN (FORMAT binary)")
-		pr.CloseWithError(io.ErrClosedPipe) // the builder stops if the COPY ended early
-		<-built
-		if err != nil {
-			return fmt.Errorf("index for search: %w", err)
-		}
-		return nil
+		return err
 	})
+	// The builder stops if the COPY ended early, or never started; it is
+	// done (beforeEnd with it) when this returns.
+	pr.CloseWithError(io.ErrClosedPipe)
+	<-built
+	if err != nil {
+		return fmt.Errorf("index for search: %w", err)
+	}
+	return nil
 }
 
 // pgCopyBinaryHeader starts COPY's binary format: its signature, no flags,

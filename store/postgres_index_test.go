@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
+	"github.com/dlqdash/dlqdash/store/replica"
 )
 
 // On PostgreSQL the indexer writes the search documents and property rows
@@ -254,6 +255,150 @@ func TestPostgresIndexerPropertiesWaitForTheirLock(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != 2 || newest != 2 {
+		t.Errorf("watermark %d, newest %d, %v; want 2, 2", through, newest, err)
+	}
+	if got := readCount(t, s, `SELECT count(*) FROM message_properties`); got != 2 {
+		t.Errorf("%d property rows, want 2", got)
+	}
+}
+
+// An index batch on PostgreSQL takes its second connection (the property
+// rows') before its lock, not while holding it: a write that waits for the
+// index lock (retention, CreateJob's tail) holds the write lock, the writes
+// queued behind it hold the rest of the writer pool, and a batch that
+// needed one more connection then waited for them forever.
+func TestPostgresIndexerDoesNotWaitForAConnectionUnderItsLock(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "one", "acme"), indexMessage(2, "two", "acme"))
+
+	holder, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	waiting := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			var got int
+			if err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d transactions wait for an advisory lock, want %d", got, n)
+			}
+		}
+	}
+	htx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := htx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, store.IndexLockKeyForTest); err != nil {
+		t.Fatal(err)
+	}
+
+	// The batch waits for the index lock.
+	batch := make(chan error, 1)
+	go func() { batch <- store.CatchUpIndexForTest(ctx, s) }()
+	waiting(1)
+	// A write holding the write lock waits for the index lock behind it.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tx, err := store.BeginWriteForTest(ctx, s)
+		if err != nil {
+			return
+		}
+		defer tx.Rollback()
+		if store.LockIndexForTest(ctx, tx) == nil {
+			tx.Commit()
+		}
+	}()
+	waiting(2)
+	// Writes queued behind the write lock take the rest of the pool.
+	for range store.WriterPoolSizeForTest - 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if tx, err := store.BeginWriteForTest(ctx, s); err == nil {
+				tx.Rollback()
+			}
+		}()
+	}
+	waiting(2 + store.WriterPoolSizeForTest - 3) // one may wait for a connection instead
+	time.Sleep(200 * time.Millisecond)
+	if err := htx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-batch:
+		if err != nil {
+			t.Fatalf("the batch failed once its lock was free: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		cancel()
+		<-batch
+		wg.Wait()
+		t.Fatal("the index batch still waits 15 s after its lock was free: deadlocked on the writer pool")
+	}
+	wg.Wait()
+	if through, newest, err := store.IndexProgressForTest(t.Context(), s); err != nil || through != 2 || newest != 2 {
+		t.Errorf("watermark %d, newest %d, %v; want 2, 2", through, newest, err)
+	}
+}
+
+// A batch's property rows can take longer than its search documents (here
+// their lock is held past the writer's idle_in_transaction_session_timeout):
+// the watermark's transaction waits for them without going idle, which the
+// server would end (replica.ConfigureWriter), failing the batch.
+func TestPostgresIndexerWaitsForSlowPropertyRows(t *testing.T) {
+	if !slices.Contains(store.Engines(), "postgres") {
+		t.Skip("PostgreSQL not among DLQDASH_TEST_ENGINES")
+	}
+	ctx := t.Context()
+	target := store.FreshTarget(t, "postgres")
+	s := indexStore(t, target)
+	store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "one", "acme"), indexMessage(2, "two", "acme"))
+
+	holder, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	htx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := htx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, store.IndexPropsLockKeyForTest); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- store.CatchUpIndexForTest(ctx, s) }()
+	// The holder's own transaction keeps busy meanwhile (it is idle too).
+	for end := time.Now().Add(replica.IdleInTransactionTimeout + time.Second); time.Now().Before(end); {
+		if _, err := htx.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := htx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the batch failed while its property rows waited: %v", err)
 	}
 	if through, newest, err := store.IndexProgressForTest(ctx, s); err != nil || through != 2 || newest != 2 {
 		t.Errorf("watermark %d, newest %d, %v; want 2, 2", through, newest, err)

@@ -191,6 +191,12 @@ func Generate(ctx context.Context, path string, n int) error {
 	if err := addEntities(ctx, s, now, g.entities()...); err != nil {
 		return err
 	}
+	// Close indexes only a few seconds of the tail (the next Open's indexer
+	// does the rest), and the catalog's readers open it read-only: index
+	// every message first.
+	if err := s.FlushIndex(ctx); err != nil {
+		return err
+	}
 	if err := s.Close(); err != nil {
 		return err
 	}

@@ -46,6 +46,14 @@ const (
 	// the process's memory, growing with the catalog (115 MiB at 300,000
 	// messages).
 	indexMax = 16384
+	// indexMaxSQLite is indexMax on SQLite, where index transactions write
+	// a file of their own that the ingest does not wait for
+	// (index_file.go): twice as many messages a transaction write the
+	// pages at the tails of the search index and of each property's rows
+	// once where two transactions wrote each twice (issue 18, the
+	// indexer's half: a quarter fewer bytes written at 1M, BENCHMARKS.md).
+	// Its temporary data goes to files, as above, not to memory.
+	indexMaxSQLite = 32768
 	// indexLag is how long a message waits unindexed at most when nobody
 	// reads through the indexes meanwhile.
 	indexLag = time.Second
@@ -219,10 +227,13 @@ func (s *Store) catchUpIndexWhile(ctx context.Context, more func() bool) (left b
 const faultIndexBatchDone = "index_batch_done"
 
 // indexBatchMax is the most messages one index transaction covers:
-// indexMax, unless a test made it smaller.
+// indexMax (indexMaxSQLite on SQLite), unless a test made it smaller.
 func (s *Store) indexBatchMax() int64 {
 	if s.batchMax > 0 {
 		return s.batchMax
+	}
+	if !s.eng.postgres {
+		return indexMaxSQLite
 	}
 	return indexMax
 }

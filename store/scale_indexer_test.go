@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // rows of the keys worth indexing): -scale.n messages are ingested with the
 // indexer paused, then it indexes them all behind, with nothing else
 // running in the process, so the CPU time (getrusage) and the bytes written
-// per message are the indexer's own:
+// per message are the indexer's own (-scale.cpuprofile writes a CPU
+// profile of the indexing):
 //
 //	go test -tags scale -run 'TestScaleIndexer$' -timeout 60m -v ./store/ -scale.n 1000000
 func TestScaleIndexer(t *testing.T) {
@@ -37,12 +39,27 @@ func TestScaleIndexer(t *testing.T) {
 	if err := seeder.Seed(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+	// -scale.cpuprofile profiles the indexing (all of it: the ingest is
+	// over by then).
+	if *scaleCPUProfile != "" {
+		f, err := os.Create(*scaleCPUProfile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before, start := rusage(t), time.Now()
 	resume()
 	if err := st.FlushIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
 	elapsed, after := time.Since(start), rusage(t)
+	if *scaleCPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	t.Logf("indexed %d messages behind the ingest in %s: %.0f msg/s; %.1f µs CPU and %.2f KiB written per message",
 		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
 		float64((after.cpu-before.cpu).Microseconds())/float64(n), float64(after.written-before.written)*512/1024/float64(n))

@@ -207,7 +207,6 @@ func TestScalePostgresPlans(t *testing.T) {
 		{"common word", dlq.Filter{Query: storetest.CommonWord}},
 		{"word in 1 %", dlq.Filter{Query: storetest.MidWord}},
 		{"entity + word in 1 %", dlq.Filter{Entity: storetest.BigEntity, Query: storetest.MidWord}},
-		// Without an index by reason (0021): through the reason's group.
 		{"entity + reason", dlq.Filter{Entity: storetest.BigEntity, Reason: "SqlTimeout"}},
 		{"reason (the largest)", dlq.Filter{Reason: "MaxDeliveryCountExceeded"}},
 		{"reason (rare)", dlq.Filter{Reason: "GdprErasure"}},

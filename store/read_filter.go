@@ -28,10 +28,6 @@ type driver struct {
 	index string
 	rows  int64  // estimated rows under the filter value
 	term  string // an extra AND term that lets SQLite use a partial index
-	// args are term's arguments; reason marks the driver of a reason
-	// filter (its term implies the reason's group term).
-	args   []any
-	reason bool
 }
 
 // compiled is a filter as SQL.
@@ -43,7 +39,7 @@ type compiled struct {
 	// last are terms that need the table row: checked after where.
 	last []term
 	// reasonGroups, for a reason filter, is a term over group_id that
-	// lets any index check it (there is no index by reason: reasonDriver).
+	// lets an index other than messages_by_reason check it.
 	reasonGroups *term
 	// query is the search every match satisfies; nil for none.
 	query match
@@ -250,16 +246,11 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 		c.drivers = append(c.drivers, driver{index: "messages_by_group", rows: n})
 	}
 	if reason != "" {
-		d, none, err := reasonDriver(ctx, eng, db, f, reason, counter)
+		n, err := rowsOf(`SELECT coalesce(sum(`+counter+`), 0) FROM groups WHERE reason = ?`, reason)
 		if err != nil {
 			return nil, err
 		}
-		if none {
-			return &compiled{empty: true}, nil // no message has the reason
-		}
-		if d != nil {
-			c.drivers = append(c.drivers, *d)
-		}
+		c.drivers = append(c.drivers, driver{index: "messages_by_reason", rows: n})
 		// The exact term needs the table row; the group term lets every
 		// other index reject most non-matching rows on its own (a dead
 		// letter's group is derived from its reason).
@@ -304,73 +295,6 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 	}
 	return c, nil
 }
-
-// reasonDriver is the index that can drive a list page of a reason's
-// messages, nil for none (another index then walks, checking the reason's
-// groups in the index); none when no message has the reason. There is no
-// index by reason (0021): a dead letter's group is derived from its
-// reason, so a reason's dead letters are its groups' messages. A reason of
-// one group is that group's range of messages_by_group, in list order. A
-// reason of several groups is their ranges, sorted: worth it only when
-// they are few rows (the walk costs about page × total / n steps, the sort
-// n rows), as for a small namespace. A reason no group has is found
-// through messages_ungrouped_reason, which holds the only messages with a
-// reason and no group (a main queue's); when the reason has such messages
-// and groups too, no index holds them all in order.
-func reasonDriver(ctx context.Context, eng engine, db queryer, f dlq.Filter, reason, counter string) (d *driver, none bool, err error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, `+counter+` FROM groups WHERE reason = ? ORDER BY id`, reason)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	var ids []int64
-	var n int64
-	for rows.Next() {
-		var id, k int64
-		if err := rows.Scan(&id, &k); err != nil {
-			return nil, false, err
-		}
-		ids, n = append(ids, id), n+k
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, err
-	}
-	// Only a main queue's messages can have a reason and no group: count
-	// them (in the index, up to what decides).
-	var ungrouped int64
-	if f.SubQueue == "" || f.SubQueue == dlq.SubQueueMain {
-		q := `SELECT count(*) FROM (SELECT 1 FROM messages m ` + eng.indexedBy("messages_ungrouped_reason") + `
-			WHERE m.dead_letter_reason = ? AND m.group_id IS NULL LIMIT ?) AS ungrouped`
-		if err := db.QueryRowContext(ctx, q, reason, ungroupedCountCap).Scan(&ungrouped); err != nil {
-			return nil, false, err
-		}
-	}
-	switch {
-	case len(ids) == 0 && ungrouped == 0:
-		// Groups are never deleted while a message refers to them.
-		return nil, true, nil
-	case len(ids) == 0:
-		return &driver{index: "messages_ungrouped_reason", rows: ungrouped, reason: true,
-			term: "m.dead_letter_reason = ? AND m.group_id IS NULL", args: []any{reason}}, false, nil
-	case ungrouped > 0:
-		return nil, false, nil
-	case len(ids) == 1:
-		return &driver{index: "messages_by_group", rows: n, reason: true, term: "m.group_id = ?", args: []any{ids[0]}}, false, nil
-	}
-	var total int64
-	if err := db.QueryRowContext(ctx, `SELECT coalesce(sum(present), 0) FROM catalog_counts`).Scan(&total); err != nil {
-		return nil, false, err
-	}
-	if float64(n) > max(smallNamespace, math.Sqrt(3*float64(total))) {
-		return nil, false, nil
-	}
-	return &driver{index: "messages_by_group", rows: n, reason: true,
-		term: "m.group_id IN (" + eng.jsonInts() + ")", args: []any{idList(ids)}}, false, nil
-}
-
-// ungroupedCountCap bounds the count of a reason's messages without a
-// group (reasonDriver).
-const ungroupedCountCap = 10_000
 
 type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -525,9 +449,9 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 	}
 	indexTerms := func() {
 		if best.term != "" {
-			p.and(best.term, best.args...)
+			p.and(best.term)
 		}
-		if c.reasonGroups != nil && !best.reason {
+		if c.reasonGroups != nil && best.index != "messages_by_reason" {
 			p.and(c.reasonGroups.sql, c.reasonGroups.args...)
 		}
 	}

@@ -997,8 +997,8 @@ func TestReplaySubscription(t *testing.T) {
 	}
 }
 
-// TestReplayReceiveLatent checks that a batch fills on a slow link: one
-// Receive gets every available message, not only those of the first few
+// TestReplayReceiveLatent checks that a batch fills on a slow link: a
+// Receive gets the available messages, not only those of the first few
 // milliseconds.
 func TestReplayReceiveLatent(t *testing.T) {
 	e := newReplayEnv(t)
@@ -1032,13 +1032,25 @@ func TestReplayReceiveLatent(t *testing.T) {
 	defer r.Close(context.Background())
 	e.srv.SetLatency(50 * time.Millisecond)
 	defer e.srv.SetLatency(0)
-	got, err := r.Receive(ctxFor(t), n, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	// On a quiet machine one Receive gets all of them. Under -race on a
+	// loaded CI machine a pause of the process longer than the time the
+	// SDK waits after the first message (timeAfterFirstMessage) can cut a
+	// batch (CI: 127 of 300), so a second Receive is allowed; with the
+	// batch cut 1 ms after the first message two get 280 of 300 (measured:
+	// 161, 119), so this still fails when batches are cut short.
+	var counts []int
+	total := 0
+	for len(counts) < 2 && total < n {
+		got, err := r.Receive(ctxFor(t), n-total, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts = append(counts, len(got))
+		total += len(got)
 	}
-	t.Logf("one Receive got %d of %d", len(got), n)
-	if len(got) < n {
-		t.Errorf("one Receive on a 50 ms link got %d of %d messages", len(got), n)
+	t.Logf("Receives on a 50 ms link got %v of %d", counts, n)
+	if total < n {
+		t.Errorf("two Receives on a 50 ms link got %v, %d of %d messages", counts, total, n)
 	}
 }
 

@@ -14,9 +14,14 @@ import (
 // 5-7 % of the ingest's CPU, all of it on the writer). A PASSIVE checkpoint
 // never waits for the writer nor for readers: it copies what no reader still
 // needs. The writer's own automatic checkpoint stays as the backstop, at
-// writerCheckpointPages: it copies what the background one has not (frames
+// walCheckpointPages: it copies what the background one has not (frames
 // committed while it ran) and lets the next transaction start the log over,
 // so the log file stays bounded.
+//
+// The index file (index_file.go) has a checkpointer of its own beside the
+// indexer, for the same reason: each index transaction writes thousands of
+// pages, and its commit copied them back and waited for two fsyncs (35 ms
+// each on the benchmark machine) before the indexer could go on.
 
 // checkpointEvery is how often the background checkpoint runs while the
 // writer commits (never while it does not).
@@ -31,6 +36,9 @@ type checkpointer struct {
 	once    sync.Once
 }
 
+// newCheckpointer starts checkpointing the database file at path: the
+// catalog, or the index file (index_file.go), whose WAL the indexer's
+// transactions write.
 func newCheckpointer(path string, busy time.Duration) (*checkpointer, error) {
 	db, err := sql.Open("sqlite", dsn(path, busy, false))
 	if err != nil {
@@ -44,7 +52,7 @@ func newCheckpointer(path string, busy time.Duration) (*checkpointer, error) {
 	return c, nil
 }
 
-// committed counts a commit of the writer.
+// committed counts a commit of the file's writer.
 func (c *checkpointer) committed() {
 	if c != nil {
 		c.commits.Add(1)

@@ -175,6 +175,8 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	s.ckpt.committed()
 	if !inline {
 		s.idx.added(len(res.New))
+	} else {
+		s.idxCkpt.committed()
 	}
 	return res, nil
 }

@@ -39,12 +39,7 @@ const (
 	// indexBatch is how many new messages start an index run at once.
 	indexBatch = 16384
 	// indexMax is the most messages one index transaction covers, so that
-	// the ingest never waits long behind it. Its temporary data (the sort
-	// of its property rows, the statement journal of their INSERT, which
-	// holds a copy of every page it changes) goes to temporary files:
-	// temp_store MEMORY wrote a third fewer bytes but put that journal in
-	// the process's memory, growing with the catalog (115 MiB at 300,000
-	// messages).
+	// the ingest never waits long behind it.
 	indexMax = 16384
 	// indexMaxSQLite is indexMax on SQLite, where index transactions write
 	// a file of their own that the ingest does not wait for
@@ -52,7 +47,8 @@ const (
 	// pages at the tails of the search index and of each property's rows
 	// once where two transactions wrote each twice (issue 18, the
 	// indexer's half: a quarter fewer bytes written at 1M, BENCHMARKS.md).
-	// Its temporary data goes to files, as above, not to memory.
+	// Its property rows are sorted in Go (index_properties.go): about 4 MiB
+	// of rows at this size.
 	indexMaxSQLite = 32768
 	// indexLag is how long a message waits unindexed at most when nobody
 	// reads through the indexes meanwhile.
@@ -301,6 +297,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if err := tx.Commit(); err != nil {
 		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
 	}
+	s.idxCkpt.committed()
 	return hi < newest || purged == purgeBatch, nil
 }
 
@@ -316,12 +313,7 @@ func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
 		FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, through, hi); err != nil {
 		return fmt.Errorf("index for search: %w", err)
 	}
-	// What the batch's first messages say of their keys first, so that a
-	// key decided now has no rows of this batch.
-	if err := learnPropertyKeysSQLite(ctx, tx, through+1, min(hi, through+propertyKeySample)); err != nil {
-		return err
-	}
-	if err := indexProperties(ctx, tx, through+1, hi); err != nil {
+	if err := indexPropertiesSQLite(ctx, tx, through+1, hi); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idx.index_meta (key, value) VALUES (?, ?)

@@ -126,9 +126,12 @@ func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (pr
 		return pr, fmt.Errorf("prune search index: %w", err)
 	}
 	// Property rows are found from the messages' own properties (their
-	// table has no index on message_id).
-	if _, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (`+
-		propertyRowsOf+`m.id IN (`+indexed+`)`+propertyRowsEnd+`)`, ids, metaIndexThrough); err != nil {
+	// table has no index on message_id), by the walk that wrote them.
+	set, err := readPropertyRows(ctx, tx, `m.id IN (`+indexed+`)`, ids, metaIndexThrough)
+	if err != nil {
+		return pr, fmt.Errorf("prune properties: %w", err)
+	}
+	if err := writePropertyRows(ctx, tx, deletePropertyRows, set.strs, set.rows); err != nil {
 		return pr, fmt.Errorf("prune properties: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

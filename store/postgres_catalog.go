@@ -24,47 +24,56 @@ import (
 // value holding whitespace (TestPropertyValuesAsDecoded compares it with
 // encoding/json's Decoder).
 func propertyValues(js []byte) [][2]string {
-	if !json.Valid(js) {
+	var out [][2]string
+	if !eachPropertyValue(js, func(key, value []byte) { out = append(out, [2]string{string(key), string(value)}) }) {
 		return nil
+	}
+	return out
+}
+
+// eachPropertyValue calls fn with each of propertyValues' pairs, in order,
+// and reports whether js is a JSON object (false: fn was not called, or
+// its pairs are to be dropped). key and value are valid during the call
+// only: they are js's own bytes where they need no decoding, so the walk
+// allocates nothing for the common property.
+func eachPropertyValue(js []byte, fn func(key, value []byte)) bool {
+	if !json.Valid(js) {
+		return false
 	}
 	i := skipJSONSpace(js, 0)
 	if i >= len(js) || js[i] != '{' {
-		return nil
+		return false
 	}
-	var out [][2]string
 	i++
 	for {
 		i = skipJSONSpace(js, i)
 		switch js[i] {
 		case '}':
-			return out
+			return true
 		case ',':
 			i = skipJSONSpace(js, i+1)
 		}
 		end := jsonStringEnd(js, i)
-		key, ok := jsonStringValue(js[i:end])
+		key, ok := jsonStringBytes(js[i:end])
 		if !ok {
-			return nil
+			return false
 		}
 		i = skipJSONSpace(js, end) + 1 // the colon
 		i = skipJSONSpace(js, i)
 		end = jsonValueEnd(js, i)
-		raw := js[i:end]
-		var value string
-		if raw[0] == '"' {
-			if value, ok = jsonStringValue(raw); !ok {
-				return nil
+		value := js[i:end]
+		if value[0] == '"' {
+			if value, ok = jsonStringBytes(value); !ok {
+				return false
 			}
-		} else if bytes.ContainsAny(raw, " \t\n\r") {
+		} else if bytes.ContainsAny(value, " \t\n\r") {
 			var b bytes.Buffer
-			if err := json.Compact(&b, raw); err != nil {
-				return nil
+			if err := json.Compact(&b, value); err != nil {
+				return false
 			}
-			value = b.String()
-		} else {
-			value = string(raw)
+			value = b.Bytes()
 		}
-		out = append(out, [2]string{key, value})
+		fn(key, value)
 		i = end
 	}
 }
@@ -120,16 +129,17 @@ func jsonValueEnd(js []byte, i int) int {
 	return i
 }
 
-// jsonStringValue is the JSON string quoted (quotes included) decoded as
-// encoding/json decodes it.
-func jsonStringValue(quoted []byte) (string, bool) {
+// jsonStringBytes is the JSON string quoted (quotes included) decoded as
+// encoding/json decodes it: quoted's own bytes when it holds no escape
+// and valid UTF-8.
+func jsonStringBytes(quoted []byte) ([]byte, bool) {
 	inner := quoted[1 : len(quoted)-1]
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner), true
+		return inner, true
 	}
 	var s string
 	if err := json.Unmarshal(quoted, &s); err != nil {
-		return "", false
+		return nil, false
 	}
-	return s, true
+	return []byte(s), true
 }

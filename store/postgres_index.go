@@ -354,30 +354,11 @@ func indexPropertiesRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, thr
 // (property_keys.go), in tx, which holds indexPropsLockKey, and returns the
 // keys decided not indexed.
 func learnPropertyKeysPG(ctx context.Context, tx *sql.Tx, props [][]byte) (map[string]bool, error) {
-	decided, err := propertyKeys(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
 	var pairs [][2]string
 	for _, p := range props[:min(len(props), propertyKeySample)] {
 		pairs = append(pairs, propertyPairs(p)...)
 	}
-	changed, err := learnPropertyKeys(ctx, tx, decided, pairs)
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		if decided, err = propertyKeys(ctx, tx); err != nil {
-			return nil, err
-		}
-	}
-	skip := map[string]bool{}
-	for k, indexed := range decided {
-		if !indexed {
-			skip[k] = true
-		}
-	}
-	return skip, nil
+	return learnPropertyKeysFrom(ctx, tx, pairs)
 }
 
 // clearPropertiesAbove deletes the property rows of the messages above the

@@ -109,7 +109,7 @@ var messageCopyColumns = strings.Fields(strings.ReplaceAll(messageColumns, ",", 
 
 // appendPropertyRows appends the message_properties rows of a message
 // whose id is id, properties props and enqueued time at (Unix ms, -1 for
-// none): what propertyRowsOf selects on SQLite, one row per top-level
+// none): what the SQLite indexer writes too (index_properties.go), one row per top-level
 // property of properties that are a JSON object, with the value as the
 // property filter compares it (a string's characters, anything else its
 // JSON text), values over maxIndexedValue bytes left out, and a pair the

@@ -158,35 +158,32 @@ func learnPropertyKeys(ctx context.Context, tx *sql.Tx, decided map[string]bool,
 	return true, nil
 }
 
-// learnPropertyKeysSQLite samples the messages with ids first through last
-// (the first propertyKeySample of an index batch) for the keys not decided
-// yet, in tx, which holds the index file's write lock.
-func learnPropertyKeysSQLite(ctx context.Context, tx *sql.Tx, first, last int64) error {
+// learnPropertyKeysFrom adds pairs, the (key, value) property rows of an
+// index batch's sampled messages (a pair once a message), to what the index
+// knows of its keys, in tx, which holds the lock of the property rows
+// (indexPropsLockKey on PostgreSQL, the index file's on SQLite), and returns
+// the keys decided not indexed.
+func learnPropertyKeysFrom(ctx context.Context, tx *sql.Tx, pairs [][2]string) (map[string]bool, error) {
 	decided, err := propertyKeys(ctx, tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT key, value, id FROM (`+propertyRowsOf+`m.id BETWEEN ? AND ?`+propertyRowsEnd+`
-		AND key NOT IN (SELECT key FROM idx.property_keys WHERE indexed IS NOT NULL))`, first, last)
+	changed, err := learnPropertyKeys(ctx, tx, decided, pairs)
 	if err != nil {
-		return fmt.Errorf("learn the property keys: %w", err)
+		return nil, err
 	}
-	var pairs [][2]string
-	for rows.Next() {
-		var kv [2]string
-		var id int64
-		if err := rows.Scan(&kv[0], &kv[1], &id); err != nil {
-			rows.Close()
-			return fmt.Errorf("learn the property keys: %w", err)
+	if changed {
+		if decided, err = propertyKeys(ctx, tx); err != nil {
+			return nil, err
 		}
-		pairs = append(pairs, kv)
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("learn the property keys: %w", err)
+	skip := map[string]bool{}
+	for k, indexed := range decided {
+		if !indexed {
+			skip[k] = true
+		}
 	}
-	rows.Close()
-	_, err = learnPropertyKeys(ctx, tx, decided, pairs)
-	return err
+	return skip, nil
 }
 
 // purgeUnindexedRows deletes up to purgeBatch property rows of keys decided

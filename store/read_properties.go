@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -15,35 +14,6 @@ import (
 // maxIndexedValue is the longest value (in bytes) message_properties holds;
 // a filter on a longer value checks the message's JSON instead.
 const maxIndexedValue = 256
-
-// propertyRowsOf selects the message_properties rows of the messages m the
-// caller's WHERE picks (appended after it): the value as the JSON check of
-// compileFilter computes it, a string's characters or anything else's JSON
-// text. 0013_message_properties.sql backfills with the same expressions.
-const propertyRowsOf = `SELECT key, value, at, id FROM (
-	SELECT j.key AS key, CASE j.type WHEN 'text' THEN j.value ELSE m.properties -> j.fullkey END AS value,
-		coalesce(m.enqueued_at, -1) AS at, m.id AS id
-	FROM messages m, json_each(m.properties) j
-	WHERE json_valid(m.properties) AND json_type(m.properties) = 'object' AND `
-
-// propertyRowsEnd closes propertyRowsOf.
-const propertyRowsEnd = `) WHERE length(CAST(value AS BLOB)) <= 256`
-
-// propertyRowsIndexed follows propertyRowsEnd to leave out the keys decided
-// not indexed (property_keys.go).
-const propertyRowsIndexed = ` AND key NOT IN (SELECT key FROM idx.property_keys WHERE indexed = 0)`
-
-// indexProperties writes the property rows of the messages with ids first
-// through last (the indexer's batch) but those of keys decided not indexed:
-// one statement, SQLite reading the JSON it stored, in the table's key
-// order so that rows of one (key, value) go into the same pages together.
-func indexProperties(ctx context.Context, tx *sql.Tx, first, last int64) error {
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO message_properties (key, value, at, message_id) `+
-		propertyRowsOf+`m.id BETWEEN ? AND ?`+propertyRowsEnd+propertyRowsIndexed+` ORDER BY 1, 2, 3, 4`, first, last); err != nil {
-		return fmt.Errorf("index properties: %w", err)
-	}
-	return nil
-}
 
 // propertyExists is the filter term for one indexed property: one lookup of
 // message_properties' whole key.

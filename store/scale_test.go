@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,7 @@ var (
 	scaleDB          = flag.String("scale.db", "", "database file of the scale harness: kept after the run; scaleCatalog reuses it when it exists")
 	scaleCPUProfile  = flag.String("scale.cpuprofile", "", "write a CPU profile of the ingest between -scale.profile-from and -scale.profile-to messages")
 	scaleBlock       = flag.String("scale.blockprofile", "", "write a block profile of the same window")
+	scaleTrace       = flag.String("scale.trace", "", "write an execution trace (go tool trace) of the same window")
 	scaleProfileFrom = flag.Int("scale.profile-from", 700_000, "messages ingested when profiling starts")
 	scaleProfileTo   = flag.Int("scale.profile-to", 900_000, "messages ingested when profiling stops")
 	scaleWriterSQL   = flag.String("scale.writer-sql", "", "statements (separated by ;) run on the store's writer connection before the ingest, to try settings")
@@ -159,6 +161,9 @@ func TestScaleIngest(t *testing.T) {
 			f.Close()
 			runtime.SetBlockProfileRate(0)
 		}
+		if *scaleTrace != "" {
+			trace.Stop()
+		}
 		t.Logf("profile written")
 	}
 	progress := func(done int) {
@@ -172,8 +177,18 @@ func TestScaleIngest(t *testing.T) {
 				float64(done)/now.Sub(start).Seconds(), float64(u.maxRSS)/mib)
 			last, lastUsage, lastDone = now, u, done
 		}
-		if !profiling && !profiled && done >= *scaleProfileFrom && (*scaleCPUProfile != "" || *scaleBlock != "") {
+		if !profiling && !profiled && done >= *scaleProfileFrom && (*scaleCPUProfile != "" || *scaleBlock != "" || *scaleTrace != "") {
 			profiling = true
+			if *scaleTrace != "" {
+				f, err := os.Create(*scaleTrace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { f.Close() })
+				if err := trace.Start(f); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if *scaleCPUProfile != "" {
 				f, err := os.Create(*scaleCPUProfile)
 				if err != nil {
@@ -221,6 +236,11 @@ func TestScaleIngest(t *testing.T) {
 		float64((after.cpu-before.cpu).Microseconds())/float64(n), float64(after.written-before.written)*512/1024/float64(n))
 	t.Logf("memory high-water mark: maxrss %.1f MiB (before the ingest %.1f MiB); Go runtime peak %.1f MiB",
 		float64(after.maxRSS)/mib, float64(before.maxRSS)/mib, float64(goPeak)/mib)
+	for _, wal := range []string{path + "-wal", store.IndexPath(path) + "-wal"} {
+		if fi, err := os.Stat(wal); err == nil {
+			t.Logf("write-ahead log %s: %.0f MiB", filepath.Base(wal), float64(fi.Size())/mib)
+		}
+	}
 
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

@@ -98,8 +98,8 @@ type Store struct {
 	// which an ErrLocked says it waited.
 	busy time.Duration
 	// ckpt copies the write-ahead log into the database beside the writer
-	// (checkpoint.go).
-	ckpt *checkpointer
+	// (checkpoint.go); idxCkpt the index file's, beside the indexer.
+	ckpt, idxCkpt *checkpointer
 	// closeUnindexed, set by tests, leaves the unindexed tail to the next
 	// Open, as a crash would.
 	closeUnindexed bool
@@ -222,6 +222,13 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	if s.idxCkpt, err = newCheckpointer(IndexPath(path), opts.BusyTimeout); err != nil {
+		s.ckpt.close()
+		reader.Close()
+		idxdb.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
 	s.idx = newIndexer(s)
 	// A tail a crash left unindexed is indexed at once.
 	if behind, err := s.indexBehind(ctx); err != nil {
@@ -271,7 +278,7 @@ func (s *Store) Close() error {
 	if s.replicaPool != nil {
 		s.replicaPool.Close()
 	}
-	errs = append(errs, s.closeMatches(), s.ckpt.close(), s.reader.Close())
+	errs = append(errs, s.closeMatches(), s.ckpt.close(), s.idxCkpt.close(), s.reader.Close())
 	if s.idxdb != nil {
 		errs = append(errs, s.idxdb.Close())
 	}

@@ -110,6 +110,13 @@ func (s *Seeder) Skip(n int) {
 // them are committed. Pages are written as they fill (Page messages of one
 // entity and subqueue), and what is left at the end of Seed as shorter
 // pages.
+//
+// The messages are made on a goroutine of their own while the pages
+// before them are written, as the ingester peeks its next pages while it
+// writes one (dlq.Ingester's pass): the generator stands for the peeks,
+// and a scale figure is the catalog's, not the generator's plus the
+// catalog's one after the other. After an error the Seeder is spent: the
+// pages it had made are dropped.
 func (s *Seeder) Seed(ctx context.Context, n int) error {
 	if s.g == nil {
 		total := s.opts.Total
@@ -117,6 +124,45 @@ func (s *Seeder) Seed(ctx context.Context, n int) error {
 			total = n
 		}
 		s.g = newGenerator(total)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan scalePage, seedAhead)
+	made := make(chan struct{})
+	go func() {
+		defer close(made)
+		defer close(pages)
+		s.make(ctx, n, pages)
+	}()
+	var err error
+	for p := range pages {
+		if err = s.apply(ctx, p); err != nil {
+			break
+		}
+	}
+	cancel()
+	<-made
+	return err
+}
+
+// seedAhead is how many pages the generator makes ahead of the page being
+// written (the ingester peeks up to 8).
+const seedAhead = 4
+
+// make generates the next n messages into pages and sends each page to
+// pages when it is to be written: full, the fullest when the pending ones
+// hold maxPending messages, and every partly filled one at the end.
+func (s *Seeder) make(ctx context.Context, n int, pages chan<- scalePage) {
+	send := func(p *scalePage) bool {
+		s.pendingN -= len(p.msgs)
+		out := *p
+		p.msgs = make([]dlq.Message, 0, s.opts.Page)
+		select {
+		case pages <- out:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	}
 	end := s.next + n
 	for s.next < end {
@@ -135,18 +181,23 @@ func (s *Seeder) Seed(ctx context.Context, n int) error {
 		s.pendingN++
 		switch {
 		case len(p.msgs) == s.opts.Page:
-			if err := s.apply(ctx, p); err != nil {
-				return err
+			if !send(p) {
+				return
 			}
 		case s.pendingN >= maxPending:
 			// Like an ingester that reads one entity at a time, hold
 			// at most a few pages: write the fullest.
-			if err := s.apply(ctx, s.fullest()); err != nil {
-				return err
+			if !send(s.fullest()) {
+				return
 			}
 		}
 	}
-	return s.flush(ctx)
+	// What is left, as shorter pages.
+	for _, key := range s.order {
+		if p := s.pending[key]; len(p.msgs) > 0 && !send(p) {
+			return
+		}
+	}
 }
 
 // maxPending bounds the messages a Seeder holds in pages not yet written,
@@ -164,19 +215,7 @@ func (s *Seeder) fullest() *scalePage {
 	return best
 }
 
-// flush writes every partly filled page.
-func (s *Seeder) flush(ctx context.Context) error {
-	for _, key := range s.order {
-		if p := s.pending[key]; len(p.msgs) > 0 {
-			if err := s.apply(ctx, p); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Seeder) apply(ctx context.Context, p *scalePage) error {
+func (s *Seeder) apply(ctx context.Context, p scalePage) error {
 	_, err := s.st.ApplyPage(ctx, dlq.Page{Entity: p.entity, SubQueue: p.q, From: p.msgs[0].SequenceNumber,
 		Through: p.msgs[len(p.msgs)-1].SequenceNumber, Messages: p.msgs, SeenAt: s.seenAt})
 	if err != nil {
@@ -184,8 +223,6 @@ func (s *Seeder) apply(ctx context.Context, p *scalePage) error {
 	}
 	before := s.written
 	s.written += len(p.msgs)
-	s.pendingN -= len(p.msgs)
-	p.msgs = make([]dlq.Message, 0, s.opts.Page)
 	if e := s.opts.Every; e > 0 && s.opts.Progress != nil && s.written/e > before/e {
 		s.opts.Progress(s.written)
 	}

@@ -164,7 +164,8 @@ func indexerDSN(path string, busy time.Duration) string {
 // writer) and makes the index file ready: WAL mode, its tables, and its
 // rows emptied when it holds another catalog's index.
 func openIndexer(ctx context.Context, drv sqldriver.Driver, path string, busy time.Duration, logger *slog.Logger) (*sql.DB, error) {
-	db := openAttached(drv, indexerDSN(path, busy), path, false, `PRAGMA idx.synchronous = NORMAL`)
+	db := openAttached(drv, indexerDSN(path, busy), path, false, `PRAGMA idx.synchronous = NORMAL`,
+		fmt.Sprintf(`PRAGMA idx.journal_size_limit = %d`, walSizeLimit))
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)

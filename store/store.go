@@ -176,7 +176,8 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	// The writer and the readers have the index file attached
 	// (index_file.go); the writer's transactions lock the catalog alone
 	// (engine.lockWriter), and the index file only when they write to it.
-	writer := openAttached(drv, dsn(path, opts.BusyTimeout, false), path, false, `PRAGMA idx.synchronous = NORMAL`)
+	writer := openAttached(drv, dsn(path, opts.BusyTimeout, false), path, false, `PRAGMA idx.synchronous = NORMAL`,
+		fmt.Sprintf(`PRAGMA idx.journal_size_limit = %d`, walSizeLimit))
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxLifetime(0)
@@ -325,6 +326,14 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 // caught up.
 const walCheckpointPages = 4000
 
+// walSizeLimit is the size (bytes) a write-ahead log file is cut back to
+// when the log starts over (journal_size_limit). During a bulk read the
+// indexer's read transactions keep every checkpoint from completing, and
+// the catalog's log grows to 0.5-1.6 GiB at a million messages
+// (BENCHMARKS.md, issue 18); without a limit the file kept that size on
+// disk, unused, until dlqdash stopped. A variable for tests.
+var walSizeLimit int64 = 64 << 20
+
 func dsn(path string, busy time.Duration, readOnly bool) string {
 	q := url.Values{}
 	// busy_timeout goes first so that the pragmas after it wait for locks
@@ -343,6 +352,7 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 		// The writer checkpoints the WAL into the database every
 		// walCheckpointPages pages instead of SQLite's 1,000.
 		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 		// A multi-row INSERT inside a transaction keeps a statement
 		// journal (the pages it changed, to undo that statement alone);
 		// past 64 KiB SQLite spills it to a temporary file, which cost

@@ -1,0 +1,75 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// TestWALFilesShrinkAfterABulkRead: the write-ahead logs grow during a
+// bulk read (the indexer's reads keep checkpoints from completing), and
+// once a checkpoint completes, the next transaction that starts each log
+// over cuts its file back to walSizeLimit (journal_size_limit) instead of
+// leaving it that size on disk.
+func TestWALFilesShrinkAfterABulkRead(t *testing.T) {
+	defer func(old int64) { walSizeLimit = old }(walSizeLimit)
+	walSizeLimit = 128 << 10
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s := openTemp(t, path)
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	page := func(from, n int) {
+		t.Helper()
+		var msgs []dlq.Message
+		for i := from; i < from+n; i++ {
+			msgs = append(msgs, dlq.Message{SequenceNumber: int64(i), State: dlq.StateActive, MessageID: "m", EnqueuedAt: &at,
+				Body: []byte(strings.Repeat("word"+string(rune('a'+i%26))+" ", 700)), ApplicationProperties: []byte(`{"tenant":"t1"}`)})
+		}
+		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, From: int64(from),
+			Through: int64(from + n - 1), Messages: msgs, SeenAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FlushIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := func(file string) int64 {
+		t.Helper()
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	wals := []string{path + "-wal", IndexPath(path) + "-wal"}
+	for i := range 4 {
+		page(1+i*500, 500)
+	}
+	for _, w := range wals {
+		if n := size(w); n < 1<<20 {
+			t.Fatalf("%s is %d bytes after the bulk read: too small for the test", filepath.Base(w), n)
+		}
+	}
+	// A checkpoint completes once nothing reads (the background ones
+	// would, within checkpointEvery), then the next writes start each log
+	// over.
+	for _, c := range []*checkpointer{s.ckpt, s.idxCkpt} {
+		var busy, log, done int
+		if err := c.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil || busy != 0 || log != done {
+			t.Fatalf("checkpoint: busy %d, %d of %d frames, %v", busy, done, log, err)
+		}
+	}
+	page(2001, 1)
+	for _, w := range wals {
+		if n := size(w); n > 512<<10 {
+			t.Errorf("%s is still %d bytes after the log started over (limit %d)", filepath.Base(w), n, walSizeLimit)
+		}
+	}
+}

@@ -463,13 +463,30 @@ func (s *Store) lockIndexInline(ctx context.Context, tx *sql.Tx) (bool, error) {
 		return true, lockIndexFile(ctx, tx)
 	}
 	// Both index locks, each if free (a batch's property rows hold the
-	// second: postgres_index.go).
-	var got bool
-	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?) AND pg_try_advisory_xact_lock(?)`,
-		indexLockKey, indexPropsLockKey).Scan(&got); err != nil {
+	// second: postgres_index.go), or neither: a transaction-level lock
+	// cannot be let go before the transaction ends, except by rolling back
+	// to a savepoint taken before it, and a page that kept the first would
+	// hold index batches up until it commits.
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT inline_index_locks`); err != nil {
 		return false, fmt.Errorf("lock the search index: %w", err)
 	}
-	return got, nil
+	var first, second bool
+	if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, indexLockKey).Scan(&first); err != nil {
+		return false, fmt.Errorf("lock the search index: %w", err)
+	}
+	if first {
+		if err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(?)`, indexPropsLockKey).Scan(&second); err != nil {
+			return false, fmt.Errorf("lock the search index: %w", err)
+		}
+	}
+	release := `RELEASE SAVEPOINT inline_index_locks`
+	if first && !second {
+		release = `ROLLBACK TO SAVEPOINT inline_index_locks`
+	}
+	if _, err := tx.ExecContext(ctx, release); err != nil {
+		return false, fmt.Errorf("lock the search index: %w", err)
+	}
+	return first && second, nil
 }
 
 // indexProgress is the watermark and the newest message's id.

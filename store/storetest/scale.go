@@ -89,6 +89,12 @@ func NewSeeder(ctx context.Context, st *store.Store, opts ScaleOptions) (*Seeder
 // (written, or skipped); all of them are committed when Seed returns.
 func (s *Seeder) Seeded() int { return s.next }
 
+// Written is how many messages the seeder's Seeds have committed: after a
+// Seed that failed (its context ended, say), the pages it had written
+// before count, those it had not do not, so Written can be less than
+// Seeded. Like Seeded, read it between Seeds, not during one.
+func (s *Seeder) Written() int { return s.written }
+
 // Skip advances the stream by n messages without writing them: a seeder
 // over a catalog an earlier seeder filled with n messages continues after
 // them (the same records again would only be seen again, not added).

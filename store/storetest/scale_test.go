@@ -34,6 +34,9 @@ func TestSeederWritesThroughApplyPage(t *testing.T) {
 	if got := again.Seeded(); got != first+more {
 		t.Errorf("Seeded() = %d, want %d", got, first+more)
 	}
+	if got := again.Written(); got != more {
+		t.Errorf("Written() = %d, want %d", got, more)
+	}
 	st.Close()
 
 	db, err := OpenSQL(path)
@@ -87,5 +90,8 @@ func TestSeederCanceledSaysSo(t *testing.T) {
 		if err := s.Seed(ctx, 10); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Seed %d under a canceled context: %v, want context.Canceled", i, err)
 		}
+	}
+	if got := s.Written(); got != 0 {
+		t.Errorf("Written() = %d after Seeds under a canceled context, want 0", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +216,100 @@ func containsReplacement(s string) bool {
 		}
 	}
 	return false
+}
+
+// TestPropertyRowDelete: retention's DELETE of property rows by their whole
+// key (writePropertyRows with deletePropertyRows) deletes exactly the rows
+// named, not their neighbours that differ in one column only, in statements
+// of propertyInsertRows rows and a shorter last one; and each statement
+// finds its rows by the primary key (SQLite 3.40's planner scanned the
+// whole table for a row value IN (VALUES …): a prune batch would then read
+// every property row of the catalog a statement).
+func TestPropertyRowDelete(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "del.db"))
+	ctx := t.Context()
+	// Rows k{0,1} × v{0,1} × at{0,1} × id 1…300: every row has neighbours
+	// that differ in one column.
+	var strs = []string{"k0", "k1", "v0", "v1"}
+	var all []propertyRow
+	for k := uint32(0); k < 2; k++ {
+		for v := uint32(2); v < 4; v++ {
+			for at := int64(0); at < 2; at++ {
+				for id := int64(1); id <= 300; id++ {
+					all = append(all, propertyRow{key: k, value: v, at: at, id: id})
+				}
+			}
+		}
+	}
+	tx, err := s.idxdb.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := writePropertyRows(ctx, tx, insertPropertyRows, strs, all); err != nil {
+		t.Fatal(err)
+	}
+	// Delete one row in three (propertyInsertRows + a shorter statement).
+	var gone []propertyRow
+	left := map[[4]string]bool{}
+	for i, r := range all {
+		if i%3 == 0 {
+			gone = append(gone, r)
+		} else {
+			left[[4]string{strs[r.key], strs[r.value], strconv.FormatInt(r.at, 10), strconv.FormatInt(r.id, 10)}] = true
+		}
+	}
+	if len(gone) <= propertyInsertRows || len(gone)%propertyInsertRows == 0 {
+		t.Fatalf("%d rows to delete: want more than one statement and a short last one", len(gone))
+	}
+	if err := writePropertyRows(ctx, tx, deletePropertyRows, strs, gone); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT key, value, at, message_id FROM idx.message_properties`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var r [4]string
+		if err := rows.Scan(&r[0], &r[1], &r[2], &r[3]); err != nil {
+			t.Fatal(err)
+		}
+		if !left[r] {
+			t.Errorf("row %q was to be deleted", r)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if n != len(left) {
+		t.Errorf("%d rows left, want %d", n, len(left))
+	}
+
+	for _, m := range []int{propertyInsertRows, 3} {
+		args := make([]any, 0, 4*m)
+		for _, r := range gone[:m] {
+			args = append(args, strs[r.key], strs[r.value], r.at, r.id)
+		}
+		plan, err := tx.QueryContext(ctx, `EXPLAIN QUERY PLAN `+deletePropertyRows+placeholders(m, 4)+`)`, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for plan.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := plan.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		plan.Close()
+		const want = "SEARCH idx.message_properties USING PRIMARY KEY (key=? AND value=? AND at=? AND message_id=?)"
+		if len(lines) == 0 || lines[0] != want {
+			t.Errorf("the DELETE of %d rows: plan %q, want it to start with %q", m, strings.Join(lines, "; "), want)
+		}
+	}
 }

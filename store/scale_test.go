@@ -351,11 +351,13 @@ func ingestAtRate(seeder *storetest.Seeder, perSecond int) (stop func() (int, er
 		per := max(perSecond/10, 1)
 		t := time.NewTicker(step)
 		defer t.Stop()
-		n := 0
+		// What the seeder committed, the pages of a Seed that stop
+		// interrupted included.
+		start := seeder.Written()
 		for {
 			select {
 			case <-ctx.Done():
-				done <- result{n, nil}
+				done <- result{seeder.Written() - start, nil}
 				return
 			case <-t.C:
 			}
@@ -363,10 +365,9 @@ func ingestAtRate(seeder *storetest.Seeder, perSecond int) (stop func() (int, er
 				if ctx.Err() != nil {
 					err = nil
 				}
-				done <- result{n, err}
+				done <- result{seeder.Written() - start, err}
 				return
 			}
-			n += per
 		}
 	}()
 	return func() (int, error) {

@@ -89,6 +89,12 @@ func NewSeeder(ctx context.Context, st *store.Store, opts ScaleOptions) (*Seeder
 // (written, or skipped); all of them are committed when Seed returns.
 func (s *Seeder) Seeded() int { return s.next }
 
+// Written is how many messages the seeder's Seeds have committed: after a
+// Seed that failed (its context ended, say), the pages it had written
+// before count, those it had not do not, so Written can be less than
+// Seeded. Like Seeded, read it between Seeds, not during one.
+func (s *Seeder) Written() int { return s.written }
+
 // Skip advances the stream by n messages without writing them: a seeder
 // over a catalog an earlier seeder filled with n messages continues after
 // them (the same records again would only be seen again, not added).
@@ -125,23 +131,30 @@ func (s *Seeder) Seed(ctx context.Context, n int) error {
 		}
 		s.g = newGenerator(total)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	run, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pages := make(chan scalePage, seedAhead)
 	made := make(chan struct{})
+	var complete bool // written before made closes
 	go func() {
 		defer close(made)
 		defer close(pages)
-		s.make(ctx, n, pages)
+		complete = s.make(run, n, pages)
 	}()
 	var err error
 	for p := range pages {
-		if err = s.apply(ctx, p); err != nil {
+		if err = s.apply(run, p); err != nil {
 			break
 		}
 	}
 	cancel()
 	<-made
+	if err == nil && !complete {
+		// The generator stopped because ctx ended (run is canceled here
+		// only once every page is read): the pages it had not handed
+		// over are not written.
+		err = fmt.Errorf("seed: stopped before every message was written: %w", ctx.Err())
+	}
 	return err
 }
 
@@ -151,8 +164,9 @@ const seedAhead = 4
 
 // make generates the next n messages into pages and sends each page to
 // pages when it is to be written: full, the fullest when the pending ones
-// hold maxPending messages, and every partly filled one at the end.
-func (s *Seeder) make(ctx context.Context, n int, pages chan<- scalePage) {
+// hold maxPending messages, and every partly filled one at the end. It
+// reports whether it sent them all (false: ctx ended first).
+func (s *Seeder) make(ctx context.Context, n int, pages chan<- scalePage) bool {
 	send := func(p *scalePage) bool {
 		s.pendingN -= len(p.msgs)
 		out := *p
@@ -182,22 +196,23 @@ func (s *Seeder) make(ctx context.Context, n int, pages chan<- scalePage) {
 		switch {
 		case len(p.msgs) == s.opts.Page:
 			if !send(p) {
-				return
+				return false
 			}
 		case s.pendingN >= maxPending:
 			// Like an ingester that reads one entity at a time, hold
 			// at most a few pages: write the fullest.
 			if !send(s.fullest()) {
-				return
+				return false
 			}
 		}
 	}
 	// What is left, as shorter pages.
 	for _, key := range s.order {
 		if p := s.pending[key]; len(p.msgs) > 0 && !send(p) {
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // maxPending bounds the messages a Seeder holds in pages not yet written,

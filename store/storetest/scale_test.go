@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -32,6 +34,9 @@ func TestSeederWritesThroughApplyPage(t *testing.T) {
 	if got := again.Seeded(); got != first+more {
 		t.Errorf("Seeded() = %d, want %d", got, first+more)
 	}
+	if got := again.Written(); got != more {
+		t.Errorf("Written() = %d, want %d", got, more)
+	}
 	st.Close()
 
 	db, err := OpenSQL(path)
@@ -60,5 +65,33 @@ func TestSeederWritesThroughApplyPage(t *testing.T) {
 		if got := one(q); got != w {
 			t.Errorf("%s = %d, want %d", q, got, w)
 		}
+	}
+}
+
+// TestSeederCanceledSaysSo: Seed under a context that ends before its
+// messages are written returns the context's error, never nil (nil means
+// every message Seeded counts is committed). The generator's goroutine
+// sees the cancellation when it hands over a page; with no page made yet
+// it used to close the pipe quietly and Seed returned nil about one call
+// in two.
+func TestSeederCanceledSaysSo(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "scale.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := NewSeeder(t.Context(), st, ScaleOptions{Total: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 24 {
+		if err := s.Seed(ctx, 10); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Seed %d under a canceled context: %v, want context.Canceled", i, err)
+		}
+	}
+	if got := s.Written(); got != 0 {
+		t.Errorf("Written() = %d after Seeds under a canceled context, want 0", got)
 	}
 }

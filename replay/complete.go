@@ -134,7 +134,7 @@ func (r *run) complete(ctx context.Context, s *source, work []match) (int, error
 		r.e.cfg.OnRemoved(s.key.entity, s.key.q, len(ups))
 	}
 	if fatal != nil && len(ups) == 0 {
-		return 0, r.brokerHalt("remove originals from "+s.key.q.Path(s.key.entity), fatal)
+		return 0, r.sourceHalt(s.key.entity, "remove originals from "+s.key.q.Path(s.key.entity), fatal)
 	}
 	return len(ups), nil
 }

@@ -383,3 +383,45 @@ func TestSendDisabledReasonNamesTheNamespace(t *testing.T) {
 		t.Errorf("counts %+v, flagged %d; want 3 pending, none flagged", j.Counts, j.Flagged)
 	}
 }
+
+// A source disabled for receiving (ReceiveDisabled, which closes its
+// dead-letter queue to receivers too): the job pauses saying which entity
+// to enable and how, nothing is sent or removed, and the resume after
+// enabling it replays every message once.
+func TestReceiveDisabledSourcePauses(t *testing.T) {
+	e := newEnv(t, queues("orders", "archive"), envOptions{giveUp: 2 * time.Second})
+	e.sendAndDeadLetter("orders", "rd", 12, "Boom")
+	ids := e.cataloged(dlq.Filter{Entity: "orders"}, 12)
+	e.setStatus("orders", admin.EntityStatusReceiveDisabled)
+
+	_, job := e.submit(replay.Request{Action: replay.ActionReplay, Selection: replay.Selection{IDs: ids}, Destination: "archive"})
+	j := e.finished(job.ID, 30*time.Second)
+	t.Logf("paused: %s", j.PausedReason)
+	if j.Status != replay.StatusPaused {
+		t.Fatalf("job = %+v, want paused", j)
+	}
+	for _, want := range []string{"the source orders is disabled for receiving", "az servicebus queue update --name orders --status Active", "resume"} {
+		if !strings.Contains(j.PausedReason, want) {
+			t.Errorf("paused_reason %q does not say %q", j.PausedReason, want)
+		}
+	}
+	if j.Counts.Sent+j.Counts.Completed+j.Counts.Failed != 0 || j.Counts.Pending != 12 {
+		t.Errorf("counts while paused: %+v; want 12 pending, nothing sent or failed", j.Counts)
+	}
+	if n := len(e.peekAll("archive", 0)); n != 0 {
+		t.Fatalf("the destination holds %d messages while the source is disabled", n)
+	}
+
+	e.setStatus("orders", admin.EntityStatusActive)
+	if _, err := e.engine.Resume(audit.WithActor(t.Context(), "tester"), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	j = e.finished(job.ID, 30*time.Second)
+	if j.Status != replay.StatusCompleted || j.Counts.Completed != 12 {
+		t.Fatalf("resumed job = %+v, want 12 completed", j)
+	}
+	checkOnceEach(t, e.copiesIn("archive"), 12)
+	if left := len(e.peekAll("orders", azservicebus.SubQueueDeadLetter)); left != 0 {
+		t.Errorf("%d messages left in the DLQ", left)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -112,6 +113,27 @@ func (r *run) noted(j Job, err error) {
 		r.job = j
 		r.e.changed(j)
 	}
+}
+
+// sourceHalt is brokerHalt for what the run does on the source entity (the
+// entity whose queue it receives from and removes originals of): a source
+// disabled for receiving (ReceiveDisabled or Disabled, which close its
+// dead-letter queue to receivers too) pauses with what to enable and how.
+func (r *run) sourceHalt(entity, what string, err error) error {
+	if !errors.Is(err, dlq.ErrEntityDisabled) {
+		return r.brokerHalt(what, err)
+	}
+	name := "the source " + entity
+	if ns := r.job.Namespace; ns != "" {
+		name = "the source " + ns + "/" + entity
+	}
+	az := "queue update --name " + entity
+	if topic, sub, ok := strings.Cut(entity, "/Subscriptions/"); ok {
+		az = "topic subscription update --topic-name " + topic + " --name " + sub
+	}
+	return &halt{reason: fmt.Sprintf("%s is disabled for receiving, so dlqdash cannot read or remove its dead-lettered messages: "+
+		"enable it (az servicebus %s --status Active) and resume; nothing more was sent, and the messages not replayed yet "+
+		"stay in their dead-letter queue", name, az)}
 }
 
 // brokerHalt turns a broker error that retries did not cure into a pause.

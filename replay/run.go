@@ -275,7 +275,7 @@ func (r *run) work(ctx context.Context, k sourceKey, items []*Item) (err error) 
 		return r.resolveAll(ctx, items, ItemSkipped, "the entity "+k.entity+" no longer exists")
 	}
 	if err != nil {
-		return r.brokerHalt("open a receiver on "+k.q.Path(k.entity), err)
+		return r.sourceHalt(k.entity, "open a receiver on "+k.q.Path(k.entity), err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -66,7 +66,7 @@ func (r *run) receiveDeferred(ctx context.Context, s *source, items []*Item) (ma
 		return s.recv.ReceiveDeferred(cctx, seqs)
 	})
 	if err != nil {
-		return nil, nil, false, r.brokerHalt("receive deferred messages from "+s.key.q.Path(s.key.entity), err)
+		return nil, nil, false, r.sourceHalt(s.key.entity, "receive deferred messages from "+s.key.q.Path(s.key.entity), err)
 	}
 	bySeq := map[int64]*Received{}
 	for _, m := range got {
@@ -169,7 +169,7 @@ func (r *run) readPass(ctx context.Context, s *source, p *pass, ahead *prefetch)
 		}
 		msgs, err := r.receive(ctx, s, ahead)
 		if err != nil {
-			return false, r.brokerHalt("receive from "+s.key.q.Path(s.key.entity), err)
+			return false, r.sourceHalt(s.key.entity, "receive from "+s.key.q.Path(s.key.entity), err)
 		}
 		if len(msgs) == 0 {
 			return false, nil // nothing more is available

@@ -31,7 +31,7 @@ func (s *Store) TakeNewGroups(ctx context.Context) ([]string, error) {
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return nil, s.wrap("read new groups", err, DefaultBusyTimeout)
+		return nil, s.wrap("read new groups", err)
 	}
 	defer tx.Rollback()
 	var cursor int64
@@ -62,7 +62,7 @@ func (s *Store) TakeNewGroups(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("read new groups: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("read new groups", err, DefaultBusyTimeout)
+		return nil, s.wrap("read new groups", err)
 	}
 	return keys, nil
 }
@@ -145,7 +145,7 @@ func (s *Store) AddAlertWebhook(ctx context.Context, w alert.Webhook) (alert.Web
 		w.Name, w.URL, w.Host, string(w.Format), strings.Join(events, ","), w.GrowthPerMinute, w.UntriagedAfter.Milliseconds(),
 		w.BaseURL, w.CreatedAt.UnixMilli(), w.CreatedBy).Scan(&w.ID)
 	if err != nil {
-		return w, s.wrap("add webhook", err, DefaultBusyTimeout)
+		return w, s.wrap("add webhook", err)
 	}
 	return w, nil
 }
@@ -159,7 +159,7 @@ func (s *Store) RemoveAlertWebhook(ctx context.Context, id int64) (alert.Webhook
 		return w, fmt.Errorf("webhook %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return w, s.wrap("remove webhook", err, DefaultBusyTimeout)
+		return w, s.wrap("remove webhook", err)
 	}
 	return w, nil
 }
@@ -177,7 +177,7 @@ func (s *Store) AddAlertDelivery(ctx context.Context, d alert.Delivery) (alert.D
 		d.At.UTC().UnixMilli(), d.Webhook, d.WebhookName, d.Host, string(d.Format), string(d.Event), d.Subject, d.Title, d.Link,
 		status, d.Error, d.Attempts).Scan(&d.ID)
 	if err != nil {
-		return d, s.wrap("record alert delivery", err, DefaultBusyTimeout)
+		return d, s.wrap("record alert delivery", err)
 	}
 	return d, nil
 }

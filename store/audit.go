@@ -33,15 +33,15 @@ const auditColumns = "seq, at, actor, action, params, message_ids, outcome, prev
 func (s *Store) AppendAudit(ctx context.Context, build func(lastSeq int64, lastHash string) (audit.Entry, error)) (audit.Entry, error) {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+		return audit.Entry{}, s.wrap("append audit entry", err)
 	}
 	defer tx.Rollback()
 	e, err := appendAuditTx(ctx, s.eng, tx, build)
 	if err != nil {
-		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+		return audit.Entry{}, s.wrap("append audit entry", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return audit.Entry{}, s.wrap("append audit entry", err, DefaultBusyTimeout)
+		return audit.Entry{}, s.wrap("append audit entry", err)
 	}
 	return e, nil
 }

@@ -35,7 +35,7 @@ func (s *Store) CreateToken(ctx context.Context, t auth.Token, hash string) erro
 	if err != nil && s.eng.uniqueViolation(err, "api_tokens.name", "api_tokens_pkey") {
 		return fmt.Errorf("token %q: %w", t.Name, auth.ErrNameTaken)
 	}
-	return s.wrap("create token", err, DefaultBusyTimeout)
+	return s.wrap("create token", err)
 }
 
 const tokenColumns = `name, role, created_at, created_by, expires_at, last_used_at, revoked_at`
@@ -74,7 +74,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error
 // TokenUsed sets a token's last use.
 func (s *Store) TokenUsed(ctx context.Context, name string, at time.Time) error {
 	_, err := s.writer.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = ? WHERE name = ?`, unixMs(at), name)
-	return s.wrap("record token use", err, DefaultBusyTimeout)
+	return s.wrap("record token use", err)
 }
 
 // ListTokens returns every token by name, revoked ones included.
@@ -107,7 +107,7 @@ func (s *Store) RevokeToken(ctx context.Context, name string, at time.Time) (aut
 		return t, fmt.Errorf("token %q: %w", name, auth.ErrNotFound)
 	}
 	if err != nil {
-		return t, s.wrap("revoke token", err, DefaultBusyTimeout)
+		return t, s.wrap("revoke token", err)
 	}
 	return t, nil
 }
@@ -125,7 +125,7 @@ func (s *Store) CreateSession(ctx context.Context, sess auth.Session) error {
 	_, err = s.writer.ExecContext(ctx, `INSERT INTO sessions (id, user_name, email, groups_json, role, created_at, last_seen_at, idle_expires_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, sess.ID, sess.Name, sess.Email, string(g), sess.Role.String(),
 		unixMs(sess.CreatedAt), unixMs(sess.LastSeenAt), unixMs(sess.IdleExpiresAt), unixMs(sess.ExpiresAt))
-	return s.wrap("create session", err, DefaultBusyTimeout)
+	return s.wrap("create session", err)
 }
 
 // SessionByID returns the session with this hashed id; auth.ErrNotFound if
@@ -157,20 +157,20 @@ func (s *Store) SessionByID(ctx context.Context, id string) (auth.Session, error
 func (s *Store) TouchSession(ctx context.Context, id string, lastSeen, idleExpires time.Time) error {
 	_, err := s.writer.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ?, idle_expires_at = ? WHERE id = ?`,
 		unixMs(lastSeen), unixMs(idleExpires), id)
-	return s.wrap("touch session", err, DefaultBusyTimeout)
+	return s.wrap("touch session", err)
 }
 
 // DeleteSession deletes a session; no error if it is gone already.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	_, err := s.writer.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
-	return s.wrap("delete session", err, DefaultBusyTimeout)
+	return s.wrap("delete session", err)
 }
 
 // DeleteExpiredSessions deletes the sessions expired at now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	res, err := s.writer.ExecContext(ctx, `DELETE FROM sessions WHERE `+s.eng.least("idle_expires_at", "expires_at")+` <= ?`, unixMs(now))
 	if err != nil {
-		return 0, s.wrap("delete expired sessions", err, DefaultBusyTimeout)
+		return 0, s.wrap("delete expired sessions", err)
 	}
 	return res.RowsAffected()
 }

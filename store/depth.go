@@ -106,7 +106,7 @@ func (s *Store) recordDepth(ctx context.Context, ns, entity string, c dlq.Counts
 			scheduled_count = excluded.scheduled_count`,
 		at.UTC().UnixMilli(), c.Active, c.DeadLetter, c.TransferDeadLetter, c.Scheduled, ns, entity)
 	if err != nil {
-		return s.wrap("record depth", err, DefaultBusyTimeout)
+		return s.wrap("record depth", err)
 	}
 	return nil
 }

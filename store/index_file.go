@@ -244,7 +244,7 @@ func prepareIndexFile(ctx context.Context, db *sql.DB, logger *slog.Logger) erro
 func (s *Store) separateIndexes(ctx context.Context) error {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return s.wrap("move the search index to its own file", err, DefaultBusyTimeout)
+		return s.wrap("move the search index to its own file", err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO main.meta (key, value) VALUES (?, lower(hex(randomblob(16))))
@@ -266,7 +266,7 @@ func (s *Store) separateIndexes(ctx context.Context) error {
 		return fmt.Errorf("move the search index to its own file: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return s.wrap("move the search index to its own file", err, DefaultBusyTimeout)
+		return s.wrap("move the search index to its own file", err)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	}
 	tx, ic, err := s.beginIngest(ctx)
 	if err != nil {
-		return res, s.wrap("apply page", err, DefaultBusyTimeout)
+		return res, s.wrap("apply page", err)
 	}
 	defer ic.release() // after the Rollback below
 	defer tx.Rollback()
@@ -88,7 +88,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 			s.idx.writing.Unlock()
 		}()
 		if wantInline, err = s.lockIndexInline(ctx, tx); err != nil {
-			return res, s.wrap("apply page", err, DefaultBusyTimeout)
+			return res, s.wrap("apply page", err)
 		}
 	}
 	eid, err := entityID(ctx, tx, ns, p.Entity)
@@ -170,7 +170,7 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return res, s.wrap("apply page", err, DefaultBusyTimeout)
+		return res, s.wrap("apply page", err)
 	}
 	s.ckpt.committed()
 	if !inline {

@@ -31,7 +31,7 @@ func (s *Store) saveCursor(ctx context.Context, ns string, c dlq.Cursor) error {
 		sq, c.Floor, c.MaxSeen, c.BrokerCount, c.MainLow, millis(c.LastPassAt), millis(c.LastFullAt),
 		c.FullDuration.Milliseconds(), lastErr, ns, c.Entity)
 	if err != nil {
-		return s.wrap("save cursor", err, DefaultBusyTimeout)
+		return s.wrap("save cursor", err)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (s *Store) syncEntities(ctx context.Context, ns string, listed []dlq.Entity
 	var res dlq.EntitySync
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return res, s.wrap("sync entities", err, DefaultBusyTimeout)
+		return res, s.wrap("sync entities", err)
 	}
 	defer tx.Rollback()
 
@@ -81,7 +81,7 @@ func (s *Store) syncEntities(ctx context.Context, ns string, listed []dlq.Entity
 		return res, fmt.Errorf("sync entities: record the last successful read: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return res, s.wrap("sync entities", err, DefaultBusyTimeout)
+		return res, s.wrap("sync entities", err)
 	}
 	return res, nil
 }
@@ -216,7 +216,7 @@ func (s *Store) SaveSettings(ctx context.Context, settings []dlq.Settings) error
 func (s *Store) saveSettings(ctx context.Context, ns string, settings []dlq.Settings) error {
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return s.wrap("save settings", err, DefaultBusyTimeout)
+		return s.wrap("save settings", err)
 	}
 	defer tx.Rollback()
 	for _, st := range settings {
@@ -230,7 +230,7 @@ func (s *Store) saveSettings(ctx context.Context, ns string, settings []dlq.Sett
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return s.wrap("save settings", err, DefaultBusyTimeout)
+		return s.wrap("save settings", err)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 	}
 	tx, ic, err := s.beginIngest(ctx)
 	if err != nil {
-		return nil, s.wrap("import", err, DefaultBusyTimeout)
+		return nil, s.wrap("import", err)
 	}
 	defer ic.release() // after the Rollback below
 	defer tx.Rollback()
@@ -89,7 +89,7 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 		return nil, fmt.Errorf("import messages: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("import", err, DefaultBusyTimeout)
+		return nil, s.wrap("import", err)
 	}
 	s.ckpt.committed()
 	s.idx.added(len(ids))

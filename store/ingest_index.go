@@ -273,7 +273,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	}
 	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
-		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
+		return false, s.wrap("index new messages", err)
 	}
 	defer tx.Rollback()
 	var through, newest int64
@@ -295,7 +295,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return false, s.wrap("index new messages", err, DefaultBusyTimeout)
+		return false, s.wrap("index new messages", err)
 	}
 	s.idxCkpt.committed()
 	return hi < newest || purged == purgeBatch, nil

@@ -38,7 +38,7 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return 0, s.wrap("prune", err, DefaultBusyTimeout)
+		return 0, s.wrap("prune", err)
 	}
 	defer tx.Rollback()
 	var r sql.Result
@@ -62,7 +62,7 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 		now := pr.through // no message above it: nothing the indexer may have passed
 		if pr.unindexed {
 			if err := lockIndexFile(ctx, tx); err != nil {
-				return 0, s.wrap("prune", err, DefaultBusyTimeout)
+				return 0, s.wrap("prune", err)
 			}
 			if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`, metaIndexThrough).Scan(&now); err != nil {
 				return 0, fmt.Errorf("prune messages: %w", err)
@@ -80,7 +80,7 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 		return 0, fmt.Errorf("prune depth samples: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, s.wrap("prune", err, DefaultBusyTimeout)
+		return 0, s.wrap("prune", err)
 	}
 	return int(n), nil
 }
@@ -108,7 +108,7 @@ func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (pr
 	var pr prunedIndexRows
 	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
-		return pr, s.wrap("prune search index", err, DefaultBusyTimeout)
+		return pr, s.wrap("prune search index", err)
 	}
 	defer tx.Rollback()
 	var newest int64
@@ -135,7 +135,7 @@ func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (pr
 		return pr, fmt.Errorf("prune properties: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return pr, s.wrap("prune search index", err, DefaultBusyTimeout)
+		return pr, s.wrap("prune search index", err)
 	}
 	s.idxCkpt.committed()
 	return pr, nil
@@ -152,7 +152,7 @@ func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
 	if s.eng.postgres {
 		var moved int64
 		if err := s.writer.QueryRowContext(ctx, `SELECT gin_clean_pending_list('messages_fts_doc')`).Scan(&moved); err != nil {
-			return false, s.wrap("merge search index", err, DefaultBusyTimeout)
+			return false, s.wrap("merge search index", err)
 		}
 		return moved > 0, nil
 	}
@@ -165,7 +165,7 @@ func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
 	// ingest goes on meanwhile.
 	before := s.totalChanges(ctx)
 	if _, err := s.idxdb.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
-		return false, s.wrap("merge search index", err, DefaultBusyTimeout)
+		return false, s.wrap("merge search index", err)
 	}
 	s.idxCkpt.committed()
 	// FTS5's documented test: fewer than two changes means nothing to merge.

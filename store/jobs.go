@@ -175,7 +175,7 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	// The selection is frozen in this transaction, which holds the writer:
@@ -199,14 +199,14 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 	rows, err := tx.QueryContext(ctx, `SELECT jm.job_id, jm.message_id FROM messages m
 		JOIN job_messages jm ON jm.message_id = m.id AND jm.active = 1`+whereClause(where), args...)
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	seenJob := map[int64]bool{}
 	for rows.Next() {
 		var jobID, msgID int64
 		if err := rows.Scan(&jobID, &msgID); err != nil {
 			rows.Close()
-			return j, s.wrap(op, err, DefaultBusyTimeout)
+			return j, s.wrap(op, err)
 		}
 		conflict.Count++
 		if len(conflict.MessageIDs) < 10 {
@@ -248,7 +248,7 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 		j.Canary.Count, j.Canary.Watch.Milliseconds(), j.Canary.PauseOnRedeadletter, j.Canary.Ramp.Milliseconds(),
 		j.Namespace, j.DestinationNamespace).Scan(&j.ID)
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	poisonCheck := j.Action == replay.ActionReplay && !j.AllowPoison
 	skip := `CASE WHEN m.gone_at IS NOT NULL THEN ? WHEN m.state = 2 THEN ? WHEN ? = 1 AND m.replay_count >= ? THEN ? ELSE '' END`
@@ -262,17 +262,17 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 			FROM messages m LEFT JOIN entities e ON e.id = m.entity_id` + whereClause(where) + `) AS sel`
 	qargs := append([]any{j.ID, edit, now}, skipArgs...)
 	if _, err := tx.ExecContext(ctx, q, append(qargs, args...)...); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	if err := setItemEdits(ctx, tx, j.ID, sel.Edits); err != nil {
 		return j, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := recountJob(ctx, tx, j.ID); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, j.ID))
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	if j.Total == 0 {
 		return j, &replay.PreconditionError{Msg: "the selection matches no messages"}
@@ -286,11 +286,11 @@ func (s *Store) CreateJobAudited(ctx context.Context, j replay.Job, sel replay.S
 			return replay.Job{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if _, err := appendAuditTx(ctx, s.eng, tx, build); err != nil {
-			return replay.Job{}, s.wrap(op+": audit the creation", err, DefaultBusyTimeout)
+			return replay.Job{}, s.wrap(op+": audit the creation", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	return j, nil
 }
@@ -570,11 +570,11 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 	const op = "update job messages"
 	js, err := s.prepareJobStatements(ctx)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	var delta [6]int
@@ -591,7 +591,7 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		// unfinished ones, which are those its UPDATE moves).
 		for _, g := range groups {
 			if err := countGroup(ctx, tx.StmtContext(ctx, js.count), jobID, g, &delta, &flagged); err != nil {
-				return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+				return replay.Job{}, s.wrap(op, err)
 			}
 		}
 	}
@@ -600,12 +600,12 @@ func (s *Store) UpdateItems(ctx context.Context, jobID int64, ups []replay.Updat
 		st := js.set[b2i(g.k.st.Finished())][b2i(g.k.withCopy)]
 		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, string(g.k.st), g.k.errText, g.k.flag, now,
 			string(append(g.doc, ']')), jobID); err != nil {
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+			return replay.Job{}, s.wrap(op, err)
 		}
 	}
 	if _, err := tx.StmtContext(ctx, js.counters).ExecContext(ctx, delta[0], delta[1], delta[2], delta[3], delta[4], delta[5],
 		flagged, jobID); err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	return s.commitJobRow(tx, op, jobID, tx.StmtContext(ctx, js.job).QueryRowContext(ctx, jobID))
 }
@@ -704,7 +704,7 @@ func (s *Store) finalGroups(ctx context.Context, states *sql.Stmt, jobID int64, 
 	}
 	olds, err := itemStates(ctx, states, jobID, ids)
 	if err != nil {
-		return nil, s.wrap(op, err, DefaultBusyTimeout)
+		return nil, s.wrap(op, err)
 	}
 	type final struct {
 		st      replay.ItemState
@@ -817,7 +817,7 @@ func (s *Store) SetStatusAudited(ctx context.Context, jobID int64, st replay.Sta
 	const op = "set job status"
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	if len(from) > 0 {
@@ -826,7 +826,7 @@ func (s *Store) SetStatusAudited(ctx context.Context, jobID int64, st replay.Sta
 			return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 		}
 		if err != nil {
-			return j, s.wrap(op, err, DefaultBusyTimeout)
+			return j, s.wrap(op, err)
 		}
 		if !slices.Contains(from, j.Status) {
 			return j, &replay.StatusError{ID: jobID, Status: j.Status, To: st}
@@ -845,7 +845,7 @@ func (s *Store) SetStatusAudited(ctx context.Context, jobID int64, st replay.Sta
 		finished_at = coalesce(?, finished_at), retry_attempts = 0, next_attempt_at = NULL WHERE id = ?`,
 		string(st), displayText(reason), started, finished, jobID)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return replay.Job{}, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
@@ -861,22 +861,22 @@ func (s *Store) SetStatusAudited(ctx context.Context, jobID int64, st replay.Sta
 			unsent, why = "cancelled", skipCancelled
 			if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET item_state = 'failed', error = ?, updated_at = ?
 				WHERE job_id = ? AND item_state = 'locked'`, cancelledLocked, now, jobID); err != nil {
-				return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+				return replay.Job{}, s.wrap(op, err)
 			}
 		}
 		if err := finishPending(ctx, tx, jobID, unsent, why, now); err != nil {
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+			return replay.Job{}, s.wrap(op, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE job_messages SET active = 0 WHERE job_id = ? AND active = 1`, jobID); err != nil {
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+			return replay.Job{}, s.wrap(op, err)
 		}
 		if err := recountJob(ctx, tx, jobID); err != nil {
-			return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+			return replay.Job{}, s.wrap(op, err)
 		}
 	}
 	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	if entry != nil {
 		build, err := entry(j)
@@ -887,11 +887,11 @@ func (s *Store) SetStatusAudited(ctx context.Context, jobID int64, st replay.Sta
 			return replay.Job{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if _, err := appendAuditTx(ctx, s.eng, tx, build); err != nil {
-			return replay.Job{}, s.wrap(op+": audit the change", err, DefaultBusyTimeout)
+			return replay.Job{}, s.wrap(op+": audit the change", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	return j, nil
 }
@@ -909,14 +909,14 @@ func (s *Store) CancelUnsent(ctx context.Context, jobID int64) (replay.Job, erro
 	const op = "cancel unsent job messages"
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	if err := finishPending(ctx, tx, jobID, string(replay.ItemCancelled), skipCancelled, s.nowMillis()); err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	if err := recountJob(ctx, tx, jobID); err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	return s.commitJob(ctx, tx, op, jobID)
 }
@@ -926,7 +926,7 @@ func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retryin
 	const op = "record job retrying"
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID))
@@ -934,7 +934,7 @@ func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retryin
 		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	st := j.Status
 	switch {
@@ -958,13 +958,13 @@ func (s *Store) SetRetrying(ctx context.Context, jobID int64, rs *replay.Retryin
 			string(st), jobID)
 	}
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	if j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+s.eng.jobColumns()+` FROM jobs WHERE id = ?`, jobID)); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	return j, nil
 }
@@ -1031,10 +1031,10 @@ func (s *Store) commitJobRow(tx *sql.Tx, op string, jobID int64, row *sql.Row) (
 		return j, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)
 	}
 	if err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return j, s.wrap(op, err, DefaultBusyTimeout)
+		return j, s.wrap(op, err)
 	}
 	return j, nil
 }

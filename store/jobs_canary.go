@@ -67,13 +67,13 @@ func (s *Store) SetCanary(ctx context.Context, jobID int64, verdict string, sent
 	const op = "record a job's canary"
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE jobs SET canary_verdict = ?, guard_sent_base = ?, guard_redeadlettered_base = ?
 		WHERE id = ?`, verdict, sentBase, redeadletteredBase, jobID)
 	if err != nil {
-		return replay.Job{}, s.wrap(op, err, DefaultBusyTimeout)
+		return replay.Job{}, s.wrap(op, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return replay.Job{}, fmt.Errorf("job %d: %w", jobID, replay.ErrNotFound)

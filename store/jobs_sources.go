@@ -40,7 +40,7 @@ func (s *Store) HoldSource(ctx context.Context, h replay.SourceHold) (int64, err
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return 0, s.wrap(op, err, DefaultBusyTimeout)
+		return 0, s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	var holder int64
@@ -50,11 +50,11 @@ func (s *Store) HoldSource(ctx context.Context, h replay.SourceHold) (int64, err
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
-		return 0, s.wrap(op, err, DefaultBusyTimeout)
+		return 0, s.wrap(op, err)
 	case holder != h.JobID:
 		alive, err := s.holdAlive(ctx, tx, holder, holderToken)
 		if err != nil {
-			return 0, s.wrap(op, err, DefaultBusyTimeout)
+			return 0, s.wrap(op, err)
 		}
 		if alive {
 			return holder, nil
@@ -71,21 +71,21 @@ func (s *Store) HoldSource(ctx context.Context, h replay.SourceHold) (int64, err
 		WHERE job_sources.job_id <> excluded.job_id OR job_sources.term <= excluded.term`,
 		h.Namespace, h.Entity, code, h.JobID, h.Term, s.processToken(), s.nowMillis())
 	if err != nil {
-		return 0, s.wrap(op, err, DefaultBusyTimeout)
+		return 0, s.wrap(op, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, s.wrap(op, err, DefaultBusyTimeout)
+		return 0, s.wrap(op, err)
 	} else if n == 0 {
 		var term int64
 		if err := tx.QueryRowContext(ctx, `SELECT term FROM job_sources WHERE namespace = ? AND entity = ? AND subqueue = ?`,
 			h.Namespace, h.Entity, code).Scan(&term); err != nil {
-			return 0, s.wrap(op, err, DefaultBusyTimeout)
+			return 0, s.wrap(op, err)
 		}
 		return 0, fmt.Errorf("%s: job %d's run under claim term %d is stale: the job's run under term %d holds %s: %w",
 			op, h.JobID, h.Term, term, h.SubQueue.Path(h.Entity), replica.ErrClaimLost)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, s.wrap(op, err, DefaultBusyTimeout)
+		return 0, s.wrap(op, err)
 	}
 	return h.JobID, nil
 }
@@ -126,12 +126,12 @@ func (s *Store) ReleaseSource(ctx context.Context, h replay.SourceHold) error {
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return s.wrap(op, err, DefaultBusyTimeout)
+		return s.wrap(op, err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM job_sources WHERE namespace = ? AND entity = ? AND subqueue = ? AND job_id = ? AND term = ?`,
 		h.Namespace, h.Entity, code, h.JobID, h.Term); err != nil {
-		return s.wrap(op, err, DefaultBusyTimeout)
+		return s.wrap(op, err)
 	}
-	return s.wrap(op, tx.Commit(), DefaultBusyTimeout)
+	return s.wrap(op, tx.Commit())
 }

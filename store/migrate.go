@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 //go:embed migrations/*.sql migrations/postgres/*.sql
@@ -100,13 +99,13 @@ const createMigrationsTablePG = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	applied_at bigint NOT NULL
 )`
 
-func (s *Store) migrate(ctx context.Context, logger *slog.Logger, busy time.Duration) error {
+func (s *Store) migrate(ctx context.Context, logger *slog.Logger) error {
 	ms, err := loadMigrationsIn(migrationFiles, s.eng.migrationDir())
 	if err != nil {
 		return err
 	}
 	if err := s.createMigrationsTable(ctx); err != nil {
-		return s.wrap("create schema_migrations", err, busy)
+		return s.wrap("create schema_migrations", err)
 	}
 	known := len(ms)
 
@@ -114,7 +113,7 @@ func (s *Store) migrate(ctx context.Context, logger *slog.Logger, busy time.Dura
 		// Each migration runs in its own IMMEDIATE transaction, and the
 		// current version is read inside it: two processes starting on the
 		// same file at once apply each migration exactly once.
-		applied, err := s.applyNext(ctx, ms, busy)
+		applied, err := s.applyNext(ctx, ms)
 		if err != nil {
 			return err
 		}
@@ -168,16 +167,16 @@ func (s *Store) beginMigration(ctx context.Context) (*sql.Tx, error) {
 
 // applyNext applies the first migration the database lacks and returns it,
 // or nil when the database is current.
-func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duration) (*migration, error) {
+func (s *Store) applyNext(ctx context.Context, ms []migration) (*migration, error) {
 	tx, err := s.beginMigration(ctx)
 	if err != nil {
-		return nil, s.wrap("begin migration", err, busy)
+		return nil, s.wrap("begin migration", err)
 	}
 	defer tx.Rollback()
 
 	var current int
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return nil, s.wrap("read schema version", err, busy)
+		return nil, s.wrap("read schema version", err)
 	}
 	if current > len(ms) {
 		return nil, &SchemaTooNewError{Path: s.path, DatabaseVersion: current, KnownVersion: len(ms)}
@@ -192,12 +191,12 @@ func (s *Store) applyNext(ctx context.Context, ms []migration, busy time.Duratio
 		// with it off on the one writer connection, and checks the keys
 		// itself before it commits.
 		tx.Rollback()
-		return s.applyWithoutForeignKeys(ctx, ms, busy)
+		return s.applyWithoutForeignKeys(ctx, ms)
 	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return nil, s.wrap("apply migration "+m.name, err, busy)
+		return nil, s.wrap("apply migration "+m.name, err)
 	}
-	return s.recordMigration(ctx, tx, m, busy)
+	return s.recordMigration(ctx, tx, m)
 }
 
 // Version returns the schema version recorded in the database.
@@ -227,27 +226,27 @@ func (m migration) foreignKeysOff() bool {
 // applyWithoutForeignKeys is applyNext for a migration marked with
 // foreignKeysMarker. The writer pool holds one connection, so the pragmas
 // and the transaction run on the same one.
-func (s *Store) applyWithoutForeignKeys(ctx context.Context, ms []migration, busy time.Duration) (*migration, error) {
+func (s *Store) applyWithoutForeignKeys(ctx context.Context, ms []migration) (*migration, error) {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
-		return nil, s.wrap("begin migration", err, busy)
+		return nil, s.wrap("begin migration", err)
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
-		return nil, s.wrap("begin migration", err, busy)
+		return nil, s.wrap("begin migration", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`)
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, s.wrap("begin migration", err, busy)
+		return nil, s.wrap("begin migration", err)
 	}
 	defer tx.Rollback()
 	if err := sqliteLockCatalog(ctx, tx); err != nil {
-		return nil, s.wrap("begin migration", err, busy)
+		return nil, s.wrap("begin migration", err)
 	}
 	var current int
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return nil, s.wrap("read schema version", err, busy)
+		return nil, s.wrap("read schema version", err)
 	}
 	if current >= len(ms) {
 		return nil, nil // another process got here first
@@ -256,29 +255,29 @@ func (s *Store) applyWithoutForeignKeys(ctx context.Context, ms []migration, bus
 	// meanwhile, and then the next one runs here, with the same checks.
 	m := ms[current]
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return nil, s.wrap("apply migration "+m.name, err, busy)
+		return nil, s.wrap("apply migration "+m.name, err)
 	}
 	rows, err := tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
 	if err != nil {
-		return nil, s.wrap("check foreign keys after migration "+m.name, err, busy)
+		return nil, s.wrap("check foreign keys after migration "+m.name, err)
 	}
 	bad := rows.Next()
 	rows.Close()
 	if bad {
 		return nil, fmt.Errorf("migration %s: it would break a foreign key; the database is unchanged", m.name)
 	}
-	return s.recordMigration(ctx, tx, m, busy)
+	return s.recordMigration(ctx, tx, m)
 }
 
 // recordMigration records m as applied in tx and commits it.
-func (s *Store) recordMigration(ctx context.Context, tx *sql.Tx, m migration, busy time.Duration) (*migration, error) {
+func (s *Store) recordMigration(ctx context.Context, tx *sql.Tx, m migration) (*migration, error) {
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 		m.version, m.name, s.nowMillis()); err != nil {
-		return nil, s.wrap("record migration "+m.name, err, busy)
+		return nil, s.wrap("record migration "+m.name, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("commit migration "+m.name, err, busy)
+		return nil, s.wrap("commit migration "+m.name, err)
 	}
 	return &m, nil
 }

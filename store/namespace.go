@@ -104,7 +104,7 @@ func (s *Store) Adopt(ctx context.Context, from, to string) (int64, error) {
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return 0, s.wrap("adopt "+what, err, DefaultBusyTimeout)
+		return 0, s.wrap("adopt "+what, err)
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE entities SET namespace = ? WHERE namespace = ?
@@ -134,7 +134,7 @@ func (s *Store) Adopt(ctx context.Context, from, to string) (int64, error) {
 		return 0, fmt.Errorf("adopt %s as %s: %w", what, to, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, s.wrap("adopt "+what, err, DefaultBusyTimeout)
+		return 0, s.wrap("adopt "+what, err)
 	}
 	return n, nil
 }

@@ -105,7 +105,7 @@ func openPostgres(ctx context.Context, target string, opts Options, readOnly boo
 		}
 		return s, nil
 	}
-	if err := s.migrate(ctx, logger, DefaultBusyTimeout); err != nil {
+	if err := s.migrate(ctx, logger); err != nil {
 		return fail(err)
 	}
 	if err := s.prepareChunks(ctx); err != nil {

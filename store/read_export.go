@@ -135,7 +135,7 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	if err := reader.QueryRowContext(ctx,
 		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&hasTable); err != nil {
 		s.Close()
-		return nil, s.wrap("open database", err, opts.BusyTimeout)
+		return nil, s.wrap("open database", err)
 	}
 	if hasTable == 0 {
 		s.Close()
@@ -144,7 +144,7 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 	v, err := s.Version(ctx)
 	if err != nil {
 		s.Close()
-		return nil, s.wrap("open database", err, opts.BusyTimeout)
+		return nil, s.wrap("open database", err)
 	}
 	switch known := SchemaVersion(); {
 	case v > known:

@@ -26,24 +26,24 @@ func (s *Store) CreatePendingSignIn(ctx context.Context, p auth.PendingSignIn, p
 	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return s.wrap("create pending sign-in", err, DefaultBusyTimeout)
+		return s.wrap("create pending sign-in", err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM oidc_signins WHERE expires_at <= ?`, unixMs(p.CreatedAt)); err != nil {
-		return s.wrap("sweep lapsed sign-ins", err, DefaultBusyTimeout)
+		return s.wrap("sweep lapsed sign-ins", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO oidc_signins (state_hash, client, next, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
 		p.StateHash, p.Client, p.Next, unixMs(p.CreatedAt), unixMs(p.ExpiresAt)); err != nil {
-		return s.wrap("create pending sign-in", err, DefaultBusyTimeout)
+		return s.wrap("create pending sign-in", err)
 	}
 	// The client's rows beyond its newest perClient: an index range of
 	// (client, created_at), at most perClient+1 rows long.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM oidc_signins WHERE client = ? AND state_hash NOT IN (
 			SELECT state_hash FROM oidc_signins WHERE client = ? ORDER BY created_at DESC, state_hash DESC LIMIT ?)`,
 		p.Client, p.Client, perClient); err != nil {
-		return s.wrap("bound pending sign-ins", err, DefaultBusyTimeout)
+		return s.wrap("bound pending sign-ins", err)
 	}
-	return s.wrap("create pending sign-in", tx.Commit(), DefaultBusyTimeout)
+	return s.wrap("create pending sign-in", tx.Commit())
 }
 
 // TakePendingSignIn deletes the sign-in with this state hash and returns
@@ -61,7 +61,7 @@ func (s *Store) TakePendingSignIn(ctx context.Context, stateHash string, now tim
 		return p, auth.ErrNotFound
 	}
 	if err != nil {
-		return p, s.wrap("take pending sign-in", err, DefaultBusyTimeout)
+		return p, s.wrap("take pending sign-in", err)
 	}
 	p.CreatedAt, p.ExpiresAt = fromMillis(created), fromMillis(expires)
 	if !now.Before(p.ExpiresAt) {

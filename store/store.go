@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 	"net/url"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -184,7 +185,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	writer.SetConnMaxIdleTime(0)
 
 	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout, closeIndexFor: closeIndexBudget, log: logger}
-	if err := s.migrate(ctx, logger, opts.BusyTimeout); err != nil {
+	if err := s.migrate(ctx, logger); err != nil {
 		writer.Close()
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		reader.Close()
 		idxdb.Close()
 		writer.Close()
-		return nil, s.wrap("open read pool", err, opts.BusyTimeout)
+		return nil, s.wrap("open read pool", err)
 	}
 	s.reader = reader
 	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout); err != nil {
@@ -394,15 +395,15 @@ func checkWritable(path string) error {
 	return f.Close()
 }
 
-// wrap turns SQLite's result codes into the package's errors. busy is how
-// long the connection waited for a lock; a store that knows its own
-// (Options.BusyTimeout) says that one.
-func (s *Store) wrap(op string, err error, busy time.Duration) error {
+// wrap turns SQLite's result codes into the package's errors; a lock
+// error says how long the connection waited (Options.BusyTimeout).
+func (s *Store) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if s.busy > 0 {
-		busy = s.busy
+	busy := s.busy
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
@@ -443,7 +444,7 @@ func (s *Store) wrapBusy(op string, err error) error {
 	if errors.As(err, &se) {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return s.wrap(op, err, DefaultBusyTimeout)
+			return s.wrap(op, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

@@ -42,7 +42,7 @@ func (s *Store) UpdateGroupTriage(ctx context.Context, key string, c dlq.TriageC
 	}
 	tx, err := s.beginWrite(ctx)
 	if err != nil {
-		return before, after, s.wrap("update group", err, DefaultBusyTimeout)
+		return before, after, s.wrap("update group", err)
 	}
 	defer tx.Rollback()
 	var id int64
@@ -75,7 +75,7 @@ func (s *Store) UpdateGroupTriage(ctx context.Context, key string, c dlq.TriageC
 		return before, after, fmt.Errorf("update group %s: %w", key, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return before, after, s.wrap("update group", err, DefaultBusyTimeout)
+		return before, after, s.wrap("update group", err)
 	}
 	return before, t.triage(), nil
 }
@@ -109,7 +109,7 @@ func (s *Store) UnauditedReopenings(ctx context.Context) ([]alert.Reopening, err
 // MarkReopeningAudited records that reopening id is in the audit trail.
 func (s *Store) MarkReopeningAudited(ctx context.Context, id int64) error {
 	if _, err := s.writer.ExecContext(ctx, `UPDATE group_reopenings SET audited = 1 WHERE id = ?`, id); err != nil {
-		return s.wrap("mark reopened group audited", err, DefaultBusyTimeout)
+		return s.wrap("mark reopened group audited", err)
 	}
 	return nil
 }

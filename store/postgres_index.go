@@ -295,44 +295,29 @@ func indexPropertiesRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, thr
 	if err := clearPropertiesAbove(ctx, tx, through); err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, properties, coalesce(enqueued_at, -1)
-		FROM messages WHERE id > ? AND id <= ? ORDER BY id`, through, hi)
+	set, err := readPropertyRows(ctx, tx, `m.id > ? AND m.id <= ?`, through, hi)
 	if err != nil {
 		return fmt.Errorf("index properties: %w", err)
 	}
-	type stored struct {
-		id, at int64
-		props  []byte
-	}
-	var batch []stored
-	for rows.Next() {
-		var m stored
-		if err := rows.Scan(&m.id, &m.props, &m.at); err != nil {
-			rows.Close()
-			return fmt.Errorf("index properties: %w", err)
-		}
-		batch = append(batch, m)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("index properties: %w", err)
-	}
-	rows.Close()
-	if len(batch) == 0 {
-		return nil // every message of the range was pruned
+	if len(set.rows) == 0 {
+		return nil // every message of the range was pruned, or has no properties
 	}
 	// What the batch's first messages say of their keys first, so that a
 	// key decided now has no rows of this batch.
-	props := make([][]byte, len(batch))
-	for i, m := range batch {
-		props[i] = m.props
-	}
-	skip, err := learnPropertyKeysPG(ctx, tx, props)
+	skip, err := learnPropertyKeysFrom(ctx, tx, set.pairs(set.rows[:set.sampled]))
 	if err != nil {
 		return err
 	}
 	var propRows [][]any
-	for _, m := range batch {
-		propRows = appendPropertyRows(propRows, m.props, m.at, m.id, skip, ic != nil)
+	for _, r := range set.rows {
+		key, value := set.strs[r.key], set.strs[r.value]
+		switch {
+		case skip[key]:
+		case ic != nil: // COPY: strings as the driver encodes its parameters
+			propRows = append(propRows, []any{encodePGText(key), encodePGText(value), r.at, r.id})
+		default:
+			propRows = append(propRows, []any{key, value, r.at, r.id})
+		}
 	}
 	if len(propRows) == 0 {
 		return nil
@@ -347,18 +332,6 @@ func indexPropertiesRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, thr
 		}
 		return nil
 	})
-}
-
-// learnPropertyKeysPG samples the first propertyKeySample of props (a
-// batch's messages' properties, in id order) for the keys not decided yet
-// (property_keys.go), in tx, which holds indexPropsLockKey, and returns the
-// keys decided not indexed.
-func learnPropertyKeysPG(ctx context.Context, tx *sql.Tx, props [][]byte) (map[string]bool, error) {
-	var pairs [][2]string
-	for _, p := range props[:min(len(props), propertyKeySample)] {
-		pairs = append(pairs, propertyPairs(p)...)
-	}
-	return learnPropertyKeysFrom(ctx, tx, pairs)
 }
 
 // clearPropertiesAbove deletes the property rows of the messages above the

@@ -317,23 +317,11 @@ func (dst *Store) copyTailProperties(ctx context.Context, src *sql.Tx) (int64, e
 	}
 	// The source's decisions, in the same snapshot (property_keys.go):
 	// keys decided not indexed get no rows.
-	skip := map[string]bool{}
-	keys, err := src.QueryContext(ctx, `SELECT key FROM property_keys WHERE indexed = 0`)
+	decided, err := propertyKeys(ctx, src)
 	if err != nil {
 		return 0, err
 	}
-	for keys.Next() {
-		var k string
-		if err := keys.Scan(&k); err != nil {
-			keys.Close()
-			return 0, err
-		}
-		skip[k] = true
-	}
-	if err := keys.Err(); err != nil {
-		return 0, err
-	}
-	keys.Close()
+	skip := notIndexed(decided)
 	rows, err := src.QueryContext(ctx, `SELECT id, properties, coalesce(enqueued_at, -1) FROM messages WHERE id > ? ORDER BY id`, through)
 	if err != nil {
 		return 0, err

@@ -177,13 +177,18 @@ func learnPropertyKeysFrom(ctx context.Context, tx *sql.Tx, pairs [][2]string) (
 			return nil, err
 		}
 	}
+	return notIndexed(decided), nil
+}
+
+// notIndexed is the keys decided not indexed among decided (propertyKeys).
+func notIndexed(decided map[string]bool) map[string]bool {
 	skip := map[string]bool{}
 	for k, indexed := range decided {
 		if !indexed {
 			skip[k] = true
 		}
 	}
-	return skip, nil
+	return skip
 }
 
 // purgeUnindexedRows deletes up to purgeBatch property rows of keys decided

@@ -13,33 +13,38 @@ import (
 // another core than the writer's transactions (issue 18: checkpoints were
 // 5-7 % of the ingest's CPU, all of it on the writer). A PASSIVE checkpoint
 // never waits for the writer nor for readers: it copies what no reader still
-// needs. The writer's own automatic checkpoint stays as the backstop, at
-// walCheckpointPages: it copies what the background one has not (frames
-// committed while it ran) and lets the next transaction start the log over,
-// so the log file stays bounded.
+// needs. A log starts over only when a write begins with all of it copied,
+// which the background checkpoint cannot arrange while the writer commits
+// back to back: the writer copies the rest itself between two of the
+// indexer's transactions when the log is long (logRestart, below). Its
+// automatic checkpoint is only a backstop (writerCheckpointPages).
 //
 // The index file (index_file.go) has a checkpointer of its own beside the
 // indexer, for the same reason: each index transaction writes thousands of
 // pages, and its commit copied them back and waited for two fsyncs (35 ms
 // each on the benchmark machine) before the indexer could go on.
 
-// checkpointEvery is how often the background checkpoint runs while the
-// writer commits (never while it does not).
-const checkpointEvery = 250 * time.Millisecond
+// checkpointEvery is how often the background checkpoint runs. One that
+// finds the log all copied costs a few microseconds. A variable for tests,
+// read when a store opens.
+var checkpointEvery = 250 * time.Millisecond
 
 // checkpointer runs PASSIVE checkpoints on its own connection.
 type checkpointer struct {
-	db      *sql.DB
-	commits atomic.Int64 // the writer's ingest commits, counted by committed
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	db   *sql.DB
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	// restart, when set (the catalog's checkpointer), is told how long the
+	// log is after each checkpoint.
+	restart *logRestart
 }
 
 // newCheckpointer starts checkpointing the database file at path: the
 // catalog, or the index file (index_file.go), whose WAL the indexer's
 // transactions write.
 func newCheckpointer(path string, busy time.Duration) (*checkpointer, error) {
+	every := checkpointEvery
 	db, err := sql.Open("sqlite", dsn(path, busy, false))
 	if err != nil {
 		return nil, err
@@ -48,33 +53,25 @@ func newCheckpointer(path string, busy time.Duration) (*checkpointer, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(0)
 	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{})}
-	go c.loop()
+	go c.loop(every)
 	return c, nil
 }
 
-// committed counts a commit of the file's writer.
-func (c *checkpointer) committed() {
-	if c != nil {
-		c.commits.Add(1)
-	}
-}
-
-func (c *checkpointer) loop() {
+func (c *checkpointer) loop(every time.Duration) {
 	defer close(c.done)
-	t := time.NewTicker(checkpointEvery)
+	t := time.NewTicker(every)
 	defer t.Stop()
-	var seen int64
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-t.C:
 		}
-		if n := c.commits.Load(); n != seen {
-			seen = n
-			// A failure (busy, say) is left to the writer's own
-			// checkpoint; the next tick tries again.
-			_, _ = c.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+		// A failure (busy, say) is left to the next tick.
+		var busy, frames, copied int64
+		if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).
+			Scan(&busy, &frames, &copied); err == nil {
+			c.restart.checked(frames, copied)
 		}
 	}
 }
@@ -86,4 +83,111 @@ func (c *checkpointer) close() error {
 	c.once.Do(func() { close(c.stop) })
 	<-c.done
 	return c.db.Close()
+}
+
+// During a bulk read the catalog's log would never start over. The indexer
+// reads the catalog in transactions of about a second each, back to back,
+// and a checkpoint copies no frame such a reader may still need, so part of
+// the log is always held back when the writer begins a transaction.
+//
+// logRestart lets it start over between two index transactions. When the
+// catalog's checkpointer finds the log longer than restartFrames, the
+// writer, about to begin a transaction at a moment no index transaction
+// reads, first copies the rest of the log itself (beforeWrite): the
+// transaction then starts the log over. While the log is long, the indexer
+// waits before its next transaction (hold, restartHold at most) for that
+// copy, unless the writer has stopped writing. Its next transaction, begun after the copy, reads
+// the database file alone and holds nothing back.
+type logRestart struct {
+	frames  int64        // restartFrames when the store opened
+	long    atomic.Bool  // the log is long and not all copied
+	reading atomic.Int32 // index transactions reading the catalog
+	// lastWrite is when the writer last began a transaction (Unix ns).
+	lastWrite atomic.Int64
+	// restarts counts the copies that let the log start over.
+	restarts atomic.Int64
+	mu       sync.Mutex
+	// waiting is closed when the log is all copied, for the index
+	// transactions that hold.
+	waiting chan struct{}
+}
+
+// restartFrames is the length (pages) of the catalog's log past which the
+// writer starts it over: 64 MiB. A variable for tests.
+var restartFrames int64 = 16384
+
+// restartHold is the longest the indexer waits for the log to be copied:
+// a few of the writer's transactions.
+const restartHold = 200 * time.Millisecond
+
+// restartIdle is how long after its last transaction began the writer
+// counts as not writing: the indexer does not wait for it then.
+const restartIdle = 100 * time.Millisecond
+
+// checked records what a checkpoint of the catalog found: its log's frames
+// and those copied.
+func (r *logRestart) checked(frames, copied int64) {
+	if r != nil && frames >= r.frames && copied < frames {
+		r.long.Store(true)
+	}
+}
+
+// hold waits, when the log is long and the writer writes, until the writer
+// has copied all of it or for restartHold; then it marks an index
+// transaction as reading until the returned func runs.
+func (r *logRestart) hold(ctx context.Context) (done func()) {
+	if r == nil {
+		return func() {}
+	}
+	if r.long.Load() && time.Now().UnixNano()-r.lastWrite.Load() < int64(restartIdle) {
+		r.mu.Lock()
+		if r.waiting == nil {
+			r.waiting = make(chan struct{})
+		}
+		wait := r.waiting
+		r.mu.Unlock()
+		t := time.NewTimer(restartHold)
+		select {
+		case <-wait:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	r.reading.Add(1)
+	return func() { r.reading.Add(-1) }
+}
+
+// beforeWrite runs before the writer begins a transaction: when the log is
+// long and no index transaction reads, it copies the rest of the log with
+// checkpoint, which reports whether all of it is copied. Then the
+// transaction starts the log over.
+func (r *logRestart) beforeWrite(checkpoint func() (all bool)) {
+	if r == nil {
+		return
+	}
+	r.lastWrite.Store(time.Now().UnixNano())
+	if !r.long.Load() || r.reading.Load() > 0 {
+		return
+	}
+	if !checkpoint() {
+		return // a reader held some back: the next write tries again
+	}
+	r.restarts.Add(1)
+	r.long.Store(false)
+	r.mu.Lock()
+	if r.waiting != nil {
+		close(r.waiting)
+		r.waiting = nil
+	}
+	r.mu.Unlock()
+}
+
+// checkpointCatalog copies what it can of the catalog's log on the writer's
+// connection (the catalog alone, not the index file it has attached), and
+// reports whether all of the log is copied.
+func (s *Store) checkpointCatalog() (all bool) {
+	var busy, frames, copied int64
+	err := s.writer.QueryRowContext(context.Background(), `PRAGMA main.wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	return err == nil && busy == 0 && frames >= 0 && copied == frames
 }

@@ -172,11 +172,8 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err := tx.Commit(); err != nil {
 		return res, s.wrap("apply page", err)
 	}
-	s.ckpt.committed()
 	if !inline {
 		s.idx.added(len(res.New))
-	} else {
-		s.idxCkpt.committed()
 	}
 	return res, nil
 }

@@ -91,7 +91,6 @@ func (s *Store) Import(ctx context.Context, recs []dlq.Record) ([]int64, error) 
 	if err := tx.Commit(); err != nil {
 		return nil, s.wrap("import", err)
 	}
-	s.ckpt.committed()
 	s.idx.added(len(ids))
 	return ids, nil
 }

@@ -267,6 +267,7 @@ func (s *Store) closeIndexTail(ctx context.Context) error {
 // reports whether more are left. It never takes the catalog's write lock:
 // the ingest's transactions go on meanwhile, on the other core.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
+	defer s.restart.hold(ctx)()
 	if s.idx != nil {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()
@@ -297,7 +298,6 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if err := tx.Commit(); err != nil {
 		return false, s.wrap("index new messages", err)
 	}
-	s.idxCkpt.committed()
 	return hi < newest || purged == purgeBatch, nil
 }
 

@@ -137,7 +137,6 @@ func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (pr
 	if err := tx.Commit(); err != nil {
 		return pr, s.wrap("prune search index", err)
 	}
-	s.idxCkpt.committed()
 	return pr, nil
 }
 
@@ -167,7 +166,6 @@ func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
 	if _, err := s.idxdb.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
 		return false, s.wrap("merge search index", err)
 	}
-	s.idxCkpt.committed()
 	// FTS5's documented test: fewer than two changes means nothing to merge.
 	return s.totalChanges(ctx)-before >= 2, nil
 }

@@ -7,8 +7,8 @@ import (
 
 // TestIngestSettings checks the write side's settings issue 18 measured:
 // the search index merges 64 segments at a time and only then, or in the
-// ingester's idle merge steps (0012), and the writer checkpoints the WAL
-// every walCheckpointPages pages.
+// ingester's idle merge steps (0012), and the writer's own checkpoint is
+// the backstop at writerCheckpointPages (checkpoint.go).
 func TestIngestSettings(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "settings.db"))
 	ctx := t.Context()
@@ -19,7 +19,7 @@ func TestIngestSettings(t *testing.T) {
 		}
 	}
 	var pages int
-	if err := s.writer.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil || pages != walCheckpointPages {
-		t.Errorf("writer's wal_autocheckpoint = %d, %v; want %d", pages, err, walCheckpointPages)
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil || pages != writerCheckpointPages {
+		t.Errorf("writer's wal_autocheckpoint = %d, %v; want %d", pages, err, writerCheckpointPages)
 	}
 }

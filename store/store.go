@@ -101,6 +101,9 @@ type Store struct {
 	// ckpt copies the write-ahead log into the database beside the writer
 	// (checkpoint.go); idxCkpt the index file's, beside the indexer.
 	ckpt, idxCkpt *checkpointer
+	// restart lets the catalog's log start over during a bulk read
+	// (checkpoint.go); nil on PostgreSQL.
+	restart *logRestart
 	// closeUnindexed, set by tests, leaves the unindexed tail to the next
 	// Open, as a crash would.
 	closeUnindexed bool
@@ -224,6 +227,8 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	s.restart = &logRestart{frames: restartFrames}
+	s.ckpt.restart = s.restart
 	if s.idxCkpt, err = newCheckpointer(IndexPath(path), opts.BusyTimeout); err != nil {
 		s.ckpt.close()
 		reader.Close()
@@ -303,6 +308,7 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	if f := fenceOf(ctx); f != nil && s.eng.postgres {
 		return s.beginFenced(ctx, f)
 	}
+	s.restart.beforeWrite(s.checkpointCatalog)
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -314,18 +320,20 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	return tx, nil
 }
 
-// walCheckpointPages is how many pages the write-ahead log grows to before
-// the writer's commit copies them into the database (wal_autocheckpoint).
-// A bulk read of a DLQ commits about 2 MB per 1,000 messages, so SQLite's
-// default (1,000 pages, 4 MB) checkpointed every other page of the pass and
-// wrote the index pages every page touches again each time; 4,000 pages
-// (16 MB) writes each of those once per eight pages. Readers never wait for
-// a checkpoint (WAL); the log file stays about this size, unless a long read
-// holds a checkpoint back (it grows, and is reused from its start after).
-// Since the background checkpoint (checkpoint.go) the writer's is the
-// backstop: the log reaches this size only when the background one has not
-// caught up.
+// walCheckpointPages is how many pages the index file's write-ahead log
+// grows to before the indexer's commit copies them into the file
+// (wal_autocheckpoint; SQLite's default is 1,000): 16 MB.
 const walCheckpointPages = 4000
+
+// writerCheckpointPages is the writer's wal_autocheckpoint: a backstop, at
+// 512 MiB, that never runs in a bulk read of a million messages. The
+// catalog's log is copied by the background checkpointer, and started
+// over by the writer between two of the indexer's transactions
+// (checkpoint.go). At walCheckpointPages the writer's own checkpoint ran
+// after nearly every commit of a bulk read and waited for its fsyncs on
+// the ingest's goroutine: 22,238-22,579 msg/s at a million against
+// 23,656-23,778 without it (BENCHMARKS.md, issue 18).
+const writerCheckpointPages = 131072
 
 // walSizeLimit is the size (bytes) a write-ahead log file is cut back to
 // when the log starts over (journal_size_limit). During a bulk read the
@@ -350,9 +358,9 @@ func dsn(path string, busy time.Duration, readOnly bool) string {
 		// (index_file.go). beginWrite locks the catalog alone
 		// (engine.lockWriter).
 		q.Set("_txlock", "deferred")
-		// The writer checkpoints the WAL into the database every
-		// walCheckpointPages pages instead of SQLite's 1,000.
-		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+		// The writer's own checkpoint is a backstop
+		// (writerCheckpointPages).
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointPages))
 		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 		// A multi-row INSERT inside a transaction keeps a statement
 		// journal (the pages it changed, to undo that statement alone);

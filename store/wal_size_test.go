@@ -25,30 +25,14 @@ func TestWALFilesShrinkAfterABulkRead(t *testing.T) {
 	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	at := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
 	page := func(from, n int) {
 		t.Helper()
-		var msgs []dlq.Message
-		for i := from; i < from+n; i++ {
-			msgs = append(msgs, dlq.Message{SequenceNumber: int64(i), State: dlq.StateActive, MessageID: "m", EnqueuedAt: &at,
-				Body: []byte(strings.Repeat("word"+string(rune('a'+i%26))+" ", 700)), ApplicationProperties: []byte(`{"tenant":"t1"}`)})
-		}
-		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, From: int64(from),
-			Through: int64(from + n - 1), Messages: msgs, SeenAt: at}); err != nil {
-			t.Fatal(err)
-		}
+		writeBulkPage(t, s, from, n, 700)
 		if err := s.FlushIndex(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	size := func(file string) int64 {
-		t.Helper()
-		fi, err := os.Stat(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
+	size := func(file string) int64 { return fileSize(t, file) }
 	wals := []string{path + "-wal", IndexPath(path) + "-wal"}
 	// A reader holds a snapshot of both files through the bulk read, as
 	// the indexer's transactions do during a real one: no checkpoint
@@ -86,5 +70,71 @@ func TestWALFilesShrinkAfterABulkRead(t *testing.T) {
 		if n := size(w); n > 512<<10 {
 			t.Errorf("%s is still %d bytes after the log started over (limit %d)", filepath.Base(w), n, walSizeLimit)
 		}
+	}
+}
+
+// writeBulkPage writes messages from to from+n-1 of the dead-letter queue
+// of "orders" (which must exist) as one page, each with a body of words
+// words.
+func writeBulkPage(t *testing.T, s *Store, from, n, words int) {
+	t.Helper()
+	at := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	var msgs []dlq.Message
+	for i := from; i < from+n; i++ {
+		msgs = append(msgs, dlq.Message{SequenceNumber: int64(i), State: dlq.StateActive, MessageID: "m", EnqueuedAt: &at,
+			Body: []byte(strings.Repeat("word"+string(rune('a'+i%26))+" ", words)), ApplicationProperties: []byte(`{"tenant":"t1"}`)})
+	}
+	if _, err := s.ApplyPage(t.Context(), dlq.Page{Entity: "orders", SubQueue: dlq.SubQueueDeadLetter, From: int64(from),
+		Through: int64(from + n - 1), Messages: msgs, SeenAt: at}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fileSize(t *testing.T, file string) int64 {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestCatalogLogStartsOverDuringBulkRead: while pages are written back to
+// back and the indexer reads the catalog between them, the catalog's log
+// starts over each time it has grown past restartFrames (the writer copies
+// the rest of it before a transaction that no index transaction overlaps,
+// logRestart), instead of growing with everything the bulk read writes.
+func TestCatalogLogStartsOverDuringBulkRead(t *testing.T) {
+	defer func(frames, limit int64, every time.Duration) {
+		restartFrames, walSizeLimit, checkpointEvery = frames, limit, every
+	}(restartFrames, walSizeLimit, checkpointEvery)
+	// A log of 1 MiB is long, and the checkpointer looks every 10 ms: the
+	// test's bulk read lasts about half a second.
+	restartFrames, walSizeLimit, checkpointEvery = 256, 1<<20, 10*time.Millisecond
+	path := filepath.Join(t.TempDir(), "restart.db")
+	s := openTemp(t, path)
+	s.batchMax = 500 // short index transactions, back to back
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	const pages, perPage = 40, 250
+	var largest int64
+	for i := range pages {
+		writeBulkPage(t, s, 1+i*perPage, perPage, 300)
+		s.idx.poke()
+		largest = max(largest, fileSize(t, path+"-wal"))
+	}
+	if err := s.FlushIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarts := s.restart.restarts.Load()
+	t.Logf("%d messages: the catalog's log started over %d times; its file was %.1f MiB at most",
+		pages*perPage, restarts, float64(largest)/(1<<20))
+	if restarts == 0 {
+		t.Error("the catalog's log never started over during the bulk read")
+	}
+	if largest > 16<<20 {
+		t.Errorf("the catalog's log file grew to %.1f MiB during the bulk read; want it started over at about 1 MiB", float64(largest)/(1<<20))
 	}
 }

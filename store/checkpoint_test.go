@@ -1,0 +1,103 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+// TestLogRestartTurns checks logRestart's hand-over between the indexer
+// and the writer without a database: who waits for whom, and when the
+// writer copies the log.
+func TestLogRestartTurns(t *testing.T) {
+	long := func() *logRestart {
+		r := &logRestart{frames: 100}
+		r.checked(50, 10) // short: nothing to do
+		if r.long.Load() {
+			t.Fatal("a log of 50 frames counts as long (restart at 100)")
+		}
+		r.checked(150, 150) // long but all copied: it starts over by itself
+		if r.long.Load() {
+			t.Fatal("a log all copied counts as long")
+		}
+		r.checked(150, 40)
+		if !r.long.Load() {
+			t.Fatal("a log of 150 frames, 40 copied, does not count as long")
+		}
+		return r
+	}
+
+	t.Run("an idle writer is not waited for", func(t *testing.T) {
+		r := long()
+		start := time.Now()
+		done := r.hold(t.Context())
+		if waited := time.Since(start); waited >= restartHold/2 {
+			t.Errorf("hold waited %s for a writer that has not written", waited)
+		}
+		done()
+	})
+
+	t.Run("no copy while an index transaction reads", func(t *testing.T) {
+		r := long()
+		done := r.hold(t.Context())
+		copies := 0
+		r.beforeWrite(func() bool { copies++; return true })
+		if copies != 0 {
+			t.Fatal("the writer copied the log while an index transaction read the catalog")
+		}
+		done()
+		r.beforeWrite(func() bool { copies++; return true })
+		if copies != 1 || r.long.Load() || r.restarts.Load() != 1 {
+			t.Fatalf("after the index transaction: %d copies, long %v, %d restarts; want 1, false, 1", copies, r.long.Load(), r.restarts.Load())
+		}
+	})
+
+	t.Run("the indexer waits for the copy of a writing writer", func(t *testing.T) {
+		r := long()
+		r.beforeWrite(func() bool { return false }) // a reader held frames back: still long
+		if !r.long.Load() {
+			t.Fatal("an incomplete copy cleared the log's length")
+		}
+		// However late the goroutine below runs, the writer counts as
+		// writing.
+		r.lastWrite.Store(time.Now().Add(time.Hour).UnixNano())
+		copied := make(chan struct{})
+		held := make(chan time.Duration)
+		go func() {
+			start := time.Now()
+			done := r.hold(t.Context())
+			held <- time.Since(start)
+			done()
+		}()
+		// The writer's next transaction, while the indexer holds.
+		for r.waitingNow() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		r.beforeWrite(func() bool { close(copied); return true })
+		waited := <-held
+		select {
+		case <-copied:
+		default:
+			t.Fatal("the indexer went on before the copy")
+		}
+		if waited >= restartHold {
+			t.Errorf("the indexer waited %s, its whole restartHold: the copy did not release it", waited)
+		}
+	})
+
+	t.Run("the indexer waits restartHold at most", func(t *testing.T) {
+		r := long()
+		r.lastWrite.Store(time.Now().Add(time.Hour).UnixNano())
+		start := time.Now()
+		r.hold(t.Context())()
+		if waited := time.Since(start); waited < restartHold || waited > 10*restartHold {
+			t.Errorf("hold waited %s for a copy that never came; want restartHold (%s)", waited, restartHold)
+		}
+	})
+}
+
+// waitingNow is the channel an index transaction holds on, if any.
+func (r *logRestart) waitingNow() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.waiting
+}

@@ -95,13 +95,13 @@ func (c *checkpointer) close() error {
 // writer, about to begin a transaction at a moment no index transaction
 // reads, first copies the rest of the log itself (beforeWrite): the
 // transaction then starts the log over. While the log is long, the indexer
-// waits before its next transaction (hold, restartHold at most) for that
-// copy, unless the writer has stopped writing. Its next transaction, begun after the copy, reads
+// waits between two transactions of a run (hold, restartHold at most) for
+// that copy, unless the writer has stopped writing. Its next transaction, begun after the copy, reads
 // the database file alone and holds nothing back.
 type logRestart struct {
 	frames  int64        // restartFrames when the store opened
 	long    atomic.Bool  // the log is long and not all copied
-	reading atomic.Int32 // index transactions reading the catalog
+	readers atomic.Int32 // index transactions reading the catalog
 	// lastWrite is when the writer last began a transaction (Unix ns).
 	lastWrite atomic.Int64
 	// restarts counts the copies that let the log start over.
@@ -133,11 +133,13 @@ func (r *logRestart) checked(frames, copied int64) {
 }
 
 // hold waits, when the log is long and the writer writes, until the writer
-// has copied all of it or for restartHold; then it marks an index
-// transaction as reading until the returned func runs.
-func (r *logRestart) hold(ctx context.Context) (done func()) {
+// has copied all of it or for restartHold. The indexer calls it between two
+// index transactions of a run (a bulk read's), never before the first: a
+// search or a property filter that waits for the indexes does not wait for
+// the log too.
+func (r *logRestart) hold(ctx context.Context) {
 	if r == nil {
-		return func() {}
+		return
 	}
 	if r.long.Load() && time.Now().UnixNano()-r.lastWrite.Load() < int64(restartIdle) {
 		r.mu.Lock()
@@ -154,8 +156,16 @@ func (r *logRestart) hold(ctx context.Context) (done func()) {
 		}
 		t.Stop()
 	}
-	r.reading.Add(1)
-	return func() { r.reading.Add(-1) }
+}
+
+// reading marks an index transaction as reading the catalog until the
+// returned func runs.
+func (r *logRestart) reading() (done func()) {
+	if r == nil {
+		return func() {}
+	}
+	r.readers.Add(1)
+	return func() { r.readers.Add(-1) }
 }
 
 // beforeWrite runs before the writer begins a transaction: when the log is
@@ -167,7 +177,7 @@ func (r *logRestart) beforeWrite(checkpoint func() (all bool)) {
 		return
 	}
 	r.lastWrite.Store(time.Now().UnixNano())
-	if !r.long.Load() || r.reading.Load() > 0 {
+	if !r.long.Load() || r.readers.Load() > 0 {
 		return
 	}
 	if !checkpoint() {

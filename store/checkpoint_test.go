@@ -29,16 +29,15 @@ func TestLogRestartTurns(t *testing.T) {
 	t.Run("an idle writer is not waited for", func(t *testing.T) {
 		r := long()
 		start := time.Now()
-		done := r.hold(t.Context())
+		r.hold(t.Context())
 		if waited := time.Since(start); waited >= restartHold/2 {
 			t.Errorf("hold waited %s for a writer that has not written", waited)
 		}
-		done()
 	})
 
 	t.Run("no copy while an index transaction reads", func(t *testing.T) {
 		r := long()
-		done := r.hold(t.Context())
+		done := r.reading()
 		copies := 0
 		r.beforeWrite(func() bool { copies++; return true })
 		if copies != 0 {
@@ -64,9 +63,8 @@ func TestLogRestartTurns(t *testing.T) {
 		held := make(chan time.Duration)
 		go func() {
 			start := time.Now()
-			done := r.hold(t.Context())
+			r.hold(t.Context())
 			held <- time.Since(start)
-			done()
 		}()
 		// The writer's next transaction, while the indexer holds.
 		for r.waitingNow() == nil {
@@ -88,7 +86,7 @@ func TestLogRestartTurns(t *testing.T) {
 		r := long()
 		r.lastWrite.Store(time.Now().Add(time.Hour).UnixNano())
 		start := time.Now()
-		r.hold(t.Context())()
+		r.hold(t.Context())
 		if waited := time.Since(start); waited < restartHold || waited > 10*restartHold {
 			t.Errorf("hold waited %s for a copy that never came; want restartHold (%s)", waited, restartHold)
 		}

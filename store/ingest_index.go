@@ -215,6 +215,9 @@ func (s *Store) catchUpIndexWhile(ctx context.Context, more func() bool) (left b
 		if err := s.testFault(faultIndexBatchDone); err != nil {
 			return true, err
 		}
+		// Back to back, the index transactions would keep the catalog's
+		// log from ever starting over (checkpoint.go).
+		s.restart.hold(ctx)
 	}
 }
 
@@ -267,7 +270,7 @@ func (s *Store) closeIndexTail(ctx context.Context) error {
 // reports whether more are left. It never takes the catalog's write lock:
 // the ingest's transactions go on meanwhile, on the other core.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
-	defer s.restart.hold(ctx)()
+	defer s.restart.reading()()
 	if s.idx != nil {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()

@@ -113,7 +113,7 @@ func TestCatalogLogStartsOverDuringBulkRead(t *testing.T) {
 	restartFrames, walSizeLimit, checkpointEvery = 256, 1<<20, 10*time.Millisecond
 	path := filepath.Join(t.TempDir(), "restart.db")
 	s := openTemp(t, path)
-	s.batchMax = 500 // short index transactions, back to back
+	s.batchMax = 100 // short index transactions, several a run
 	ctx := t.Context()
 	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, time.Now()); err != nil {
 		t.Fatal(err)

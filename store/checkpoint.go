@@ -95,8 +95,9 @@ func (c *checkpointer) close() error {
 // writer, about to begin a transaction at a moment no index transaction
 // reads, first copies the rest of the log itself (beforeWrite): the
 // transaction then starts the log over. While the log is long, the indexer
-// waits between two transactions of a run (hold, restartHold at most) for
-// that copy, unless the writer has stopped writing. Its next transaction, begun after the copy, reads
+// waits before its next transaction (hold, restartHold at most) for that
+// copy, unless the writer has stopped writing or a read waits for the
+// indexes. Its next transaction, begun after the copy, reads
 // the database file alone and holds nothing back.
 type logRestart struct {
 	frames  int64        // restartFrames when the store opened
@@ -133,11 +134,10 @@ func (r *logRestart) checked(frames, copied int64) {
 }
 
 // hold waits, when the log is long and the writer writes, until the writer
-// has copied all of it or for restartHold. The indexer calls it between two
-// index transactions of a run (a bulk read's), never before the first: a
-// search or a property filter that waits for the indexes does not wait for
-// the log too.
-func (r *logRestart) hold(ctx context.Context) {
+// has copied all of it, for restartHold, or until cut receives. The indexer
+// calls it before each of its transactions, unless a read waits for the
+// indexes; cut receives when one starts to (makeWayForLog).
+func (r *logRestart) hold(ctx context.Context, cut <-chan struct{}) {
 	if r == nil {
 		return
 	}
@@ -152,6 +152,7 @@ func (r *logRestart) hold(ctx context.Context) {
 		select {
 		case <-wait:
 		case <-t.C:
+		case <-cut:
 		case <-ctx.Done():
 		}
 		t.Stop()

@@ -29,7 +29,7 @@ func TestLogRestartTurns(t *testing.T) {
 	t.Run("an idle writer is not waited for", func(t *testing.T) {
 		r := long()
 		start := time.Now()
-		r.hold(t.Context())
+		r.hold(t.Context(), nil)
 		if waited := time.Since(start); waited >= restartHold/2 {
 			t.Errorf("hold waited %s for a writer that has not written", waited)
 		}
@@ -63,7 +63,7 @@ func TestLogRestartTurns(t *testing.T) {
 		held := make(chan time.Duration)
 		go func() {
 			start := time.Now()
-			r.hold(t.Context())
+			r.hold(t.Context(), nil)
 			held <- time.Since(start)
 		}()
 		// The writer's next transaction, while the indexer holds.
@@ -82,11 +82,23 @@ func TestLogRestartTurns(t *testing.T) {
 		}
 	})
 
+	t.Run("a read that waits for the indexes cuts the wait", func(t *testing.T) {
+		r := long()
+		r.lastWrite.Store(time.Now().Add(time.Hour).UnixNano())
+		cut := make(chan struct{}, 1)
+		cut <- struct{}{}
+		start := time.Now()
+		r.hold(t.Context(), cut)
+		if waited := time.Since(start); waited >= restartHold {
+			t.Errorf("hold waited %s with a read waiting", waited)
+		}
+	})
+
 	t.Run("the indexer waits restartHold at most", func(t *testing.T) {
 		r := long()
 		r.lastWrite.Store(time.Now().Add(time.Hour).UnixNano())
 		start := time.Now()
-		r.hold(t.Context())
+		r.hold(t.Context(), nil)
 		if waited := time.Since(start); waited < restartHold || waited > 10*restartHold {
 			t.Errorf("hold waited %s for a copy that never came; want restartHold (%s)", waited, restartHold)
 		}

@@ -79,6 +79,12 @@ type indexer struct {
 	paused atomic.Bool
 	// lastRead is when a read last went through the indexes (Unix ns).
 	lastRead atomic.Int64
+	// waiters counts the reads waiting for the indexes (waitIndexed): no
+	// index transaction waits for the catalog's log then (makeWayForLog).
+	waiters atomic.Int32
+	// asked receives when a read starts to wait: an index run waiting for
+	// the catalog's log goes on at once.
+	asked chan struct{}
 	// running is set while a run writes the index file: an ingest
 	// transaction does not index inline then (it would wait for the run's
 	// transaction to take the file's lock).
@@ -99,7 +105,7 @@ type indexRound struct {
 }
 
 func newIndexer(s *Store) *indexer {
-	ix := &indexer{s: s, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	ix := &indexer{s: s, kick: make(chan struct{}, 1), asked: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		round: &indexRound{done: make(chan struct{})}}
 	go ix.loop()
 	return ix
@@ -153,12 +159,45 @@ func (ix *indexer) loop() {
 		ix.round = &indexRound{done: make(chan struct{})}
 		ix.mu.Unlock()
 		ix.unindexed.Store(0)
+		// Runs back to back, as in a bulk read, would keep the catalog's
+		// log from ever starting over.
+		ix.s.makeWayForLog(context.Background())
 		ix.running.Store(true)
 		// A run stops between two transactions when the store closes:
 		// Close goes on for closeIndexBudget at most.
 		_, r.err = ix.s.catchUpIndexWhile(context.Background(), ix.open)
 		ix.running.Store(false)
 		close(r.done)
+	}
+}
+
+// awaitRun asks for a run and waits for it to end.
+func (ix *indexer) awaitRun(ctx context.Context) error {
+	ix.waiters.Add(1)
+	defer ix.waiters.Add(-1)
+	select {
+	case ix.asked <- struct{}{}:
+	default:
+	}
+	r := ix.next()
+	ix.poke()
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return fmt.Errorf("index new messages: %w", r.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// makeWayForLog lets the catalog's log start over before the next index
+// transaction (logRestart.hold, checkpoint.go), unless a read waits for
+// the indexes: a search or a property filter never waits for the log.
+func (s *Store) makeWayForLog(ctx context.Context) {
+	if s.idx != nil && s.idx.waiters.Load() == 0 {
+		s.restart.hold(ctx, s.idx.asked)
 	}
 }
 
@@ -216,8 +255,8 @@ func (s *Store) catchUpIndexWhile(ctx context.Context, more func() bool) (left b
 			return true, err
 		}
 		// Back to back, the index transactions would keep the catalog's
-		// log from ever starting over (checkpoint.go).
-		s.restart.hold(ctx)
+		// log from ever starting over.
+		s.makeWayForLog(ctx)
 	}
 }
 
@@ -539,15 +578,8 @@ func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
 			}
 			continue
 		}
-		r := s.idx.next()
-		s.idx.poke()
-		select {
-		case <-r.done:
-			if r.err != nil {
-				return fmt.Errorf("index new messages: %w", r.err)
-			}
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.idx.awaitRun(ctx); err != nil {
+			return err
 		}
 	}
 }

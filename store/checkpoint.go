@@ -196,9 +196,10 @@ func (r *logRestart) beforeWrite(checkpoint func() (all bool)) {
 
 // checkpointCatalog copies what it can of the catalog's log on the writer's
 // connection (the catalog alone, not the index file it has attached), and
-// reports whether all of the log is copied.
-func (s *Store) checkpointCatalog() (all bool) {
+// reports whether all of the log is copied. ctx is the coming write's: it
+// bounds the wait for the writer's connection.
+func (s *Store) checkpointCatalog(ctx context.Context) (all bool) {
 	var busy, frames, copied int64
-	err := s.writer.QueryRowContext(context.Background(), `PRAGMA main.wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	err := s.writer.QueryRowContext(ctx, `PRAGMA main.wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
 	return err == nil && busy == 0 && frames >= 0 && copied == frames
 }

@@ -154,14 +154,15 @@ func (ix *indexer) loop() {
 		if ix.paused.Load() {
 			continue
 		}
+		// Runs back to back, as in a bulk read, would keep the catalog's
+		// log from ever starting over. Before the round is taken: a read
+		// that starts to wait meanwhile waits for this run.
+		ix.s.makeWayForLog(context.Background())
 		ix.mu.Lock()
 		r := ix.round
 		ix.round = &indexRound{done: make(chan struct{})}
 		ix.mu.Unlock()
 		ix.unindexed.Store(0)
-		// Runs back to back, as in a bulk read, would keep the catalog's
-		// log from ever starting over.
-		ix.s.makeWayForLog(context.Background())
 		ix.running.Store(true)
 		// A run stops between two transactions when the store closes:
 		// Close goes on for closeIndexBudget at most.

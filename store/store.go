@@ -308,7 +308,7 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	if f := fenceOf(ctx); f != nil && s.eng.postgres {
 		return s.beginFenced(ctx, f)
 	}
-	s.restart.beforeWrite(s.checkpointCatalog)
+	s.restart.beforeWrite(func() bool { return s.checkpointCatalog(ctx) })
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

@@ -42,8 +42,9 @@ type checkpointer struct {
 
 // newCheckpointer starts checkpointing the database file at path: the
 // catalog, or the index file (index_file.go), whose WAL the indexer's
-// transactions write.
-func newCheckpointer(path string, busy time.Duration) (*checkpointer, error) {
+// transactions write. restart, if not nil, is told how long the log is
+// after each checkpoint.
+func newCheckpointer(path string, busy time.Duration, restart *logRestart) (*checkpointer, error) {
 	every := checkpointEvery
 	db, err := sql.Open("sqlite", dsn(path, busy, false))
 	if err != nil {
@@ -52,7 +53,7 @@ func newCheckpointer(path string, busy time.Duration) (*checkpointer, error) {
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(0)
-	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{}), restart: restart}
 	go c.loop(every)
 	return c, nil
 }

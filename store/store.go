@@ -221,15 +221,14 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, s.wrap("open read pool", err)
 	}
 	s.reader = reader
-	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout); err != nil {
+	s.restart = &logRestart{frames: restartFrames}
+	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout, s.restart); err != nil {
 		reader.Close()
 		idxdb.Close()
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	s.restart = &logRestart{frames: restartFrames}
-	s.ckpt.restart = s.restart
-	if s.idxCkpt, err = newCheckpointer(IndexPath(path), opts.BusyTimeout); err != nil {
+	if s.idxCkpt, err = newCheckpointer(IndexPath(path), opts.BusyTimeout, nil); err != nil {
 		s.ckpt.close()
 		reader.Close()
 		idxdb.Close()

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -44,9 +46,12 @@ func TestLogRestartTurns(t *testing.T) {
 			t.Fatal("the writer copied the log while an index transaction read the catalog")
 		}
 		done()
-		r.beforeWrite(func() bool { copies++; return true })
+		r.beforeWrite(func() bool { copies++; time.Sleep(2 * time.Millisecond); return true })
 		if copies != 1 || r.long.Load() || r.restarts.Load() != 1 {
 			t.Fatalf("after the index transaction: %d copies, long %v, %d restarts; want 1, false, 1", copies, r.long.Load(), r.restarts.Load())
+		}
+		if copying := time.Duration(r.copying.Load()); copying < 2*time.Millisecond {
+			t.Errorf("the writer's copy took 2 ms, but %s is counted", copying)
 		}
 	})
 
@@ -102,7 +107,48 @@ func TestLogRestartTurns(t *testing.T) {
 		if waited := time.Since(start); waited < restartHold || waited > 10*restartHold {
 			t.Errorf("hold waited %s for a copy that never came; want restartHold (%s)", waited, restartHold)
 		}
+		if holding := time.Duration(r.holding.Load()); holding < restartHold {
+			t.Errorf("the indexer waited restartHold (%s), but %s is counted", restartHold, holding)
+		}
 	})
+}
+
+// TestCheckpointerSyncsLongLog checks that the catalog's checkpointer
+// flushes the log to disk while it is long, and only then: the writer's
+// copy that starts the log over then has little left to sync.
+func TestCheckpointerSyncsLongLog(t *testing.T) {
+	wal := filepath.Join(t.TempDir(), "catalog.db-wal")
+	r := &logRestart{frames: 100}
+	c := &checkpointer{restart: r, walPath: wal}
+	t.Cleanup(func() {
+		if c.wal != nil {
+			c.wal.Close()
+		}
+	})
+
+	c.syncLog() // short log, no file
+	r.checked(150, 40)
+	c.syncLog() // long log, still no file
+	if n := r.logSyncs.Load(); n != 0 || c.wal != nil {
+		t.Fatalf("%d syncs, file open %v, before the log exists", n, c.wal != nil)
+	}
+	if err := os.WriteFile(wal, []byte("frames"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.syncLog()
+	c.syncLog()
+	if n := r.logSyncs.Load(); n != 2 {
+		t.Fatalf("a long log was synced %d times in two ticks; want 2", n)
+	}
+	opened := c.wal
+	r.beforeWrite(func() bool { return true }) // the writer starts the log over
+	c.syncLog()
+	if n := r.logSyncs.Load(); n != 2 {
+		t.Errorf("the log was synced after it started over (%d syncs; want still 2)", n)
+	}
+	if c.wal != opened {
+		t.Error("the log's file was opened again; want it kept open")
+	}
 }
 
 // waitingNow is the channel an index transaction holds on, if any.

@@ -218,3 +218,12 @@ func LockIndexForTest(ctx context.Context, tx *sql.Tx) error { return lockIndexP
 
 // WriterPoolSizeForTest is the PostgreSQL writer pool's size.
 const WriterPoolSizeForTest = pgWritePoolSize
+
+// LogRestartForTest is what the catalog's log restart (checkpoint.go) did
+// since the store opened: how often the log started over, the time the
+// writer spent copying it and the indexer waiting for that, and how often
+// the checkpointer synced the log meanwhile.
+func LogRestartForTest(s *Store) (restarts int64, copying, holding time.Duration, syncs int64) {
+	r := s.restart
+	return r.restarts.Load(), time.Duration(r.copying.Load()), time.Duration(r.holding.Load()), r.logSyncs.Load()
+}

@@ -227,6 +227,9 @@ func TestScaleIngest(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	t.Logf("the indexes caught up %s after the last page", (elapsed - seeded).Round(time.Millisecond))
+	restarts, copying, holding, syncs := store.LogRestartForTest(st)
+	t.Logf("the catalog's log started over %d times: the writer copied for %s, the indexer waited %s; %d syncs of the log beforehand",
+		restarts, copying.Round(time.Millisecond), holding.Round(time.Millisecond), syncs)
 	after := rusage(t)
 	stopProfile()
 	goPeak := peak()

@@ -51,6 +51,16 @@ func (e engine) notIndexed() string {
 	return "NOT INDEXED"
 }
 
+// nowMillis is the database's clock as Unix ms. A time that replicas
+// compare (property_keys.decided_at) is taken from it, not from each
+// replica's own clock, which can be skewed.
+func (e engine) nowMillis() string {
+	if e.postgres {
+		return "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS bigint)"
+	}
+	return "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+}
+
 // jsonInts is a subquery of the integers of a JSON array passed as one
 // parameter (idList): a list of any length as one argument.
 func (e engine) jsonInts() string {

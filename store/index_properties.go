@@ -122,7 +122,7 @@ func indexPropertiesSQLite(ctx context.Context, tx *sql.Tx, first, last int64) e
 	}
 	// What the batch's first messages say of their keys first, so that a
 	// key decided now has no rows of this batch.
-	skip, err := learnPropertyKeysFrom(ctx, tx, set.pairs(set.rows[:set.sampled]))
+	skip, err := learnPropertyKeysFrom(ctx, tx, sqliteEngine, set.pairs(set.rows[:set.sampled]))
 	if err != nil {
 		return err
 	}

@@ -331,7 +331,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	purged, err := purgeUnindexedRows(ctx, tx)
+	purged, err := purgeUnindexedRows(ctx, tx, sqliteEngine)
 	if err != nil {
 		return false, err
 	}

@@ -151,7 +151,7 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 	// The rows of keys decided not indexed, a minute after the decision:
 	// under indexLockKey, which every writer of property rows holds or
 	// waits behind (indexPropertiesPG runs only inside this function).
-	purged, err := purgeUnindexedRows(ctx, tx)
+	purged, err := purgeUnindexedRows(ctx, tx, postgresEngine)
 	if err != nil {
 		return false, err
 	}
@@ -304,7 +304,7 @@ func indexPropertiesRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, thr
 	}
 	// What the batch's first messages say of their keys first, so that a
 	// key decided now has no rows of this batch.
-	skip, err := learnPropertyKeysFrom(ctx, tx, set.pairs(set.rows[:set.sampled]))
+	skip, err := learnPropertyKeysFrom(ctx, tx, postgresEngine, set.pairs(set.rows[:set.sampled]))
 	if err != nil {
 		return err
 	}

@@ -61,14 +61,17 @@ const (
 // which must all be there when its query runs a moment later.
 var purgeAfter = time.Minute
 
-// learnPropertyKeysSQL decides the undecided keys seen often enough (three
-// parameters: the time, Unix ms; propertyKeyDecideAt, propertyKeyEarly):
-// the same statement on both engines.
-const learnPropertyKeysSQL = `UPDATE property_keys SET indexed = CASE
+// learnPropertyKeysSQL decides the undecided keys seen often enough (two
+// parameters: propertyKeyDecideAt, propertyKeyEarly), at the database's
+// time: the replica that purges the rows of a key decided not indexed
+// (purgeUnindexedRows) compares that time with the same clock.
+func learnPropertyKeysSQL(e engine) string {
+	return `UPDATE property_keys SET indexed = CASE
 		WHEN (SELECT count(*) FROM property_key_values v WHERE v.key = property_keys.key) * 10 >= seen * 9 THEN 0 ELSE 1 END,
-		decided_at = ?
+		decided_at = ` + e.nowMillis() + `
 	WHERE indexed IS NULL AND (seen >= ?
 		OR (seen >= ? AND (SELECT count(*) FROM property_key_values v WHERE v.key = property_keys.key) * 2 <= seen))`
+}
 
 // propertyKeys reads the decided keys: key → whether it has rows.
 func propertyKeys(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
@@ -97,7 +100,7 @@ func propertyKeys(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
 // message. decided is what propertyKeys read in the same transaction; the
 // keys it holds are skipped. It reports whether a key was decided (decided
 // is then stale).
-func learnPropertyKeys(ctx context.Context, tx *sql.Tx, decided map[string]bool, pairs [][2]string) (bool, error) {
+func learnPropertyKeys(ctx context.Context, tx *sql.Tx, e engine, decided map[string]bool, pairs [][2]string) (bool, error) {
 	seen := map[string]int64{}
 	values := map[[2]string]bool{}
 	for _, kv := range pairs {
@@ -144,7 +147,7 @@ func learnPropertyKeys(ctx context.Context, tx *sql.Tx, decided map[string]bool,
 		}
 		kvs = kvs[n:]
 	}
-	res, err := tx.ExecContext(ctx, learnPropertyKeysSQL, time.Now().UnixMilli(), propertyKeyDecideAt, propertyKeyEarly)
+	res, err := tx.ExecContext(ctx, learnPropertyKeysSQL(e), propertyKeyDecideAt, propertyKeyEarly)
 	if err != nil {
 		return false, fmt.Errorf("decide the indexed property keys: %w", err)
 	}
@@ -162,13 +165,13 @@ func learnPropertyKeys(ctx context.Context, tx *sql.Tx, decided map[string]bool,
 // index batch's sampled messages (a pair once a message), to what the index
 // knows of its keys, in tx, which holds the lock of the property rows
 // (indexPropsLockKey on PostgreSQL, the index file's on SQLite), and returns
-// the keys decided not indexed.
-func learnPropertyKeysFrom(ctx context.Context, tx *sql.Tx, pairs [][2]string) (map[string]bool, error) {
+// the keys decided not indexed. e is the engine tx runs on.
+func learnPropertyKeysFrom(ctx context.Context, tx *sql.Tx, e engine, pairs [][2]string) (map[string]bool, error) {
 	decided, err := propertyKeys(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	changed, err := learnPropertyKeys(ctx, tx, decided, pairs)
+	changed, err := learnPropertyKeys(ctx, tx, e, decided, pairs)
 	if err != nil {
 		return nil, err
 	}
@@ -195,11 +198,13 @@ func notIndexed(decided map[string]bool) map[string]bool {
 // not indexed (written before the decision) at least purgeAfter ago, in an
 // index transaction, and reports how many it deleted. No read compiled
 // since the decision uses them (compileFilter answers those keys by the
-// JSON check), so they can go at any pace.
-func purgeUnindexedRows(ctx context.Context, tx *sql.Tx) (int64, error) {
+// JSON check), so they can go at any pace. The age is by the database's
+// clock, as the decision's time (learnPropertyKeysSQL): on PostgreSQL the
+// replica that decided and the one that purges may disagree on the time.
+func purgeUnindexedRows(ctx context.Context, tx *sql.Tx, e engine) (int64, error) {
 	res, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (
 		SELECT p.key, p.value, p.at, p.message_id FROM property_keys k JOIN message_properties p ON p.key = k.key
-		WHERE k.indexed = 0 AND k.decided_at <= ? LIMIT ?)`, time.Now().Add(-purgeAfter).UnixMilli(), purgeBatch)
+		WHERE k.indexed = 0 AND k.decided_at <= `+e.nowMillis()+` - ? LIMIT ?)`, purgeAfter.Milliseconds(), purgeBatch)
 	if err != nil {
 		return 0, fmt.Errorf("delete the rows of properties not indexed: %w", err)
 	}

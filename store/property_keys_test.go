@@ -287,3 +287,52 @@ func TestCopyCarriesPropertyKeys(t *testing.T) {
 	}
 	pkCheck(t, dst, 2400, "copy")
 }
+
+// TestPropertyKeyPurgeByDatabaseClock: the rows a key had before it was
+// decided not indexed go purgeAfter after the decision, both times read
+// from the database's clock, so that on PostgreSQL the replica that
+// decided and the one that purges agree even when their own clocks do not.
+func TestPropertyKeyPurgeByDatabaseClock(t *testing.T) {
+	ForEachEngine(t, testPropertyKeyPurgeByDatabaseClock)
+}
+
+func testPropertyKeyPurgeByDatabaseClock(t *testing.T, engine string) {
+	ctx := t.Context()
+	s, err := Open(ctx, FreshTarget(t, engine), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}}, time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	pkApply(t, s, 0, 300)
+	pkApply(t, s, 300, 2300) // traceId and seqNo decided not indexed, 300 rows each from before
+	dbNow := pkCount(t, s, `SELECT `+s.eng.nowMillis())
+	decided := pkCount(t, s, `SELECT decided_at FROM property_keys WHERE key = 'traceId'`)
+	if decided > dbNow || dbNow-decided > time.Minute.Milliseconds() {
+		t.Fatalf("traceId decided at %d, the database's time is %d: want a moment before it, in Unix ms", decided, dbNow)
+	}
+	unindexed := `SELECT count(*) FROM message_properties WHERE key IN ('traceId', 'seqNo')`
+	// decidedAgo moves the decisions back by d on the database's clock,
+	// and lets the indexer run.
+	decidedAgo := func(d time.Duration) {
+		t.Helper()
+		if _, err := s.writer.ExecContext(ctx, `UPDATE property_keys SET decided_at = `+s.eng.nowMillis()+` - ? WHERE indexed = 0`,
+			d.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.catchUpIndex(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decidedAgo(purgeAfter - 10*time.Second)
+	if got := pkCount(t, s, unindexed); got != 600 {
+		t.Errorf("%s after the decision: %d rows of the keys not indexed, want the 600 from before it kept", purgeAfter-10*time.Second, got)
+	}
+	decidedAgo(purgeAfter + time.Second)
+	if got := pkCount(t, s, unindexed); got != 0 {
+		t.Errorf("%s after the decision: %d rows of the keys not indexed are left, want them purged", purgeAfter+time.Second, got)
+	}
+	pkCheck(t, s, 2300, "purged")
+}

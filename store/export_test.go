@@ -225,5 +225,8 @@ const WriterPoolSizeForTest = pgWritePoolSize
 // the checkpointer synced the log meanwhile.
 func LogRestartForTest(s *Store) (restarts int64, copying, holding time.Duration, syncs int64) {
 	r := s.restart
+	if r == nil { // PostgreSQL, or read-only
+		return 0, 0, 0, 0
+	}
 	return r.restarts.Load(), time.Duration(r.copying.Load()), time.Duration(r.holding.Load()), r.logSyncs.Load()
 }

@@ -51,10 +51,10 @@ func (e engine) notIndexed() string {
 	return "NOT INDEXED"
 }
 
-// nowMillis is the database's clock as Unix ms. A time that replicas
-// compare (property_keys.decided_at) is taken from it, not from each
-// replica's own clock, which can be skewed.
-func (e engine) nowMillis() string {
+// dbClockMillis is the database's clock as Unix ms, in SQL (Store.nowMillis
+// is the process's). A time that replicas compare (property_keys.decided_at)
+// is taken from it, not from each replica's own clock, which can be skewed.
+func (e engine) dbClockMillis() string {
 	if e.postgres {
 		return "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS bigint)"
 	}

@@ -68,7 +68,7 @@ var purgeAfter = time.Minute
 func learnPropertyKeysSQL(e engine) string {
 	return `UPDATE property_keys SET indexed = CASE
 		WHEN (SELECT count(*) FROM property_key_values v WHERE v.key = property_keys.key) * 10 >= seen * 9 THEN 0 ELSE 1 END,
-		decided_at = ` + e.nowMillis() + `
+		decided_at = ` + e.dbClockMillis() + `
 	WHERE indexed IS NULL AND (seen >= ?
 		OR (seen >= ? AND (SELECT count(*) FROM property_key_values v WHERE v.key = property_keys.key) * 2 <= seen))`
 }
@@ -204,7 +204,7 @@ func notIndexed(decided map[string]bool) map[string]bool {
 func purgeUnindexedRows(ctx context.Context, tx *sql.Tx, e engine) (int64, error) {
 	res, err := tx.ExecContext(ctx, `DELETE FROM message_properties WHERE (key, value, at, message_id) IN (
 		SELECT p.key, p.value, p.at, p.message_id FROM property_keys k JOIN message_properties p ON p.key = k.key
-		WHERE k.indexed = 0 AND k.decided_at <= `+e.nowMillis()+` - ? LIMIT ?)`, purgeAfter.Milliseconds(), purgeBatch)
+		WHERE k.indexed = 0 AND k.decided_at <= `+e.dbClockMillis()+` - ? LIMIT ?)`, purgeAfter.Milliseconds(), purgeBatch)
 	if err != nil {
 		return 0, fmt.Errorf("delete the rows of properties not indexed: %w", err)
 	}

@@ -308,7 +308,7 @@ func testPropertyKeyPurgeByDatabaseClock(t *testing.T, engine string) {
 	}
 	pkApply(t, s, 0, 300)
 	pkApply(t, s, 300, 2300) // traceId and seqNo decided not indexed, 300 rows each from before
-	dbNow := pkCount(t, s, `SELECT `+s.eng.nowMillis())
+	dbNow := pkCount(t, s, `SELECT `+s.eng.dbClockMillis())
 	decided := pkCount(t, s, `SELECT decided_at FROM property_keys WHERE key = 'traceId'`)
 	if decided > dbNow || dbNow-decided > time.Minute.Milliseconds() {
 		t.Fatalf("traceId decided at %d, the database's time is %d: want a moment before it, in Unix ms", decided, dbNow)
@@ -318,7 +318,7 @@ func testPropertyKeyPurgeByDatabaseClock(t *testing.T, engine string) {
 	// and lets the indexer run.
 	decidedAgo := func(d time.Duration) {
 		t.Helper()
-		if _, err := s.writer.ExecContext(ctx, `UPDATE property_keys SET decided_at = `+s.eng.nowMillis()+` - ? WHERE indexed = 0`,
+		if _, err := s.writer.ExecContext(ctx, `UPDATE property_keys SET decided_at = `+s.eng.dbClockMillis()+` - ? WHERE indexed = 0`,
 			d.Milliseconds()); err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,6 @@ func TestWALFilesShrinkAfterABulkRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	size := func(file string) int64 { return fileSize(t, file) }
 	wals := []string{path + "-wal", IndexPath(path) + "-wal"}
 	// A reader holds a snapshot of both files through the bulk read, as
 	// the indexer's transactions do during a real one: no checkpoint
@@ -49,7 +48,7 @@ func TestWALFilesShrinkAfterABulkRead(t *testing.T) {
 		page(1+i*500, 500)
 	}
 	for _, w := range wals {
-		if n := size(w); n < 1<<20 {
+		if n := fileSize(t, w); n < 1<<20 {
 			t.Fatalf("%s is %d bytes after the bulk read: too small for the test", filepath.Base(w), n)
 		}
 	}
@@ -67,7 +66,7 @@ func TestWALFilesShrinkAfterABulkRead(t *testing.T) {
 	}
 	page(2001, 1)
 	for _, w := range wals {
-		if n := size(w); n > 512<<10 {
+		if n := fileSize(t, w); n > 512<<10 {
 			t.Errorf("%s is still %d bytes after the log started over (limit %d)", filepath.Base(w), n, walSizeLimit)
 		}
 	}

@@ -16,8 +16,8 @@ import (
 // never waits for the writer nor for readers: it copies what no reader still
 // needs. A log starts over only when a write begins with all of it copied,
 // which the background checkpoint cannot arrange while the writer commits
-// back to back: the writer copies the rest itself between two of the
-// indexer's transactions when the log is long (logRestart, below). Its
+// back to back: when the log is long, the writer copies the rest itself
+// while no index transaction reads the catalog (logRestart, below). Its
 // automatic checkpoint is only a backstop (writerCheckpointPages).
 //
 // The index file (index_file.go) has a checkpointer of its own beside the
@@ -72,7 +72,11 @@ func (c *checkpointer) loop(every time.Duration) {
 		case <-c.stop:
 			return
 		case <-t.C:
+		case <-c.restart.copyNowChan():
 		}
+		// Asked for by handOver before this checkpoint began: the writer
+		// copies the rest once it ends.
+		asked := c.restart.handedOver()
 		// A failure (busy, say) is left to the next tick.
 		var busy, frames, copied int64
 		if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).
@@ -80,6 +84,9 @@ func (c *checkpointer) loop(every time.Duration) {
 			c.restart.checked(frames, copied)
 		}
 		c.syncLog()
+		if asked {
+			c.restart.handBack()
+		}
 	}
 }
 
@@ -121,25 +128,33 @@ func (c *checkpointer) close() error {
 }
 
 // During a bulk read the catalog's log would never start over. The indexer
-// reads the catalog in transactions of about a second each, back to back,
-// and a checkpoint copies no frame such a reader may still need, so part of
-// the log is always held back when the writer begins a transaction.
+// reads the catalog in transactions of a fraction of a second each, nearly
+// back to back, and a checkpoint copies no frame such a reader may still
+// need, so part of the log is held back whenever they read.
 //
-// logRestart lets it start over between two index transactions. When the
-// catalog's checkpointer finds the log longer than restartFrames, the
-// writer, about to begin a transaction at a moment no index transaction
-// reads, first copies the rest of the log itself (beforeWrite): the
-// transaction then starts the log over. While the log is long, the indexer
-// waits before its next transaction (hold, restartHold at most) for that
-// copy, unless the writer has stopped writing or a read waits for the
-// indexes. Its next transaction, begun after the copy, reads
-// the database file alone and holds nothing back.
+// logRestart lets it start over while the indexer writes property rows,
+// which reads nothing of the catalog (indexOnce). When the catalog's
+// checkpointer finds the log longer than restartFrames, the end of the
+// index transaction that read the catalog hands the log over: the
+// checkpointer copies what that transaction held back at once
+// (handOverLog). Then the writer, about to begin a transaction at a moment
+// no index transaction reads, copies the rest itself (beforeWrite), what
+// it appended meanwhile: the transaction then starts the log over. If the
+// log is still long when the indexer is about to read the catalog again,
+// it waits (hold, restartHold at most) for that copy, unless the writer has
+// stopped writing or a read waits for the indexes. Its next transaction,
+// begun after the copy, reads the database file alone and holds nothing
+// back.
 type logRestart struct {
 	frames  int64        // restartFrames when the store opened
 	long    atomic.Bool  // the log is long and not all copied
 	readers atomic.Int32 // index transactions reading the catalog
 	// lastWrite is when the writer last began a transaction (Unix ns).
 	lastWrite atomic.Int64
+	// copyNow asks the catalog's checkpointer for a checkpoint at once, and
+	// handOver is set meanwhile (handOver).
+	copyNow  chan struct{}
+	handOver atomic.Bool
 	// restarts counts the copies that let the log start over; copying and
 	// holding sum the time the writer spent copying (beforeWrite) and the
 	// indexer waiting (hold), in ns; logSyncs counts syncLog's syncs.
@@ -199,15 +214,55 @@ func (r *logRestart) hold(ctx context.Context, cut <-chan struct{}) {
 	}
 }
 
+// newLogRestart is the log restart of a catalog whose log starts over past
+// frames pages.
+func newLogRestart(frames int64) *logRestart {
+	return &logRestart{frames: frames, copyNow: make(chan struct{}, 1)}
+}
+
 // reading marks an index transaction as reading the catalog until the
-// returned func runs.
+// returned func runs. When the last such transaction ends with the log
+// long, the log is handed over (handOver).
 func (r *logRestart) reading() (done func()) {
 	if r == nil {
 		return func() {}
 	}
 	r.readers.Add(1)
-	return func() { r.readers.Add(-1) }
+	return func() {
+		if r.readers.Add(-1) == 0 && r.long.Load() {
+			r.handOverLog()
+		}
+	}
 }
+
+// handOverLog asks the catalog's checkpointer to copy the log at once:
+// the appends an index transaction held back are copyable now. Until that
+// checkpoint ends the writer does not copy (beforeWrite); then it copies
+// what it appended meanwhile, and waits for that alone. When the writer
+// copied all of it, its two fsyncs with both halves of the ingest
+// waiting took 40-120 ms a restart (issue 18, BENCHMARKS.md).
+func (r *logRestart) handOverLog() {
+	r.handOver.Store(true)
+	select {
+	case r.copyNow <- struct{}{}:
+	default:
+	}
+}
+
+// copyNowChan is where the checkpointer is asked for a checkpoint at once
+// (nil, which never receives, without a restart).
+func (r *logRestart) copyNowChan() <-chan struct{} {
+	if r == nil {
+		return nil
+	}
+	return r.copyNow
+}
+
+// handedOver reports whether the log is handed over to the checkpointer.
+func (r *logRestart) handedOver() bool { return r != nil && r.handOver.Load() }
+
+// handBack gives the log back to the writer after the checkpointer's copy.
+func (r *logRestart) handBack() { r.handOver.Store(false) }
 
 // beforeWrite runs before the writer begins a transaction: when the log is
 // long and no index transaction reads, it copies the rest of the log with
@@ -218,7 +273,7 @@ func (r *logRestart) beforeWrite(checkpoint func() (all bool)) {
 		return
 	}
 	r.lastWrite.Store(time.Now().UnixNano())
-	if !r.long.Load() || r.readers.Load() > 0 {
+	if !r.long.Load() || r.readers.Load() > 0 || r.handOver.Load() {
 		return
 	}
 	start := time.Now()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,7 +13,7 @@ import (
 // writer copies the log.
 func TestLogRestartTurns(t *testing.T) {
 	long := func() *logRestart {
-		r := &logRestart{frames: 100}
+		r := newLogRestart(100)
 		r.checked(50, 10) // short: nothing to do
 		if r.long.Load() {
 			t.Fatal("a log of 50 frames counts as long (restart at 100)")
@@ -46,6 +47,21 @@ func TestLogRestartTurns(t *testing.T) {
 			t.Fatal("the writer copied the log while an index transaction read the catalog")
 		}
 		done()
+		// The transaction's end hands the log to the checkpointer, and the
+		// writer copies only after that checkpoint.
+		select {
+		case <-r.copyNowChan():
+		default:
+			t.Fatal("the end of the index transaction did not ask the checkpointer to copy")
+		}
+		if !r.handedOver() {
+			t.Fatal("the log is not handed over after the index transaction")
+		}
+		r.beforeWrite(func() bool { copies++; return true })
+		if copies != 0 {
+			t.Fatal("the writer copied the log while the checkpointer had it")
+		}
+		r.handBack()
 		r.beforeWrite(func() bool { copies++; time.Sleep(2 * time.Millisecond); return true })
 		if copies != 1 || r.long.Load() || r.restarts.Load() != 1 {
 			t.Fatalf("after the index transaction: %d copies, long %v, %d restarts; want 1, false, 1", copies, r.long.Load(), r.restarts.Load())
@@ -156,4 +172,46 @@ func (r *logRestart) waitingNow() chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.waiting
+}
+
+// TestCheckpointerCopiesHandedOverLog checks that the catalog's
+// checkpointer copies the log as soon as the end of an index transaction
+// hands it over (not at its next tick), and then gives it back to the
+// writer.
+func TestCheckpointerCopiesHandedOverLog(t *testing.T) {
+	defer func(every time.Duration) { checkpointEvery = every }(checkpointEvery)
+	checkpointEvery = time.Hour // no tick during the test
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	db, err := sql.Open("sqlite", dsn(path, time.Second, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`CREATE TABLE t (v TEXT)`, `INSERT INTO t VALUES ('a'), ('b')`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newLogRestart(1)
+	c, err := newCheckpointer(path, time.Second, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	r.checked(10, 0) // long
+	done := r.reading()
+	done() // the index transaction ends: the log is handed over
+	if !r.handedOver() {
+		t.Fatal("the log is not handed over at the end of the index transaction")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.handedOver() {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpointer never gave the handed-over log back (ticks are an hour apart)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := r.logSyncs.Load(); n != 1 {
+		t.Errorf("the checkpointer synced the long log %d times; want 1, after its copy", n)
+	}
 }

@@ -189,6 +189,20 @@ func FailAfterPropertiesCommittedForTest(s *Store, err error) (restore func()) {
 // property rows on PostgreSQL.
 const IndexPropsLockKeyForTest = indexPropsLockKey
 
+// FailAfterSearchRowsForTest makes s's index runs fail, as a crash would
+// stop them, after their transaction of search rows has committed and
+// before their transaction of property rows (indexOnce), until the
+// returned func runs.
+func FailAfterSearchRowsForTest(s *Store, err error) (restore func()) {
+	s.fault = func(point string) error {
+		if point == faultIndexSearchDone {
+			return err
+		}
+		return nil
+	}
+	return func() { s.fault = nil }
+}
+
 // SetIndexBatchMaxForTest makes s's index transactions cover at most n
 // messages each.
 func SetIndexBatchMaxForTest(s *Store, n int64) { s.batchMax = n }

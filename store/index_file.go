@@ -160,6 +160,32 @@ func indexerDSN(path string, busy time.Duration) string {
 	return "file:" + uriPathEscaper.Replace(path) + "?" + q.Encode()
 }
 
+// openPropertyWriter opens the pool (one connection) the indexer writes
+// property rows on (indexOnce): the index file of path attached, as
+// "idx", to a private in-memory database, so that its transactions cannot
+// read the catalog. On the indexer's own connection a transaction begins
+// with a read of the catalog (BEGIN IMMEDIATE begins one on a read-only
+// file), which holds the catalog's log back until it commits.
+func openPropertyWriter(drv sqldriver.Driver, path string, busy time.Duration) *sql.DB {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Set("_txlock", "immediate")
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+	q.Set("mode", "memory")
+	db := openAttached(drv, "file:dlqdash-property-rows?"+q.Encode(), path, false, `PRAGMA idx.synchronous = NORMAL`,
+		fmt.Sprintf(`PRAGMA idx.journal_size_limit = %d`, walSizeLimit))
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db
+}
+
+// closeIndexPools closes the indexer's pools (idxdb, propdb).
+func (s *Store) closeIndexPools() error {
+	return errors.Join(s.idxdb.Close(), s.propdb.Close())
+}
+
 // openIndexer opens the indexer's connection (one: the index file's one
 // writer) and makes the index file ready: WAL mode, its tables, and its
 // rows emptied when it holds another catalog's index.

@@ -111,15 +111,11 @@ func (s *propertyRowSet) sorted(skip map[string]bool) []propertyRow {
 	return rows
 }
 
-// indexPropertiesSQLite learns the property keys from the first messages
-// of the batch (ids first through last) and writes the property rows of
-// the keys not decided "not indexed", in tx, which holds the index file's
-// write lock.
-func indexPropertiesSQLite(ctx context.Context, tx *sql.Tx, first, last int64) error {
-	set, err := readPropertyRows(ctx, tx, `m.id BETWEEN ? AND ?`, first, last)
-	if err != nil {
-		return fmt.Errorf("index properties: %w", err)
-	}
+// indexPropertiesSQLite learns the property keys from set's first
+// messages (readPropertyRows) and writes the property rows of the keys
+// not decided "not indexed", in tx, which holds the index file's write
+// lock.
+func indexPropertiesSQLite(ctx context.Context, tx *sql.Tx, set *propertyRowSet) error {
 	// What the batch's first messages say of their keys first, so that a
 	// key decided now has no rows of this batch.
 	skip, err := learnPropertyKeysFrom(ctx, tx, sqliteEngine, set.pairs(set.rows[:set.sampled]))

@@ -304,30 +304,41 @@ func (s *Store) closeIndexTail(ctx context.Context) error {
 	return nil
 }
 
-// indexOnce indexes up to indexMax messages above the watermark in one
-// transaction of the index file, on the indexer's own connection (the
-// catalog read-only, at the transaction's start: index_file.go), and
+// indexOnce indexes up to indexMax messages above the watermark, on the
+// indexer's own connection (the catalog read-only: index_file.go), and
 // reports whether more are left. It never takes the catalog's write lock:
 // the ingest's transactions go on meanwhile, on the other core.
+//
+// It writes them in two transactions of the index file. The first reads
+// the catalog: it writes the search rows (and the search watermark) and
+// reads the messages' properties into memory. The second writes their
+// property rows and moves the watermark, on a connection that cannot read
+// the catalog (openPropertyWriter): while it runs the catalog's log can be
+// copied and start over (checkpoint.go) with neither the writer nor the
+// indexer waiting for the other. In one transaction the indexer read the catalog all along, the
+// writer copied the log only between two of them, and the indexer waited
+// for that copy (issue 18, BENCHMARKS.md). A crash between the two leaves
+// the search watermark ahead of the watermark: the next run writes the
+// property rows of those messages and not their search rows again.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
-	defer s.restart.reading()()
 	if s.idx != nil {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()
 	}
-	tx, err := s.idxdb.BeginTx(ctx, nil)
+	through, hi, newest, set, err := s.indexSearchOnce(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := s.testFault(faultIndexSearchDone); err != nil {
+		return true, err
+	}
+	tx, err := s.propdb.BeginTx(ctx, nil)
 	if err != nil {
 		return false, s.wrap("index new messages", err)
 	}
 	defer tx.Rollback()
-	var through, newest int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0),
-		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
-		return false, fmt.Errorf("index new messages: %w", err)
-	}
-	hi := min(newest, through+s.indexBatchMax())
-	if newest > through {
-		if err := indexRange(ctx, tx, through, hi); err != nil {
+	if set != nil {
+		if err := indexPropertyRange(ctx, tx, set, through, hi); err != nil {
 			return false, err
 		}
 	}
@@ -335,7 +346,7 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if newest <= through && purged == 0 {
+	if set == nil && purged == 0 {
 		return false, nil
 	}
 	if err := tx.Commit(); err != nil {
@@ -344,26 +355,113 @@ func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	return hi < newest || purged == purgeBatch, nil
 }
 
+// faultIndexSearchDone is the point between an index run's transaction
+// of search rows and its transaction of property rows (indexOnce).
+const faultIndexSearchDone = "index_search_done"
+
+// indexSearchOnce is indexOnce's first transaction: the messages above
+// the watermark through, up to hi (indexMax at most, newest the newest
+// message), get their search rows, and their properties are read (set;
+// nil when there is no message to index).
+func (s *Store) indexSearchOnce(ctx context.Context) (through, hi, newest int64, set *propertyRowSet, err error) {
+	defer s.restart.reading()()
+	tx, err := s.idxdb.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, 0, 0, nil, s.wrap("index new messages", err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0),
+		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
+		return 0, 0, 0, nil, fmt.Errorf("index new messages: %w", err)
+	}
+	hi = min(newest, through+s.indexBatchMax())
+	if newest <= through {
+		return through, hi, newest, nil, nil
+	}
+	if set, err = indexSearchRange(ctx, tx, through, hi); err != nil {
+		return 0, 0, 0, nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, 0, nil, s.wrap("index new messages", err)
+	}
+	return through, hi, newest, set, nil
+}
+
 // indexRange writes the search and property rows of the messages with ids
 // above through up to hi, and moves the watermark to hi, in the caller's
 // transaction, which holds the index file's write lock (lockIndexFile, or
 // the indexer's own): through is the watermark it read.
 func indexRange(ctx context.Context, tx *sql.Tx, through, hi int64) error {
-	// One statement: FTS5 writes a segment per statement (and whenever its
-	// pending terms outgrow its hash), in rowid order.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties)
-		SELECT m.id, `+bodyTextFunc+`(b.body), coalesce(m.dead_letter_reason, ''), coalesce(m.dead_letter_description, ''), m.properties
-		FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, through, hi); err != nil {
-		return fmt.Errorf("index for search: %w", err)
-	}
-	if err := indexPropertiesSQLite(ctx, tx, through+1, hi); err != nil {
+	set, err := indexSearchRange(ctx, tx, through, hi)
+	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO idx.index_meta (key, value) VALUES (?, ?)
-		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaIndexThrough, fmt.Sprint(hi)); err != nil {
+	return indexPropertyRange(ctx, tx, set, through, hi)
+}
+
+// metaSearchThrough is the index file's search watermark: the messages up
+// to it have their search rows. It is the watermark, or ahead of it when
+// a crash came between an index run's two transactions (indexOnce).
+const metaSearchThrough = "index.search_through"
+
+// indexSearchRange writes the search rows of the messages with ids above
+// through (the watermark) up to hi that have none yet (the search
+// watermark), moves the search watermark to hi, and reads the messages'
+// properties (readPropertyRows), in tx, which holds the index file's write
+// lock.
+func indexSearchRange(ctx context.Context, tx *sql.Tx, through, hi int64) (*propertyRowSet, error) {
+	var searched int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT CAST(value AS BIGINT) FROM idx.index_meta WHERE key = ?), 0)`,
+		metaSearchThrough).Scan(&searched); err != nil {
+		return nil, fmt.Errorf("index for search: %w", err)
+	}
+	if from := max(through, searched); hi > from {
+		// One statement: FTS5 writes a segment per statement (and whenever
+		// its pending terms outgrow its hash), in rowid order.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts (rowid, body, reason, description, properties)
+			SELECT m.id, `+bodyTextFunc+`(b.body), coalesce(m.dead_letter_reason, ''), coalesce(m.dead_letter_description, ''), m.properties
+			FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, from, hi); err != nil {
+			return nil, fmt.Errorf("index for search: %w", err)
+		}
+		if err := setIndexMeta(ctx, tx, metaSearchThrough, hi); err != nil {
+			return nil, fmt.Errorf("index for search: %w", err)
+		}
+	}
+	set, err := readPropertyRows(ctx, tx, `m.id BETWEEN ? AND ?`, through+1, hi)
+	if err != nil {
+		return nil, fmt.Errorf("index properties: %w", err)
+	}
+	return set, nil
+}
+
+// indexPropertyRange writes set, the property rows of the messages with
+// ids above through up to hi (indexSearchRange), and moves the watermark
+// to hi, in tx, which holds the index file's write lock. It reads nothing
+// of the catalog.
+func indexPropertyRange(ctx context.Context, tx *sql.Tx, set *propertyRowSet, through, hi int64) error {
+	// The watermark the rows were read at: the indexer's two transactions
+	// hold indexer.writing, so nobody else moves it between them.
+	var now int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`, metaIndexThrough).Scan(&now); err != nil {
+		return fmt.Errorf("index properties: %w", err)
+	}
+	if now != through {
+		return fmt.Errorf("index properties: the watermark moved from %d to %d while the search rows were written", through, now)
+	}
+	if err := indexPropertiesSQLite(ctx, tx, set); err != nil {
+		return err
+	}
+	if err := setIndexMeta(ctx, tx, metaIndexThrough, hi); err != nil {
 		return fmt.Errorf("index new messages: %w", err)
 	}
 	return nil
+}
+
+// setIndexMeta sets key of the index file's index_meta to the id v.
+func setIndexMeta(ctx context.Context, tx *sql.Tx, key string, v int64) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO idx.index_meta (key, value) VALUES (?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, fmt.Sprint(v))
+	return err
 }
 
 // watermarkSQLite is the watermark as a subquery (one parameter:

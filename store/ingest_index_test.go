@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -185,6 +186,78 @@ func TestIndexResumesFromWatermarkAfterCrash(t *testing.T) {
 		}
 	}
 	if n := rawCount(t, path, `SELECT count(*) FROM message_properties`); n != 4 {
+		t.Errorf("%d property rows, want 4", n)
+	}
+}
+
+// An index run writes the search rows and the property rows in two
+// transactions (indexOnce). A crash between them leaves search rows ahead
+// of the watermark: the next run writes the property rows and no search
+// row twice, and pruning meanwhile leaves no index row without its message.
+func TestIndexCrashBetweenSearchAndPropertyRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s := indexStore(t, path)
+	ctx := t.Context()
+	applyIndexPage(t, s, 1, 2, indexMessage(1, "alpha", "acme"), indexMessage(2, "beta", "acme"))
+	if err := s.FlushIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Paused, the ingest does not index its page itself (indexInline).
+	resume := store.PauseIndexerForTest(s)
+	applyIndexPage(t, s, 3, 5, indexMessage(3, "gamma", "globex"), indexMessage(4, "delta", "globex"),
+		indexMessage(5, "omega", "globex"))
+	// The fault stays until the crash: a run the flush left going fails
+	// at the same point.
+	crash := errors.New("crash")
+	store.FailAfterSearchRowsForTest(s, crash)
+	resume()
+	if err := s.FlushIndex(ctx); !errors.Is(err, crash) {
+		t.Fatalf("flush with the fault: %v, want the crash", err)
+	}
+	store.PauseIndexerForTest(s)
+	if n := rawCount(t, path, ftsCount, "gamma"); n != 1 {
+		t.Fatalf("%d search rows of gamma after the first transaction, want 1", n)
+	}
+	if n := rawCount(t, path, propCount, "globex"); n != 0 {
+		t.Fatalf("%d property rows of globex after the first transaction, want 0", n)
+	}
+	meta := `SELECT CAST(value AS INTEGER) FROM index_meta WHERE key = ?`
+	if th, st := rawCount(t, path, meta, "index.through"), rawCount(t, path, meta, "index.search_through"); th != 2 || st != 5 {
+		t.Fatalf("watermark %d, search watermark %d; want 2 and 5", th, st)
+	}
+	// 4 leaves the broker: it has search rows but no property rows yet, so
+	// pruning keeps it until the watermark passes it.
+	applyIndexPage(t, s, 3, 5, indexMessage(3, "gamma", "globex"), indexMessage(5, "omega", "globex"))
+	if n, err := s.PruneGone(ctx, indexAt.Add(time.Hour), 100); err != nil || n != 0 {
+		t.Fatalf("pruned %d, %v; want 0 while 4's property rows are not written", n, err)
+	}
+	if err := store.CrashForTest(s); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := seqsOf(t, s2, dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "globex"}}, IncludeGone: true}); len(got) != 3 {
+		t.Errorf("after reopening, tenant globex: %v, want 3 messages", got)
+	}
+	for word, want := range map[string]int64{"alpha": 1, "beta": 1, "gamma": 1, "delta": 1, "omega": 1} {
+		if n := readCount(t, s2, ftsCount, word); n != want {
+			t.Errorf("%s: %d search rows, want %d", word, n, want)
+		}
+	}
+	if n, err := s2.PruneGone(ctx, indexAt.Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want 1 (message 4)", n, err)
+	}
+	if n := readCount(t, s2, `SELECT count(*) FROM messages_fts`); n != 4 {
+		t.Errorf("%d search rows after pruning 4, want 4", n)
+	}
+	if n := readCount(t, s2, `SELECT count(*) FROM message_properties WHERE message_id NOT IN (SELECT id FROM messages)`); n != 0 {
+		t.Errorf("%d property rows of pruned messages", n)
+	}
+	if n := readCount(t, s2, `SELECT count(*) FROM message_properties`); n != 4 {
 		t.Errorf("%d property rows, want 4", n)
 	}
 }

@@ -64,7 +64,11 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 			if err := lockIndexFile(ctx, tx); err != nil {
 				return 0, s.wrap("prune", err)
 			}
-			if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+watermarkSQLite+`, 0)`, metaIndexThrough).Scan(&now); err != nil {
+			// Above both watermarks a message has no index rows; between
+			// them (a crash between an index run's two transactions) it
+			// has search rows, which the next PruneGone deletes.
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT max(CAST(value AS BIGINT)) FROM idx.index_meta WHERE key IN (?, ?)), 0)`,
+				metaIndexThrough, metaSearchThrough).Scan(&now); err != nil {
 				return 0, fmt.Errorf("prune messages: %w", err)
 			}
 		}

@@ -81,6 +81,11 @@ type Store struct {
 	// index file (IndexPath) attached read-write (index_file.go). Nil on
 	// PostgreSQL and read-only stores.
 	idxdb *sql.DB
+	// propdb is the connection the indexer writes property rows on: the
+	// index file attached to a private in-memory database, so that its
+	// transactions cannot read the catalog (openPropertyWriter). Nil when
+	// idxdb is.
+	propdb *sql.DB
 	// noIndexFile: a read-only store opened without its index file (a
 	// copy of the catalog file alone): searches and property filters fail
 	// with errIndexFileMissing.
@@ -203,9 +208,10 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, err
 	}
 	s.idxdb = idxdb
+	s.propdb = openPropertyWriter(drv, path, opts.BusyTimeout)
 
 	if err := s.prepareChunks(ctx); err != nil {
-		idxdb.Close()
+		s.closeIndexPools()
 		writer.Close()
 		return nil, err
 	}
@@ -216,22 +222,22 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	setReadPool(reader)
 	if err := reader.PingContext(ctx); err != nil {
 		reader.Close()
-		idxdb.Close()
+		s.closeIndexPools()
 		writer.Close()
 		return nil, s.wrap("open read pool", err)
 	}
 	s.reader = reader
-	s.restart = &logRestart{frames: restartFrames}
+	s.restart = newLogRestart(restartFrames)
 	if s.ckpt, err = newCheckpointer(path, opts.BusyTimeout, s.restart); err != nil {
 		reader.Close()
-		idxdb.Close()
+		s.closeIndexPools()
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	if s.idxCkpt, err = newCheckpointer(IndexPath(path), opts.BusyTimeout, nil); err != nil {
 		s.ckpt.close()
 		reader.Close()
-		idxdb.Close()
+		s.closeIndexPools()
 		writer.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -286,7 +292,7 @@ func (s *Store) Close() error {
 	}
 	errs = append(errs, s.closeMatches(), s.ckpt.close(), s.idxCkpt.close(), s.reader.Close())
 	if s.idxdb != nil {
-		errs = append(errs, s.idxdb.Close())
+		errs = append(errs, s.closeIndexPools())
 	}
 	return errors.Join(append(errs, s.writer.Close())...)
 }

@@ -292,9 +292,7 @@ func prepareMessages(msgs []dlq.Message, q dlq.SubQueue) []prepared {
 			}
 			out[i].group, out[i].grouped = g, true
 		}
-		if text, isText := bodyText(m.Body); isText {
-			out[i].preview = previewOf(text)
-		}
+		out[i].preview = bodyPreview(m.Body)
 	}
 	return out
 }

@@ -427,7 +427,7 @@ func indexSearchRange(ctx context.Context, tx *sql.Tx, through, hi int64) (*prop
 			return nil, fmt.Errorf("index for search: %w", err)
 		}
 	}
-	set, err := readPropertyRows(ctx, tx, `m.id BETWEEN ? AND ?`, through+1, hi)
+	set, err := readPropertyRows(ctx, tx, hi-through, `m.id BETWEEN ? AND ?`, through+1, hi)
 	if err != nil {
 		return nil, fmt.Errorf("index properties: %w", err)
 	}
@@ -745,7 +745,13 @@ func registerFunctions() error {
 				default:
 					return "", nil
 				}
-				text, _ := bodyText(b)
+				// The text as the bytes it is (a copy the driver made):
+				// FTS5 reads a blob as text, and a body's text is not
+				// copied into a string on the way.
+				text, isText := textPart(b)
+				if !isText || len(text) == 0 {
+					return "", nil
+				}
 				return text, nil
 			})
 	})

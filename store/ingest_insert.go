@@ -107,9 +107,7 @@ func (nm *newMessage) derived() (gid, ttl any, props, preview string) {
 	}
 	preview = nm.preview
 	if preview == "" && !nm.previewDone {
-		if text, isText := bodyText(m.Body); isText {
-			preview = previewOf(text)
-		}
+		preview = bodyPreview(m.Body)
 	}
 	return gid, ttl, props, preview
 }

@@ -131,7 +131,7 @@ func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (pr
 	}
 	// Property rows are found from the messages' own properties (their
 	// table has no index on message_id), by the walk that wrote them.
-	set, err := readPropertyRows(ctx, tx, `m.id IN (`+indexed+`)`, ids, metaIndexThrough)
+	set, err := readPropertyRows(ctx, tx, 0, `m.id IN (`+indexed+`)`, ids, metaIndexThrough)
 	if err != nil {
 		return pr, fmt.Errorf("prune properties: %w", err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
@@ -25,6 +26,12 @@ func deref(s *string) string {
 // bodyText returns the part of a body worth indexing and previewing, and
 // whether the body is text at all: valid UTF-8 without NUL bytes.
 func bodyText(b []byte) (string, bool) {
+	text, ok := textPart(b)
+	return string(text), ok
+}
+
+// textPart is bodyText's part of b, without copying it.
+func textPart(b []byte) ([]byte, bool) {
 	if len(b) > maxIndexedBody {
 		b = b[:maxIndexedBody]
 		// Do not let the cut split a rune and turn a text body into "binary".
@@ -32,18 +39,27 @@ func bodyText(b []byte) (string, bool) {
 			b = b[:len(b)-1]
 		}
 	}
-	if !utf8.Valid(b) || strings.ContainsRune(string(b), 0) {
-		return "", false
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		return nil, false
 	}
-	return string(b), true
+	return b, true
 }
 
-// previewOf is the start of a text body with whitespace collapsed.
-func previewOf(text string) string {
+// bodyPreview is the start of a text body with whitespace collapsed, and
+// "" for a binary body (bodyText). It reads only as much of the body as
+// the preview shows.
+func bodyPreview(body []byte) string {
+	text, isText := textPart(body)
+	if !isText {
+		return ""
+	}
 	var b strings.Builder
+	b.Grow(min(len(text), previewRunes+len("…")))
 	n := 0
 	space := false
-	for _, r := range text {
+	for len(text) > 0 {
+		r, size := utf8.DecodeRune(text)
+		text = text[size:]
 		if n >= previewRunes {
 			b.WriteString("…")
 			break

@@ -295,7 +295,7 @@ func indexPropertiesRangePG(ctx context.Context, tx *sql.Tx, ic *ingestConn, thr
 	if err := clearPropertiesAbove(ctx, tx, through); err != nil {
 		return err
 	}
-	set, err := readPropertyRows(ctx, tx, `m.id > ? AND m.id <= ?`, through, hi)
+	set, err := readPropertyRows(ctx, tx, hi-through, `m.id > ? AND m.id <= ?`, through, hi)
 	if err != nil {
 		return fmt.Errorf("index properties: %w", err)
 	}

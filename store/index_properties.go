@@ -194,20 +194,24 @@ func writePropertyRows(ctx context.Context, tx *sql.Tx, stmt string, strs []stri
 		for _, r := range rows[:n] {
 			args = append(args, boxed[r.key], boxed[r.value], r.at, r.id)
 		}
-		q := stmt + placeholders(n, 4)
-		if stmt == deletePropertyRows {
-			q += `)`
-		}
 		var err error
-		if n == propertyInsertRows {
-			if full == nil {
+		if n == propertyInsertRows && full != nil {
+			_, err = full.ExecContext(ctx, args...)
+		} else {
+			// The statement's text only where it is prepared: the full
+			// one once, the last, shorter one for itself.
+			q := stmt + placeholders(n, 4)
+			if stmt == deletePropertyRows {
+				q += `)`
+			}
+			if n == propertyInsertRows {
 				if full, err = tx.PrepareContext(ctx, q); err != nil {
 					return err
 				}
+				_, err = full.ExecContext(ctx, args...)
+			} else {
+				_, err = tx.ExecContext(ctx, q, args...)
 			}
-			_, err = full.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, q, args...)
 		}
 		if err != nil {
 			return err

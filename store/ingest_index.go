@@ -469,6 +469,20 @@ func setIndexMeta(ctx context.Context, tx *sql.Tx, key string, v int64) error {
 // first index run.
 const watermarkSQLite = `(SELECT CAST(value AS BIGINT) FROM idx.index_meta WHERE key = ?)`
 
+// indexedThroughSQL is the highest id an index has rows for at most, as a
+// subquery for the engine, and its parameters: every new message gets an
+// id above it, and retention deletes no message at or below it that still
+// has index rows to be deleted first (PruneGone). On SQLite that is the
+// higher of the watermark and the search watermark, which is ahead of it
+// after a crash between an index run's two transactions (indexOnce); on
+// PostgreSQL the watermark.
+func (e engine) indexedThroughSQL() (string, []any) {
+	if e.postgres {
+		return e.watermarkSQL(), []any{metaIndexThrough}
+	}
+	return `(SELECT max(CAST(value AS BIGINT)) FROM idx.index_meta WHERE key IN (?, ?))`, []any{metaIndexThrough, metaSearchThrough}
+}
+
 // watermarkSQL is the watermark as a subquery for the engine: on
 // PostgreSQL it is in meta, beside the index rows.
 func (e engine) watermarkSQL() string {

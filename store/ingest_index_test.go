@@ -262,6 +262,35 @@ func TestIndexCrashBetweenSearchAndPropertyRows(t *testing.T) {
 	}
 }
 
+// A new message's id is above the search watermark too, whatever the
+// catalog's newest id: the index run that writes its search rows starts
+// past that watermark (indexSearchRange).
+func TestNewMessageIDsAboveTheSearchWatermark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s := indexStore(t, path)
+	ctx := t.Context()
+	applyIndexPage(t, s, 1, 1, indexMessage(1, "alpha", "acme"))
+	if err := s.FlushIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// As a crash between an index run's two transactions leaves it, with
+	// the catalog's newest messages gone since.
+	if err := store.ExecForTest(ctx, s, `INSERT INTO idx.index_meta (key, value) VALUES ('index.search_through', '100')
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`); err != nil {
+		t.Fatal(err)
+	}
+	applyIndexPage(t, s, 2, 2, indexMessage(2, "beta", "globex"))
+	if id := rawCount(t, path, `SELECT max(id) FROM messages`); id <= 100 {
+		t.Errorf("the new message got id %d, at or below the search watermark 100", id)
+	}
+	if got := seqsOf(t, s, dlq.Filter{Query: "beta"}); len(got) != 1 || got[0] != 2 {
+		t.Errorf("search beta: %v, want [2]", got)
+	}
+	if got := seqsOf(t, s, dlq.Filter{Properties: []dlq.PropertyMatch{{Key: "tenant", Value: "globex"}}}); len(got) != 1 {
+		t.Errorf("tenant globex: %v, want [2]", got)
+	}
+}
+
 func TestPruneUnindexedMessages(t *testing.T) { store.ForEachEngine(t, testPruneUnindexedMessages) }
 
 func testPruneUnindexedMessages(t *testing.T, engine string) {

@@ -125,8 +125,9 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 	// They are above the index's watermark even when the newest rows were
 	// pruned: the indexer indexes every id above it, and none below.
 	var next int64
+	indexed, args := full.eng.indexedThroughSQL()
 	if err := tx.QueryRowContext(ctx, `SELECT `+full.eng.greatest(`coalesce((SELECT max(id) FROM messages), 0)`,
-		`coalesce(`+full.eng.watermarkSQL()+`, 0)`)+` + 1`, metaIndexThrough).Scan(&next); err != nil {
+		`coalesce(`+indexed+`, 0)`)+` + 1`, args...).Scan(&next); err != nil {
 		return nil, err
 	}
 	if full.eng.postgres {

@@ -67,8 +67,8 @@ func (s *Store) PruneGone(ctx context.Context, cutoff time.Time, batch int) (int
 			// Above both watermarks a message has no index rows; between
 			// them (a crash between an index run's two transactions) it
 			// has search rows, which the next PruneGone deletes.
-			if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT max(CAST(value AS BIGINT)) FROM idx.index_meta WHERE key IN (?, ?)), 0)`,
-				metaIndexThrough, metaSearchThrough).Scan(&now); err != nil {
+			indexed, args := sqliteEngine.indexedThroughSQL()
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+indexed+`, 0)`, args...).Scan(&now); err != nil {
 				return 0, fmt.Errorf("prune messages: %w", err)
 			}
 		}

@@ -152,7 +152,7 @@ type logRestart struct {
 	// lastWrite is when the writer last began a transaction (Unix ns).
 	lastWrite atomic.Int64
 	// copyNow asks the catalog's checkpointer for a checkpoint at once, and
-	// handOver is set meanwhile (handOver).
+	// handOver is set until it has run (handOverLog).
 	copyNow  chan struct{}
 	handOver atomic.Bool
 	// restarts counts the copies that let the log start over; copying and

@@ -315,11 +315,12 @@ func (s *Store) closeIndexTail(ctx context.Context) error {
 // property rows and moves the watermark, on a connection that cannot read
 // the catalog (openPropertyWriter): while it runs the catalog's log can be
 // copied and start over (checkpoint.go) with neither the writer nor the
-// indexer waiting for the other. In one transaction the indexer read the catalog all along, the
-// writer copied the log only between two of them, and the indexer waited
-// for that copy (issue 18, BENCHMARKS.md). A crash between the two leaves
-// the search watermark ahead of the watermark: the next run writes the
-// property rows of those messages and not their search rows again.
+// indexer waiting for the other. In one transaction the indexer read the
+// catalog all along, the writer copied the log only between two of them,
+// and the indexer waited for that copy (issue 18, BENCHMARKS.md). A crash
+// between the two leaves the search watermark ahead of the watermark: the
+// next run writes the property rows of those messages and not their search
+// rows again.
 func (s *Store) indexOnce(ctx context.Context) (bool, error) {
 	if s.idx != nil {
 		s.idx.writing.Lock()

@@ -46,8 +46,7 @@ func textPart(b []byte) ([]byte, bool) {
 }
 
 // bodyPreview is the start of a text body with whitespace collapsed, and
-// "" for a binary body (bodyText). It reads only as much of the body as
-// the preview shows.
+// "" for a binary body (bodyText). It copies only what the preview shows.
 func bodyPreview(body []byte) string {
 	text, isText := textPart(body)
 	if !isText {

@@ -67,6 +67,19 @@ func seqsOf(t *testing.T, s *store.Store, f dlq.Filter) []int64 {
 	return out
 }
 
+// indexedStore is indexStore on a new file (its path) with msgs, sequence
+// numbers 1 to len(msgs), written as one page and indexed.
+func indexedStore(t *testing.T, msgs ...dlq.Message) (string, *store.Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	s := indexStore(t, path)
+	applyIndexPage(t, s, 1, int64(len(msgs)), msgs...)
+	if err := s.FlushIndex(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return path, s
+}
+
 // rawCount counts with a connection of its own (not the store's, which
 // would wait for the indexer).
 func rawCount(t *testing.T, path, query string, args ...any) int64 {
@@ -195,13 +208,8 @@ func TestIndexResumesFromWatermarkAfterCrash(t *testing.T) {
 // of the watermark: the next run writes the property rows and no search
 // row twice, and pruning meanwhile leaves no index row without its message.
 func TestIndexCrashBetweenSearchAndPropertyRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+	path, s := indexedStore(t, indexMessage(1, "alpha", "acme"), indexMessage(2, "beta", "acme"))
 	ctx := t.Context()
-	applyIndexPage(t, s, 1, 2, indexMessage(1, "alpha", "acme"), indexMessage(2, "beta", "acme"))
-	if err := s.FlushIndex(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// Paused, the ingest does not index its page itself (indexInline).
 	resume := store.PauseIndexerForTest(s)
 	applyIndexPage(t, s, 3, 5, indexMessage(3, "gamma", "globex"), indexMessage(4, "delta", "globex"),
@@ -266,13 +274,8 @@ func TestIndexCrashBetweenSearchAndPropertyRows(t *testing.T) {
 // catalog's newest id: the index run that writes its search rows starts
 // past that watermark (indexSearchRange).
 func TestNewMessageIDsAboveTheSearchWatermark(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalog.db")
-	s := indexStore(t, path)
+	path, s := indexedStore(t, indexMessage(1, "alpha", "acme"))
 	ctx := t.Context()
-	applyIndexPage(t, s, 1, 1, indexMessage(1, "alpha", "acme"))
-	if err := s.FlushIndex(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// As a crash between an index run's two transactions leaves it, with
 	// the catalog's newest messages gone since.
 	if err := store.ExecForTest(ctx, s, `INSERT INTO idx.index_meta (key, value) VALUES ('index.search_through', '100')

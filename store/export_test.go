@@ -83,12 +83,11 @@ func ExecForTest(ctx context.Context, s *Store, q string, args ...any) error {
 	return err
 }
 
-// FaultBeforeStatusEntryForTest makes every SetStatusAudited of s fail
-// with err between the status change and its audit entry (a crash there
-// rolls the transaction back as this does), until the returned func runs.
-func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
-	s.fault = func(point string) error {
-		if point == faultBeforeStatusEntry {
+// failAt makes s fail with err at the fault point named point, every time
+// it is reached, until the returned func runs.
+func failAt(s *Store, point string, err error) (restore func()) {
+	s.fault = func(at string) error {
+		if at == point {
 			return err
 		}
 		return nil
@@ -96,18 +95,19 @@ func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
 	return func() { s.fault = nil }
 }
 
+// FaultBeforeStatusEntryForTest makes every SetStatusAudited of s fail
+// with err between the status change and its audit entry (a crash there
+// rolls the transaction back as this does), until the returned func runs.
+func FaultBeforeStatusEntryForTest(s *Store, err error) (restore func()) {
+	return failAt(s, faultBeforeStatusEntry, err)
+}
+
 // FaultBeforeCreationEntryForTest makes every CreateJobAudited of s fail
 // with err after the job and its items are inserted and before its
 // creation entry (a crash there rolls the transaction back as this does),
 // until the returned func runs.
 func FaultBeforeCreationEntryForTest(s *Store, err error) (restore func()) {
-	s.fault = func(point string) error {
-		if point == faultBeforeCreationEntry {
-			return err
-		}
-		return nil
-	}
-	return func() { s.fault = nil }
+	return failAt(s, faultBeforeCreationEntry, err)
 }
 
 // IndexBetweenPruneStepsForTest makes every PruneGone of s run an index
@@ -176,13 +176,7 @@ func SetCloseIndexBudgetForTest(s *Store, d time.Duration) { s.closeIndexFor = d
 // its search documents and watermark are, as when its replica dies between
 // the two commits, until the returned func runs.
 func FailAfterPropertiesCommittedForTest(s *Store, err error) (restore func()) {
-	s.fault = func(point string) error {
-		if point == faultPropertiesCommitted {
-			return err
-		}
-		return nil
-	}
-	return func() { s.fault = nil }
+	return failAt(s, faultPropertiesCommitted, err)
 }
 
 // IndexPropsLockKeyForTest is the advisory lock of an index batch's
@@ -194,13 +188,7 @@ const IndexPropsLockKeyForTest = indexPropsLockKey
 // before their transaction of property rows (indexOnce), until the
 // returned func runs.
 func FailAfterSearchRowsForTest(s *Store, err error) (restore func()) {
-	s.fault = func(point string) error {
-		if point == faultIndexSearchDone {
-			return err
-		}
-		return nil
-	}
-	return func() { s.fault = nil }
+	return failAt(s, faultIndexSearchDone, err)
 }
 
 // SetIndexBatchMaxForTest makes s's index transactions cover at most n

@@ -31,9 +31,9 @@ const insertChunk = 64
 // writer's connection (SQLite; nil on PostgreSQL, which copies the rows:
 // postgres_ingest.go), and the engine they are for.
 type chunkStatements struct {
-	// messages and bodies insert 1 << i rows, for i up to
-	// log2(insertChunk).
-	messages, bodies []*sql.Stmt
+	// raw is insertMessages' INSERTs, prepared on the writer's driver
+	// connection the first time (ingest_raw.go).
+	raw *rawInserts
 	// groups and groupEntities are upsertGroups' upserts, counts is
 	// counts.write's.
 	groups, groupEntities, counts *sql.Stmt
@@ -54,11 +54,7 @@ func (s *Store) prepareChunks(ctx context.Context) error {
 		errs = append(errs, err)
 		return st
 	}
-	for n := 1; n <= insertChunk; n *= 2 {
-		s.chunk.messages = append(s.chunk.messages,
-			prepare("INSERT INTO messages ("+messageColumns+") VALUES "+placeholders(n, messageColumnCount)))
-		s.chunk.bodies = append(s.chunk.bodies, prepare("INSERT INTO bodies (message_id, body) VALUES "+placeholders(n, 2)))
-	}
+	s.chunk.raw = &rawInserts{}
 	s.chunk.groups = prepare(upsertGroupSQL)
 	s.chunk.groupEntities = prepare(upsertGroupEntitySQL)
 	s.chunk.counts = prepare(upsertCountSQL)
@@ -148,42 +144,15 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 		}
 		return ids, nil
 	}
-	ids := make([]int64, 0, len(msgs))
-	rowArgs := make([]any, 0, insertChunk*messageColumnCount)
-	bodyArgs := make([]any, 0, insertChunk*2)
-	for rest := msgs; len(rest) > 0; {
-		// The largest prepared chunk that fits: log2 of it indexes the
-		// statements.
-		k, n := 0, 1
-		for n*2 <= min(len(rest), insertChunk) {
-			k, n = k+1, n*2
-		}
-		rowArgs, bodyArgs = rowArgs[:0], bodyArgs[:0]
-		for i := range rest[:n] {
-			nm := &rest[i]
-			m := nm.m
-			gid, ttl, props, preview := nm.derived()
-			id := next
-			next++
-			rowArgs = append(rowArgs, id, nm.eid, nm.sq, nm.st, m.SequenceNumber, m.MessageID, m.CorrelationID,
-				m.SessionID, m.PartitionKey, m.Subject, m.ContentType, m.ReplyTo, m.ReplyToSessionID, m.To,
-				m.DeadLetterReason, m.DeadLetterErrorDescription, m.DeadLetterSource, m.DeliveryCount,
-				millis(m.EnqueuedAt), millis(m.ScheduledEnqueueAt), millis(m.ExpiresAt), ttl, props,
-				len(m.Body), preview, gid, nm.firstSeen, nm.lastSeen, max(nm.replayCount, replayCountOf(props)), nm.gone)
-			b := m.Body
-			if b == nil {
-				b = []byte{}
-			}
-			bodyArgs = append(bodyArgs, id, b)
-			ids = append(ids, id)
-		}
-		if _, err := tx.StmtContext(ctx, full.messages[k]).ExecContext(ctx, rowArgs...); err != nil {
-			return nil, err
-		}
-		if _, err := tx.StmtContext(ctx, full.bodies[k]).ExecContext(ctx, bodyArgs...); err != nil {
-			return nil, err
-		}
-		rest = rest[n:]
+	if ic == nil {
+		return nil, errors.New("insert messages: the ingest transaction needs its connection (beginIngest)")
+	}
+	ids := make([]int64, len(msgs))
+	for i := range ids {
+		ids[i] = next + int64(i)
+	}
+	if err := ic.c.Raw(func(dc any) error { return full.raw.insertRaw(ctx, dc, msgs, next) }); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }

@@ -22,20 +22,22 @@ import (
 // before any COPY, and the COPYs commit or roll back with the rest of the
 // page.
 
-// ingestConn is the connection of an ingest transaction on PostgreSQL, for
-// its COPYs; nil on SQLite (and then insertMessages uses its INSERTs).
+// ingestConn is the connection of an ingest transaction: for its COPYs on
+// PostgreSQL, for the INSERTs that run below database/sql on SQLite
+// (ingest_raw.go).
 type ingestConn struct{ c *sql.Conn }
 
-// beginIngest begins a write transaction as beginWrite does, and on
-// PostgreSQL returns its connection too. The caller ends the transaction
-// and then calls release (deferred before the transaction's Rollback, so
-// that it runs after it).
+// beginIngest begins a write transaction as beginWrite does, on a
+// connection of its own that it returns too. The caller ends the
+// transaction and then calls release (deferred before the transaction's
+// Rollback, so that it runs after it).
 func (s *Store) beginIngest(ctx context.Context) (*sql.Tx, *ingestConn, error) {
+	f := fenceOf(ctx)
 	if !s.eng.postgres {
-		tx, err := s.beginWrite(ctx)
-		return tx, nil, err
+		s.beforeWrite(ctx)
+		f = nil // a fencer is PostgreSQL's (beginWrite)
 	}
-	tx, conn, err := s.beginOnConn(ctx, fenceOf(ctx))
+	tx, conn, err := s.beginOnConn(ctx, f)
 	if err != nil {
 		return nil, nil, err
 	}

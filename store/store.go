@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -282,7 +281,8 @@ func (s *Store) Close() error {
 	s.jobStmts.mu.Lock()
 	errs = append(errs, s.jobStmts.close())
 	s.jobStmts.mu.Unlock()
-	for _, st := range slices.Concat(s.chunk.messages, s.chunk.bodies, []*sql.Stmt{s.chunk.groups, s.chunk.groupEntities, s.chunk.counts}) {
+	errs = append(errs, s.closeRawInserts())
+	for _, st := range []*sql.Stmt{s.chunk.groups, s.chunk.groupEntities, s.chunk.counts} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -313,7 +313,7 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 	if f := fenceOf(ctx); f != nil && s.eng.postgres {
 		return s.beginFenced(ctx, f)
 	}
-	s.restart.beforeWrite(func() bool { return s.checkpointCatalog(ctx) })
+	s.beforeWrite(ctx)
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -323,6 +323,12 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
 		return nil, err
 	}
 	return tx, nil
+}
+
+// beforeWrite lets the catalog's log start over before a write
+// transaction begins, if it is due (checkpoint.go).
+func (s *Store) beforeWrite(ctx context.Context) {
+	s.restart.beforeWrite(func() bool { return s.checkpointCatalog(ctx) })
 }
 
 // walCheckpointPages is how many pages the index file's write-ahead log

@@ -166,10 +166,26 @@ func (ix *indexer) loop() {
 		ix.running.Store(true)
 		// A run stops between two transactions when the store closes:
 		// Close goes on for closeIndexBudget at most.
-		_, r.err = ix.s.catchUpIndexWhile(context.Background(), ix.open)
+		left, err := ix.s.catchUpIndexWhile(context.Background(), ix.keepOn)
+		r.err = err
 		ix.running.Store(false)
 		close(r.done)
+		if left && err == nil {
+			ix.poke() // rows to purge, left for the reads that waited (keepOn)
+		}
 	}
+}
+
+// keepOn reports whether a run goes on with another transaction: not once
+// the store closes, nor when every message is indexed (indexed) and a read
+// waits. What is left then is rows to purge, which the reads do not need:
+// the run ends, and the next one purges on. A purge can be thousands of
+// rows of keys decided not indexed (propertyKeys), dozens of
+// transactions, and a search that came when the run began used to wait
+// for all of them (issue 18: 190-330 ms at the 32-client benchmark's
+// start).
+func (ix *indexer) keepOn(indexed bool) bool {
+	return ix.open() && !(indexed && ix.waiters.Load() > 0)
 }
 
 // awaitRun asks for a run and waits for it to end.
@@ -230,28 +246,31 @@ func (ix *indexer) close() (first bool) {
 // catchUpIndex indexes every message above the watermark, one transaction
 // per indexMax messages.
 func (s *Store) catchUpIndex(ctx context.Context) error {
-	_, err := s.catchUpIndexWhile(ctx, func() bool { return true })
+	_, err := s.catchUpIndexWhile(ctx, func(bool) bool { return true })
 	return err
 }
 
 // catchUpIndexWhile is catchUpIndex starting a transaction only while
-// more() holds, and reports whether messages were left.
-func (s *Store) catchUpIndexWhile(ctx context.Context, more func() bool) (left bool, err error) {
+// more holds, and reports whether work was left. more is told whether
+// every message is indexed, so that only rows to purge are left.
+func (s *Store) catchUpIndexWhile(ctx context.Context, more func(indexed bool) bool) (left bool, err error) {
 	once := s.indexOnce
 	if s.eng.postgres {
 		once = s.indexOncePG
 	}
+	indexed := false
 	for {
-		if !more() {
+		if !more(indexed) {
 			return true, nil
 		}
 		left, err := once(ctx)
 		if err != nil {
 			return false, err
 		}
-		if !left {
+		if !left.messages && !left.rows {
 			return false, nil
 		}
+		indexed = !left.messages
 		if err := s.testFault(faultIndexBatchDone); err != nil {
 			return true, err
 		}
@@ -293,7 +312,7 @@ const closeIndexBudget = 3 * time.Second
 // and logs what it leaves to the next start.
 func (s *Store) closeIndexTail(ctx context.Context) error {
 	deadline := time.Now().Add(s.closeIndexFor)
-	left, err := s.catchUpIndexWhile(ctx, func() bool { return time.Now().Before(deadline) })
+	left, err := s.catchUpIndexWhile(ctx, func(bool) bool { return time.Now().Before(deadline) })
 	if err != nil || !left {
 		return err
 	}
@@ -321,40 +340,80 @@ func (s *Store) closeIndexTail(ctx context.Context) error {
 // between the two leaves the search watermark ahead of the watermark: the
 // next run writes the property rows of those messages and not their search
 // rows again.
-func (s *Store) indexOnce(ctx context.Context) (bool, error) {
+func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
+	t := stepTimer{start: time.Now()}
 	if s.idx != nil {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()
 	}
-	through, hi, newest, set, err := s.indexSearchOnce(ctx)
+	t.step("lock")
+	through, hi, newest, set, err := s.indexSearchOnce(ctx, &t)
 	if err != nil {
-		return false, err
+		return indexLeft{}, err
 	}
 	if err := s.testFault(faultIndexSearchDone); err != nil {
-		return true, err
+		return indexLeft{messages: true}, err
 	}
 	tx, err := s.propdb.BeginTx(ctx, nil)
 	if err != nil {
-		return false, s.wrap("index new messages", err)
+		return indexLeft{}, s.wrap("index new messages", err)
 	}
 	defer tx.Rollback()
 	if set != nil {
 		if err := indexPropertyRange(ctx, tx, set, through, hi); err != nil {
-			return false, err
+			return indexLeft{}, err
 		}
 	}
 	purged, err := purgeUnindexedRows(ctx, tx, sqliteEngine)
 	if err != nil {
-		return false, err
+		return indexLeft{}, err
 	}
 	if set == nil && purged == 0 {
-		return false, nil
+		return indexLeft{}, nil
 	}
+	t.step("property_rows")
 	if err := tx.Commit(); err != nil {
-		return false, s.wrap("index new messages", err)
+		return indexLeft{}, s.wrap("index new messages", err)
 	}
-	return hi < newest || purged == purgeBatch, nil
+	t.step("property_commit")
+	if t.total() >= slowIndexRun {
+		s.log.Debug("slow index run", append(t.attrs(), "messages", max(hi-through, 0), "purged", purged)...)
+	}
+	return indexLeft{messages: hi < newest, rows: purged == purgeBatch}, nil
 }
+
+// slowIndexRun is how long an index run takes before the store logs its
+// steps (at debug level): a search or a property filter that arrives while
+// a page is left to the indexer waits for its run (waitIndexed).
+const slowIndexRun = 100 * time.Millisecond
+
+// stepTimer times the steps of a piece of work, for a log line.
+type stepTimer struct {
+	start, last time.Time
+	steps       []any // name, duration, ...
+}
+
+// step ends the step name.
+func (t *stepTimer) step(name string) {
+	now := time.Now()
+	if t.last.IsZero() {
+		t.last = t.start
+	}
+	t.steps = append(t.steps, name, now.Sub(t.last).Round(time.Microsecond))
+	t.last = now
+}
+
+// total is the time from the start to the end of the last step.
+func (t *stepTimer) total() time.Duration { return t.last.Sub(t.start) }
+
+// attrs is the total and the steps, as slog's key-value pairs.
+func (t *stepTimer) attrs() []any {
+	return append([]any{"took", t.total().Round(time.Microsecond)}, t.steps...)
+}
+
+// indexLeft is what an index transaction left to the next: messages to
+// index, rows of keys decided not indexed to purge.
+type indexLeft struct{ messages, rows bool }
 
 // faultIndexSearchDone is the point between an index run's transaction
 // of search rows and its transaction of property rows (indexOnce).
@@ -364,7 +423,7 @@ const faultIndexSearchDone = "index_search_done"
 // the watermark through, up to hi (indexMax at most, newest the newest
 // message), get their search rows, and their properties are read (set;
 // nil when there is no message to index).
-func (s *Store) indexSearchOnce(ctx context.Context) (through, hi, newest int64, set *propertyRowSet, err error) {
+func (s *Store) indexSearchOnce(ctx context.Context, t *stepTimer) (through, hi, newest int64, set *propertyRowSet, err error) {
 	defer s.restart.reading()()
 	tx, err := s.idxdb.BeginTx(ctx, nil)
 	if err != nil {
@@ -375,6 +434,7 @@ func (s *Store) indexSearchOnce(ctx context.Context) (through, hi, newest int64,
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
 		return 0, 0, 0, nil, fmt.Errorf("index new messages: %w", err)
 	}
+	t.step("begin")
 	hi = min(newest, through+s.indexBatchMax())
 	if newest <= through {
 		return through, hi, newest, nil, nil
@@ -382,9 +442,11 @@ func (s *Store) indexSearchOnce(ctx context.Context) (through, hi, newest int64,
 	if set, err = indexSearchRange(ctx, tx, through, hi); err != nil {
 		return 0, 0, 0, nil, err
 	}
+	t.step("search_rows")
 	if err := tx.Commit(); err != nil {
 		return 0, 0, 0, nil, s.wrap("index new messages", err)
 	}
+	t.step("search_commit")
 	return through, hi, newest, set, nil
 }
 
@@ -694,6 +756,9 @@ func (s *Store) waitIndexed(ctx context.Context, upTo int64) error {
 		}
 		if err := s.idx.awaitRun(ctx); err != nil {
 			return err
+		}
+		if waited := time.Since(start); waited >= slowIndexRun {
+			s.log.Debug("a read waited for the indexes", "waited", waited.Round(time.Microsecond), "behind", min(upTo, newest)-through)
 		}
 	}
 }

@@ -77,10 +77,10 @@ func lockIndexPG(ctx context.Context, tx *sql.Tx) error {
 // right, and retention deletes them with their messages); every writer of
 // property rows deletes those above the watermark before it writes its own
 // (clearPropertiesAbove).
-func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
+func (s *Store) indexOncePG(ctx context.Context) (indexLeft, error) {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
-		return false, fmt.Errorf("index new messages: %w", err)
+		return indexLeft{}, fmt.Errorf("index new messages: %w", err)
 	}
 	defer conn.Close()
 	// The property rows' connection, before the lock: a write waiting for
@@ -91,23 +91,23 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 	// replica.IdleInTransactionTimeout).
 	pconn, err := s.writer.Conn(ctx)
 	if err != nil {
-		return false, fmt.Errorf("index new messages: %w", err)
+		return indexLeft{}, fmt.Errorf("index new messages: %w", err)
 	}
 	defer pconn.Close()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("index new messages: %w", err)
+		return indexLeft{}, fmt.Errorf("index new messages: %w", err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, indexLockKey); err != nil {
-		return false, fmt.Errorf("lock the search index: %w", err)
+		return indexLeft{}, fmt.Errorf("lock the search index: %w", err)
 	}
 	// Read after the lock (READ COMMITTED: this statement's snapshot
 	// starts now), so the previous batch's watermark is seen.
 	var through, newest int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+s.eng.watermarkSQL()+`, 0),
 		coalesce((SELECT max(id) FROM messages), 0)`, metaIndexThrough).Scan(&through, &newest); err != nil {
-		return false, fmt.Errorf("index new messages: %w", err)
+		return indexLeft{}, fmt.Errorf("index new messages: %w", err)
 	}
 	hi := min(newest, through+s.indexBatchMax())
 	if newest > through {
@@ -142,10 +142,10 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 			err = s.testFault(faultPropertiesCommitted)
 		}
 		if err != nil {
-			return false, err
+			return indexLeft{}, err
 		}
 		if err := setIndexThrough(ctx, tx, hi); err != nil {
-			return false, err
+			return indexLeft{}, err
 		}
 	}
 	// The rows of keys decided not indexed, a minute after the decision:
@@ -153,15 +153,15 @@ func (s *Store) indexOncePG(ctx context.Context) (bool, error) {
 	// waits behind (indexPropertiesPG runs only inside this function).
 	purged, err := purgeUnindexedRows(ctx, tx, postgresEngine)
 	if err != nil {
-		return false, err
+		return indexLeft{}, err
 	}
 	if newest <= through && purged == 0 {
-		return false, nil
+		return indexLeft{}, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("index new messages: %w", err)
+		return indexLeft{}, fmt.Errorf("index new messages: %w", err)
 	}
-	return hi < newest || purged == purgeBatch, nil
+	return indexLeft{messages: hi < newest, rows: purged == purgeBatch}, nil
 }
 
 // faultPropertiesCommitted is the point of a batch on PostgreSQL where its

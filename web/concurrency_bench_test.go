@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -29,6 +30,7 @@ var (
 	concIngest   = flag.Int("conc.ingest", 1000, "BenchmarkConcurrentReads: messages ingested per second meanwhile")
 	concEngine   = flag.String("conc.engine", "sqlite", "BenchmarkConcurrentReads: the catalog's engine, sqlite or postgres")
 	concPGKeep   = flag.String("conc.pg-template", "", "BenchmarkConcurrentReads on postgres: URL of a database that keeps the copied catalog between runs (filled on the first run), cloned for each run; without it a throwaway pgtest cluster gets a new copy")
+	concDebugLog = flag.Bool("conc.debug-log", false, "BenchmarkConcurrentReads: the SQLite store's debug log on stderr (slow index runs, reads that waited for the indexes)")
 )
 
 // BenchmarkConcurrentReads is issue 18's row "32 concurrent clients (lists,
@@ -64,7 +66,11 @@ func BenchmarkConcurrentReads(b *testing.B) {
 			b.Fatal(err)
 		}
 		var err error
-		if st, err = store.Open(ctx, path, store.Options{}); err != nil {
+		var opts store.Options
+		if *concDebugLog {
+			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		if st, err = store.Open(ctx, path, opts); err != nil {
 			b.Fatal(err)
 		}
 	case "postgres":

@@ -96,6 +96,9 @@ type indexer struct {
 	// running can be just before a run starts).
 	writing sync.Mutex
 	closed  sync.Once
+	// quietCommits is set while the indexer's connections do not copy the
+	// index file's log at their commits (quietCommits); held by writing.
+	quietCommits bool
 }
 
 // indexRound is one run of the indexer: done closes when it ends.
@@ -346,6 +349,9 @@ func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()
 	}
+	if err := s.quietCommits(ctx); err != nil {
+		return indexLeft{}, err
+	}
 	t.step("lock")
 	through, hi, newest, set, err := s.indexSearchOnce(ctx, &t)
 	if err != nil {
@@ -380,6 +386,37 @@ func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
 		s.log.Debug("slow index run", append(t.attrs(), "messages", max(hi-through, 0), "purged", purged)...)
 	}
 	return indexLeft{messages: hi < newest, rows: purged == purgeBatch}, nil
+}
+
+// quietCommits sets, for an index run, whether its commits copy the index
+// file's log into the file when it is past walCheckpointPages (SQLite's
+// automatic checkpoint, two fsyncs): not when a read waits for the run.
+// That copy took 100-260 ms a commit, and every search and property filter
+// waiting for the run waited for it too, when 32 clients kept the log from
+// starting over (issue 18). The index file's checkpointer copies it within
+// checkpointEvery instead, on its own connection. A run nobody waits for
+// copies as before: in a bulk read, the copy at the commit is what lets the
+// next transaction start the log over, which keeps it short.
+func (s *Store) quietCommits(ctx context.Context) error {
+	if s.idx == nil {
+		return nil
+	}
+	quiet := s.idx.waiters.Load() > 0
+	if quiet == s.idx.quietCommits {
+		return nil
+	}
+	// Quiet, the copy is only a backstop, as the writer's.
+	pages := s.indexCheckpointPages
+	if quiet {
+		pages = writerCheckpointPages
+	}
+	for _, db := range []*sql.DB{s.idxdb, s.propdb} {
+		if _, err := db.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, pages)); err != nil {
+			return s.wrap("index new messages", err)
+		}
+	}
+	s.idx.quietCommits = quiet
+	return nil
 }
 
 // slowIndexRun is how long an index run takes before the store logs its

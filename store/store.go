@@ -119,6 +119,9 @@ type Store struct {
 	batchMax int64
 	// log is the logger of Options.
 	log *slog.Logger
+	// indexCheckpointPages is walCheckpointPages when the store opened:
+	// the indexer's wal_autocheckpoint (quietCommits).
+	indexCheckpointPages int
 	// replicaPool is the PostgreSQL pool the replicas coordinate on
 	// (ReplicaDB); nil on SQLite.
 	replicaPool *pgxpool.Pool
@@ -191,7 +194,8 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout, closeIndexFor: closeIndexBudget, log: logger}
+	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout, closeIndexFor: closeIndexBudget, log: logger,
+		indexCheckpointPages: walCheckpointPages}
 	if err := s.migrate(ctx, logger); err != nil {
 		writer.Close()
 		return nil, err
@@ -334,7 +338,8 @@ func (s *Store) beforeWrite(ctx context.Context) {
 // walCheckpointPages is how many pages the index file's write-ahead log
 // grows to before the indexer's commit copies them into the file
 // (wal_autocheckpoint; SQLite's default is 1,000): 16 MB.
-const walCheckpointPages = 4000
+// A variable for tests, read when a store opens.
+var walCheckpointPages = 4000
 
 // writerCheckpointPages is the writer's wal_autocheckpoint: a backstop, at
 // 512 MiB, that never runs in a bulk read of a million messages. The

@@ -152,6 +152,7 @@ func BenchmarkConcurrentReads(b *testing.B) {
 
 	type sample struct {
 		kind int
+		at   time.Duration // since start
 		d    time.Duration
 	}
 	var mu sync.Mutex
@@ -185,7 +186,7 @@ func BenchmarkConcurrentReads(b *testing.B) {
 					mu.Unlock()
 					continue
 				}
-				mine = append(mine, sample{k, d})
+				mine = append(mine, sample{k, t0.Sub(start), d})
 			}
 			mu.Lock()
 			samples = append(samples, mine...)
@@ -197,6 +198,15 @@ func BenchmarkConcurrentReads(b *testing.B) {
 	close(stop)
 	ingestWG.Wait()
 	cpu, srv = processCPU()-cpu, serverCPU()-srv
+	if *concDebugLog {
+		// The slowest requests, with when they started: a stall of the
+		// whole process shows as many at once.
+		slow := slices.Clone(samples)
+		slices.SortFunc(slow, func(a, b sample) int { return int(b.d - a.d) })
+		for _, x := range slow[:min(len(slow), 20)] {
+			b.Logf("slow request: %-20s started at %8.3f s, took %6.1f ms", kinds[x.kind].name, x.at.Seconds(), float64(x.d.Microseconds())/1000)
+		}
+	}
 	if failures > 0 || ingestErrs > 0 {
 		b.Fatalf("%d failed requests, %d failed ingest pages", failures, ingestErrs)
 	}

@@ -60,17 +60,7 @@ func testReadDoesNotWaitForThePurge(t *testing.T, engine string) {
 	}
 
 	// A new message, left to the indexer, and a read that waits for it.
-	resume := PauseIndexerForTest(s)
-	apply(propertyKeyDecideAt, propertyKeyDecideAt+1)
-	read := make(chan error, 1)
-	go func() { read <- s.waitIndexed(ctx, -1) }()
-	for s.idx.waiters.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	resume()
-	if err := <-read; err != nil {
-		t.Fatal(err)
-	}
+	readWaitingForARun(t, s, func() { apply(propertyKeyDecideAt, propertyKeyDecideAt+1) })
 	left := pkCount(t, s, unindexed)
 	if left == 0 {
 		t.Errorf("the read waited until all %d rows of keys decided not indexed were purged", before)
@@ -88,5 +78,24 @@ func testReadDoesNotWaitForThePurge(t *testing.T, engine string) {
 	}
 	if left > 0 {
 		t.Errorf("%d rows of keys decided not indexed are still there 30 s after the read", left)
+	}
+}
+
+// readWaitingForARun runs ingest with the indexer of s paused, so that
+// what it ingests is left to an index run, then a read that waits for the
+// indexes, and lets the indexer run once the read waits. It returns when
+// the read has.
+func readWaitingForARun(t *testing.T, s *Store, ingest func()) {
+	t.Helper()
+	resume := PauseIndexerForTest(s)
+	ingest()
+	read := make(chan error, 1)
+	go func() { read <- s.waitIndexed(t.Context(), -1) }()
+	for s.idx.waiters.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	resume()
+	if err := <-read; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -61,17 +61,7 @@ func TestIndexRunAReadWaitsForLeavesTheLog(t *testing.T) {
 
 	// A read waits for the run: its commits leave the log to the
 	// checkpointer.
-	resume := PauseIndexerForTest(s)
-	apply()
-	read := make(chan error, 1)
-	go func() { read <- s.waitIndexed(ctx, -1) }()
-	for s.idx.waiters.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	resume()
-	if err := <-read; err != nil {
-		t.Fatal(err)
-	}
+	readWaitingForARun(t, s, apply)
 	s.idx.writing.Lock() // the run is over
 	s.idx.writing.Unlock()
 	if last, copied := logState(); copied >= last {

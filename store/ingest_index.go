@@ -185,7 +185,7 @@ func (ix *indexer) loop() {
 // the run ends, and the next one purges on. A purge can be thousands of
 // rows of keys decided not indexed (propertyKeys), dozens of
 // transactions, and a search that came when the run began used to wait
-// for all of them (issue 18: 190-330 ms at the 32-client benchmark's
+// for all of them (issue 18: 190-250 ms at the 32-client benchmark's
 // start).
 func (ix *indexer) keepOn(indexed bool) bool {
 	return ix.open() && !(indexed && ix.waiters.Load() > 0)
@@ -391,7 +391,7 @@ func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
 // quietCommits sets, for an index run, whether its commits copy the index
 // file's log into the file when it is past walCheckpointPages (SQLite's
 // automatic checkpoint, two fsyncs): not when a read waits for the run.
-// That copy took 100-260 ms a commit, and every search and property filter
+// That copy took up to 280 ms a commit, and every search and property filter
 // waiting for the run waited for it too, when 32 clients kept the log from
 // starting over (issue 18). The index file's checkpointer copies it within
 // checkpointEvery instead, on its own connection. A run nobody waits for

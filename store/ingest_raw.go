@@ -9,7 +9,7 @@ import (
 
 // rawInserts are insertMessages' multi-row INSERTs on SQLite, prepared on
 // the writer's driver connection and run below database/sql, inside the
-// ingest's transaction (ingestConn.raw). database/sql copies every
+// ingest's transaction (through its ingestConn's Raw). database/sql copies every
 // argument of every statement into a new []driver.NamedValue and checks
 // it, converting the pointers and the ints it finds by reflection: 2 KiB
 // a message allocated, and 2 % of a million-message ingest's CPU with its
@@ -30,7 +30,7 @@ type rawInserts struct {
 	rowArgs, bodyArgs []sqldriver.NamedValue
 }
 
-// prepareOn prepares the statements on dc unless they are.
+// prepareOn prepares the statements on dc, unless they already are.
 func (r *rawInserts) prepareOn(ctx context.Context, dc any) error {
 	if r.conn == dc && r.conn != nil {
 		return nil
@@ -82,7 +82,7 @@ func (r *rawInserts) closeAll() error {
 // forget drops the statements without closing them.
 func (r *rawInserts) forget() { *r = rawInserts{} }
 
-// exec runs st with args.
+// rawExec runs st with args.
 func rawExec(ctx context.Context, st sqldriver.Stmt, args []sqldriver.NamedValue) error {
 	ec, ok := st.(sqldriver.StmtExecContext)
 	if !ok {

@@ -43,6 +43,9 @@ type checkpointer struct {
 	// walPath is the log's file; wal is it, open once syncLog needs it.
 	walPath string
 	wal     *os.File
+	// now receives a request for a checkpoint at once (copyNow), closed
+	// when it ends.
+	now chan chan struct{}
 }
 
 // newCheckpointer starts checkpointing the database file at path: the
@@ -58,7 +61,8 @@ func newCheckpointer(path string, busy time.Duration, restart *logRestart) (*che
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(0)
-	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{}), restart: restart, walPath: path + "-wal"}
+	c := &checkpointer{db: db, stop: make(chan struct{}), done: make(chan struct{}), restart: restart, walPath: path + "-wal",
+		now: make(chan chan struct{})}
 	go c.loop(every)
 	return c, nil
 }
@@ -68,11 +72,13 @@ func (c *checkpointer) loop(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		var asker chan struct{}
 		select {
 		case <-c.stop:
 			return
 		case <-t.C:
 		case <-c.restart.copyNowChan():
+		case asker = <-c.now:
 		}
 		// Asked for by handOver before this checkpoint began: the writer
 		// copies the rest once it ends.
@@ -87,6 +93,34 @@ func (c *checkpointer) loop(every time.Duration) {
 		if asked {
 			c.restart.handBack()
 		}
+		if asker != nil {
+			close(asker)
+		}
+	}
+}
+
+// copyNow runs a checkpoint at once and waits for it to end, unless cut
+// receives or ctx ends first (the checkpoint then goes on without the
+// caller). The indexer asks the index file's checkpointer before each of
+// its transactions (makeWayForLog).
+func (c *checkpointer) copyNow(ctx context.Context, cut <-chan struct{}) {
+	if c == nil {
+		return
+	}
+	done := make(chan struct{})
+	select {
+	case c.now <- done:
+	case <-cut:
+		return
+	case <-ctx.Done():
+		return
+	case <-c.done:
+		return // closed
+	}
+	select {
+	case <-done:
+	case <-cut:
+	case <-ctx.Done():
 	}
 }
 

@@ -155,7 +155,7 @@ func indexerDSN(path string, busy time.Duration) string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Set("_txlock", "immediate")
-	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointPages)) // a backstop: makeWayForLog
 	q.Set("mode", "ro")
 	return "file:" + uriPathEscaper.Replace(path) + "?" + q.Encode()
 }
@@ -170,7 +170,7 @@ func openPropertyWriter(drv sqldriver.Driver, path string, busy time.Duration) *
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Set("_txlock", "immediate")
-	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walCheckpointPages))
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointPages)) // a backstop: makeWayForLog
 	q.Set("mode", "memory")
 	db := openAttached(drv, "file:dlqdash-property-rows?"+q.Encode(), path, false, `PRAGMA idx.synchronous = NORMAL`,
 		fmt.Sprintf(`PRAGMA idx.journal_size_limit = %d`, walSizeLimit))

@@ -96,9 +96,6 @@ type indexer struct {
 	// running can be just before a run starts).
 	writing sync.Mutex
 	closed  sync.Once
-	// quietCommits is set while the indexer's connections do not copy the
-	// index file's log at their commits (quietCommits); held by writing.
-	quietCommits bool
 }
 
 // indexRound is one run of the indexer: done closes when it ends.
@@ -213,11 +210,27 @@ func (ix *indexer) awaitRun(ctx context.Context) error {
 }
 
 // makeWayForLog lets the catalog's log start over before the next index
-// transaction (logRestart.hold, checkpoint.go), unless a read waits for
-// the indexes: a search or a property filter never waits for the log.
+// transaction (logRestart.hold, checkpoint.go), and has the index file's
+// checkpointer copy that file's log into it, so that the transaction can
+// start the index file's log over; unless a read waits for the indexes: a
+// search or a property filter never waits for a log (a read that starts
+// to wait meanwhile cuts the wait short).
+//
+// The indexer's own commits never copy the index file's log (its
+// wal_autocheckpoint is a backstop, as the writer's). When they did, past
+// 4,000 pages, a read that came during an index run waited for the copy's
+// two fsyncs at its commit too: up to 281 ms with 32 clients reading, whose
+// transactions kept the log from starting over, so that every index commit
+// copied (issue 18, BENCHMARKS.md).
 func (s *Store) makeWayForLog(ctx context.Context) {
-	if s.idx != nil && s.idx.waiters.Load() == 0 {
+	if s.idx == nil {
+		return
+	}
+	if s.idx.waiters.Load() == 0 {
 		s.restart.hold(ctx, s.idx.asked)
+	}
+	if s.idx.waiters.Load() == 0 {
+		s.idxCkpt.copyNow(ctx, s.idx.asked)
 	}
 }
 
@@ -349,9 +362,6 @@ func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()
 	}
-	if err := s.quietCommits(ctx); err != nil {
-		return indexLeft{}, err
-	}
 	t.step("lock")
 	through, hi, newest, set, err := s.indexSearchOnce(ctx, &t)
 	if err != nil {
@@ -386,37 +396,6 @@ func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
 		s.log.Debug("slow index run", append(t.attrs(), "messages", max(hi-through, 0), "purged", purged)...)
 	}
 	return indexLeft{messages: hi < newest, rows: purged == purgeBatch}, nil
-}
-
-// quietCommits sets, for an index run, whether its commits copy the index
-// file's log into the file when it is past walCheckpointPages (SQLite's
-// automatic checkpoint, two fsyncs): not when a read waits for the run.
-// That copy took up to 280 ms a commit, and every search and property filter
-// waiting for the run waited for it too, when 32 clients kept the log from
-// starting over (issue 18). The index file's checkpointer copies it within
-// checkpointEvery instead, on its own connection. A run nobody waits for
-// copies as before: in a bulk read, the copy at the commit is what lets the
-// next transaction start the log over, which keeps it short.
-func (s *Store) quietCommits(ctx context.Context) error {
-	if s.idx == nil {
-		return nil
-	}
-	quiet := s.idx.waiters.Load() > 0
-	if quiet == s.idx.quietCommits {
-		return nil
-	}
-	// Quiet, the copy is only a backstop, as the writer's.
-	pages := s.indexCheckpointPages
-	if quiet {
-		pages = writerCheckpointPages
-	}
-	for _, db := range []*sql.DB{s.idxdb, s.propdb} {
-		if _, err := db.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, pages)); err != nil {
-			return s.wrap("index new messages", err)
-		}
-	}
-	s.idx.quietCommits = quiet
-	return nil
 }
 
 // slowIndexRun is how long an index run takes before the store logs its

@@ -119,9 +119,6 @@ type Store struct {
 	batchMax int64
 	// log is the logger of Options.
 	log *slog.Logger
-	// indexCheckpointPages is walCheckpointPages when the store opened:
-	// the indexer's wal_autocheckpoint (quietCommits).
-	indexCheckpointPages int
 	// replicaPool is the PostgreSQL pool the replicas coordinate on
 	// (ReplicaDB); nil on SQLite.
 	replicaPool *pgxpool.Pool
@@ -194,8 +191,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 	writer.SetConnMaxLifetime(0)
 	writer.SetConnMaxIdleTime(0)
 
-	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout, closeIndexFor: closeIndexBudget, log: logger,
-		indexCheckpointPages: walCheckpointPages}
+	s := &Store{Now: time.Now, path: path, writer: writer, busy: opts.BusyTimeout, closeIndexFor: closeIndexBudget, log: logger}
 	if err := s.migrate(ctx, logger); err != nil {
 		writer.Close()
 		return nil, err
@@ -335,17 +331,12 @@ func (s *Store) beforeWrite(ctx context.Context) {
 	s.restart.beforeWrite(func() bool { return s.checkpointCatalog(ctx) })
 }
 
-// walCheckpointPages is how many pages the index file's write-ahead log
-// grows to before the indexer's commit copies them into the file
-// (wal_autocheckpoint; SQLite's default is 1,000): 16 MB.
-// A variable for tests, read when a store opens.
-var walCheckpointPages = 4000
-
-// writerCheckpointPages is the writer's wal_autocheckpoint: a backstop, at
-// 512 MiB, that never runs in a bulk read of a million messages. The
+// writerCheckpointPages is the writer's wal_autocheckpoint, and the
+// indexer's (makeWayForLog): a backstop, at 512 MiB, that never runs in a
+// bulk read of a million messages. The
 // catalog's log is copied by the background checkpointer, and started
 // over by the writer between two of the indexer's transactions
-// (checkpoint.go). At walCheckpointPages the writer's own checkpoint ran
+// (checkpoint.go). At 4,000 pages the writer's own checkpoint ran
 // after nearly every commit of a bulk read and waited for its fsyncs on
 // the ingest's goroutine: 22,238-22,579 msg/s at a million against
 // 23,656-23,778 without it (BENCHMARKS.md, issue 18).

@@ -51,20 +51,7 @@ func TestCloseLeavesTheTailToTheNextStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s2.Close()
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				through, newest, err = store.IndexProgressForTest(ctx, s2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if through == newest {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the next start left the tail unindexed: watermark %d, newest %d", through, newest)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			store.AwaitIndexerForTest(t, s2, 20*time.Second) // the next start indexes the tail
 			if got := seqsOf(t, s2, dlq.Filter{Query: "w300"}); !slices.Equal(got, []int64{n}) {
 				t.Errorf("w300 after the next start: %v", got)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
@@ -74,6 +75,27 @@ func CrashForTest(s *Store) error {
 // IndexProgressForTest is the indexer's watermark and the newest message id.
 func IndexProgressForTest(ctx context.Context, s *Store) (through, newest int64, err error) {
 	return s.indexProgress(ctx)
+}
+
+// AwaitIndexerForTest waits, up to within, for the indexer of s to index
+// every message without being asked (no read waits), and fails t if it
+// does not.
+func AwaitIndexerForTest(t testing.TB, s *Store, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		through, newest, err := s.indexProgress(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if through == newest {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer left messages unindexed for %s: watermark %d, newest %d", within, through, newest)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // ExecForTest runs one writing statement on the writer (placeholders ?),

@@ -69,20 +69,7 @@ func TestIndexLogCopiedBeforeARunNobodyWaitsFor(t *testing.T) {
 	s.idx.lastRead.Store(0) // no read lately: the page is the indexer's, not indexed inline
 	apply()
 	s.idx.poke()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		through, newest, err := s.indexProgress(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if through == newest {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the indexer did not run: watermark %d of %d", through, newest)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	AwaitIndexerForTest(t, s, 10*time.Second)
 	s.idx.writing.Lock() // the run is over
 	s.idx.writing.Unlock()
 	copiedBefore := fileSize()

@@ -23,7 +23,10 @@ import (
 // The index file (index_file.go) has a checkpointer of its own beside the
 // indexer, for the same reason: each index transaction writes thousands of
 // pages, and its commit copied them back and waited for two fsyncs (35 ms
-// each on the benchmark machine) before the indexer could go on.
+// each on the benchmark machine) before the indexer could go on. The
+// indexer's commits no longer copy at all: the indexer asks this
+// checkpointer to copy before each of its transactions that no read waits
+// for (copyNow, makeWayForLog).
 
 // checkpointEvery is how often the background checkpoint runs. One that
 // finds the log all copied costs a few microseconds. A variable for tests,

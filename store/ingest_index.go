@@ -357,7 +357,7 @@ func (s *Store) closeIndexTail(ctx context.Context) error {
 // next run writes the property rows of those messages and not their search
 // rows again.
 func (s *Store) indexOnce(ctx context.Context) (indexLeft, error) {
-	t := stepTimer{start: time.Now()}
+	t := startTimer()
 	if s.idx != nil {
 		s.idx.writing.Lock()
 		defer s.idx.writing.Unlock()
@@ -405,16 +405,19 @@ const slowIndexRun = 100 * time.Millisecond
 
 // stepTimer times the steps of a piece of work, for a log line.
 type stepTimer struct {
-	start, last time.Time
-	steps       []any // name, duration, ...
+	start, last time.Time // last: when the last step ended
+	steps       []any     // name, duration, ...
+}
+
+// startTimer starts timing a piece of work's steps.
+func startTimer() stepTimer {
+	now := time.Now()
+	return stepTimer{start: now, last: now}
 }
 
 // step ends the step name.
 func (t *stepTimer) step(name string) {
 	now := time.Now()
-	if t.last.IsZero() {
-		t.last = t.start
-	}
 	t.steps = append(t.steps, name, now.Sub(t.last).Round(time.Microsecond))
 	t.last = now
 }

@@ -126,14 +126,14 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 		`coalesce(`+indexed+`, 0)`)+` + 1`, args...).Scan(&next); err != nil {
 		return nil, err
 	}
+	if ic == nil {
+		return nil, errors.New("insert messages: the ingest transaction needs its connection (beginIngest)")
+	}
+	ids := make([]int64, len(msgs))
+	for i := range ids {
+		ids[i] = next + int64(i)
+	}
 	if full.eng.postgres {
-		if ic == nil {
-			return nil, errors.New("insert messages: a PostgreSQL ingest transaction needs its connection (beginIngest)")
-		}
-		ids := make([]int64, len(msgs))
-		for i := range ids {
-			ids[i] = next + int64(i)
-		}
 		if len(ids) == 0 {
 			return ids, nil
 		}
@@ -143,13 +143,6 @@ func insertMessages(ctx context.Context, tx *sql.Tx, ic *ingestConn, full chunkS
 			return nil, err
 		}
 		return ids, nil
-	}
-	if ic == nil {
-		return nil, errors.New("insert messages: the ingest transaction needs its connection (beginIngest)")
-	}
-	ids := make([]int64, len(msgs))
-	for i := range ids {
-		ids[i] = next + int64(i)
 	}
 	if err := ic.c.Raw(func(dc any) error { return full.raw.insertRaw(ctx, dc, msgs, next) }); err != nil {
 		return nil, err

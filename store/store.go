@@ -333,10 +333,9 @@ func (s *Store) beforeWrite(ctx context.Context) {
 
 // writerCheckpointPages is the writer's wal_autocheckpoint, and the
 // indexer's (makeWayForLog): a backstop, at 512 MiB, that never runs in a
-// bulk read of a million messages. The
-// catalog's log is copied by the background checkpointer, and started
-// over by the writer between two of the indexer's transactions
-// (checkpoint.go). At 4,000 pages the writer's own checkpoint ran
+// bulk read of a million messages. The catalog's log is copied by the
+// background checkpointer, and started over by the writer between two of
+// the indexer's transactions (checkpoint.go). At 4,000 pages the writer's own checkpoint ran
 // after nearly every commit of a bulk read and waited for its fsyncs on
 // the ingest's goroutine: 22,238-22,579 msg/s at a million against
 // 23,656-23,778 without it (BENCHMARKS.md, issue 18).

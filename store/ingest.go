@@ -172,7 +172,9 @@ func (s *Store) applyPage(ctx context.Context, ns string, p dlq.Page) (dlq.PageR
 	if err := tx.Commit(); err != nil {
 		return res, s.wrap("apply page", err)
 	}
-	if !inline {
+	if inline {
+		s.idx.wroteSegment()
+	} else {
 		s.idx.added(len(res.New))
 	}
 	return res, nil

@@ -96,6 +96,14 @@ type indexer struct {
 	// running can be just before a run starts).
 	writing sync.Mutex
 	closed  sync.Once
+
+	// merge is the merging in steps while someone reads (index_merge.go),
+	// which an ingest page indexed inline starts (inlined) as a run does;
+	// noMerge turns it off (tests of the ingester's merge steps).
+	merge      mergeRun
+	leftToIdle int // the pages of the last merge left to idle time, logged once
+	inlined    chan struct{}
+	noMerge    atomic.Bool
 }
 
 // indexRound is one run of the indexer: done closes when it ends.
@@ -105,7 +113,8 @@ type indexRound struct {
 }
 
 func newIndexer(s *Store) *indexer {
-	ix := &indexer{s: s, kick: make(chan struct{}, 1), asked: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	ix := &indexer{s: s, kick: make(chan struct{}, 1), asked: make(chan struct{}, 1), inlined: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}),
 		round: &indexRound{done: make(chan struct{})}}
 	go ix.loop()
 	return ix
@@ -137,6 +146,7 @@ func (ix *indexer) loop() {
 	defer close(ix.done)
 	t := time.NewTicker(indexLag)
 	defer t.Stop()
+	var merge <-chan time.Time // the next merge step, while merging
 	for {
 		select {
 		case <-ix.stop:
@@ -150,6 +160,14 @@ func (ix *indexer) loop() {
 			if ix.unindexed.Load() == 0 {
 				continue
 			}
+		case <-merge:
+			merge = ix.mergeOn()
+			continue
+		case <-ix.inlined:
+			if merge == nil {
+				merge = ix.startMerging()
+			}
+			continue
 		}
 		if ix.paused.Load() {
 			continue
@@ -170,8 +188,11 @@ func (ix *indexer) loop() {
 		r.err = err
 		ix.running.Store(false)
 		close(r.done)
-		if left && err == nil {
+		switch {
+		case left && err == nil:
 			ix.poke() // rows to purge, left for the reads that waited (keepOn)
+		case err == nil && merge == nil:
+			merge = ix.startMerging()
 		}
 	}
 }

@@ -145,8 +145,9 @@ func (s *Store) pruneIndexRows(ctx context.Context, cutoff int64, batch int) (pr
 }
 
 // MergeSearchIndex does a bounded amount of the search index's merge work
-// (about pages pages written), so that its segments, which automerge 16
-// lets pile up during bulk writes, are combined while nothing else writes.
+// (about pages pages written), so that its segments, which FTS5 lets pile
+// up during bulk writes (automerge 0, migration 0012), are combined while
+// nothing else writes.
 // It reports whether there was work to do.
 //
 // On PostgreSQL it moves the GIN index's pending entries (fastupdate) into
@@ -166,18 +167,5 @@ func (s *Store) MergeSearchIndex(ctx context.Context, pages int) (bool, error) {
 	}
 	// On the indexer's connection, which writes the index file: the
 	// ingest goes on meanwhile.
-	before := s.totalChanges(ctx)
-	if _, err := s.idxdb.ExecContext(ctx, `INSERT INTO messages_fts (messages_fts, rank) VALUES ('merge', ?)`, pages); err != nil {
-		return false, s.wrap("merge search index", err)
-	}
-	// FTS5's documented test: fewer than two changes means nothing to merge.
-	return s.totalChanges(ctx)-before >= 2, nil
-}
-
-// totalChanges is SQLite's count of rows changed on the indexer's
-// connection; an FTS5 'merge' that finds nothing to do changes none.
-func (s *Store) totalChanges(ctx context.Context) int64 {
-	var n int64
-	_ = s.idxdb.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
-	return n
+	return s.mergeSearchStep(ctx, pages)
 }

@@ -160,6 +160,11 @@ func BenchmarkConcurrentReads(b *testing.B) {
 	var failures int
 	cpu, srv := processCPU(), serverCPU()
 	start := time.Now()
+	if *concDebugLog {
+		// the store's log lines carry the time: this is the 0 of the
+		// slow requests' start times below
+		b.Logf("clients started at %s", start.UTC().Format(time.RFC3339Nano))
+	}
 	var wg sync.WaitGroup
 	for c := range *concClients {
 		wg.Add(1)
@@ -248,6 +253,23 @@ func BenchmarkConcurrentReads(b *testing.B) {
 		}
 		b.ReportMetric(q(ds, 0.99), kind.name+"-p99-ms")
 		b.Logf("%-22s %5d requests  p50 %7.1f  p95 %7.1f  p99 %7.1f ms", kind.name, len(ds), q(ds, 0.5), q(ds, 0.95), q(ds, 0.99))
+	}
+	// The same without the requests of the first second, when the 32 read
+	// connections open at once with cold caches: what a dashboard that has
+	// been open a while sees. Reported beside the figures above, which
+	// stay the issue's.
+	var warm, warmSearch []time.Duration
+	for _, s := range samples {
+		if s.at >= time.Second {
+			warm = append(warm, s.d)
+			if kinds[s.kind].name == "search" {
+				warmSearch = append(warmSearch, s.d)
+			}
+		}
+	}
+	if len(warm) > 0 && len(warmSearch) > 0 {
+		b.ReportMetric(q(warm, 0.99), "after-1s-p99-ms")
+		b.ReportMetric(q(warmSearch, 0.99), "after-1s-search-p99-ms")
 	}
 	b.ReportMetric(q(all, 0.50), "p50-ms")
 	b.ReportMetric(q(all, 0.95), "p95-ms")

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlqdash/dlqdash/dlq"
+)
+
+// searchSegments is the number of segments of the search index.
+func searchSegments(ctx context.Context, t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.idxdb.QueryRowContext(ctx, `SELECT count(DISTINCT segid) FROM messages_fts_idx`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// ingestOneByOne applies n pages of one message each to queue q, from
+// sequence number from on.
+func ingestOneByOne(ctx context.Context, t *testing.T, s *Store, from, n int) {
+	t.Helper()
+	now := time.Now()
+	for i := range n {
+		seq := int64(from + i)
+		r := "Reason"
+		m := dlq.Message{SequenceNumber: seq, State: dlq.StateActive, MessageID: "m", DeadLetterReason: &r, Body: []byte("word another")}
+		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "q", SubQueue: dlq.SubQueueDeadLetter, From: seq, Through: seq,
+			Messages: []dlq.Message{m}, SeenAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// While someone searches, every page is indexed inline and writes a segment
+// of its own: the indexer merges them in steps, without the ingester's
+// idle merge, so that no page later merges a whole level (issue 18's
+// crisis merge). Without readers it leaves them to the ingester.
+func TestIndexerMergesWhileSomeoneReads(t *testing.T) {
+	s := OpenFresh(t, "sqlite")
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads: pages go to the indexer's runs; one run, one segment
+	// at least, and no merge.
+	ingestOneByOne(ctx, t, s, 1, 10)
+	if err := s.FlushIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.idx.lastRead.Store(0) // FlushIndex counts as a read
+	// Each inline page writes a segment: with the merging off, 40 stay.
+	s.idx.noMerge.Store(true)
+	search := func() {
+		t.Helper()
+		if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search()
+	before := searchSegments(ctx, t, s)
+	ingestOneByOne(ctx, t, s, 11, 40)
+	if got := searchSegments(ctx, t, s); got < before+40 {
+		t.Fatalf("%d segments after 40 inline pages, from %d: the pages were not indexed one by one", got, before)
+	}
+	// With it on, the next inline page starts merging them.
+	s.idx.noMerge.Store(false)
+	search()
+	ingestOneByOne(ctx, t, s, 51, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := searchSegments(ctx, t, s)
+		if n <= 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments 10 s after the inline pages: the indexer did not merge them", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil || n != 51 {
+		t.Fatalf("search after merging finds %d, %v; want 51", n, err)
+	}
+}
+
+// Nobody reads: the indexer merges nothing itself.
+func TestIndexerLeavesMergingWhenNobodyReads(t *testing.T) {
+	s := OpenFresh(t, "sqlite")
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Pages indexed one run each, each a segment, asked for without a
+	// read (FlushIndex is one).
+	for i := range 12 {
+		ingestOneByOne(ctx, t, s, 1+i, 1)
+		s.idx.poke()
+		for {
+			through, newest, err := s.indexProgress(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if through == newest {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	n := searchSegments(ctx, t, s)
+	if n < 12 {
+		t.Fatalf("%d segments after 12 runs of a page each, with nobody reading: something merged them", n)
+	}
+	// A run with nothing to index starts no merge either.
+	s.idx.poke()
+	time.Sleep(300 * time.Millisecond)
+	if got := searchSegments(ctx, t, s); got != n {
+		t.Fatalf("%d segments, then %d, with nobody reading", n, got)
+	}
+}

@@ -106,10 +106,10 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 		ix.s.log.Warn("merging the search index: its structure cannot be read; the ingester's idle steps merge it", "error", err.Error())
 		return nil
 	}
-	if pages := nextMergePages(levels); pages > mergeWhileReading {
-		if pages != ix.leftToIdle {
+	if pages := nextMergePages(levels); pages > ix.mergeLimit {
+		if time.Since(ix.leftToIdle) >= time.Minute {
 			ix.s.log.Debug("a merge of the search index left to idle time", "pages", pages)
-			ix.leftToIdle = pages
+			ix.leftToIdle = time.Now()
 		}
 		return nil
 	}

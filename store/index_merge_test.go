@@ -85,6 +85,38 @@ func TestIndexerMergesWhileSomeoneReads(t *testing.T) {
 	}
 }
 
+// A merge larger than the indexer takes on while someone reads is left to
+// the ingester's idle steps.
+func TestIndexerLeavesALargeMergeToIdleTime(t *testing.T) {
+	s := OpenFresh(t, "sqlite")
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.idx.noMerge.Store(true)
+	if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ingestOneByOne(ctx, t, s, 1, 20)
+	levels, err := readFTSStructure(ctx, s.idxdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := nextMergePages(levels)
+	if pages < 20 {
+		t.Fatalf("the next merge reads %d pages after 20 inline pages", pages)
+	}
+	// The loop reads the limit only after it is set (noMerge until then).
+	s.idx.mergeLimit = pages - 1
+	s.idx.noMerge.Store(false)
+	before := searchSegments(ctx, t, s)
+	ingestOneByOne(ctx, t, s, 21, 1) // starts merging
+	time.Sleep(300 * time.Millisecond)
+	if got := searchSegments(ctx, t, s); got < before+1 {
+		t.Fatalf("%d segments, then %d after a page: a merge of %d pages was taken on with a limit of %d", before, got, pages, pages-1)
+	}
+}
+
 // Nobody reads: the indexer merges nothing itself.
 func TestIndexerLeavesMergingWhenNobodyReads(t *testing.T) {
 	s := OpenFresh(t, "sqlite")

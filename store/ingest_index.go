@@ -101,7 +101,8 @@ type indexer struct {
 	// which an ingest page indexed inline starts (inlined) as a run does;
 	// noMerge turns it off (tests of the ingester's merge steps).
 	merge      mergeRun
-	leftToIdle int // the pages of the last merge left to idle time, logged once
+	leftToIdle time.Time // when a merge left to idle time was last logged
+	mergeLimit int       // mergeWhileReading, smaller in tests
 	inlined    chan struct{}
 	noMerge    atomic.Bool
 }
@@ -115,7 +116,7 @@ type indexRound struct {
 func newIndexer(s *Store) *indexer {
 	ix := &indexer{s: s, kick: make(chan struct{}, 1), asked: make(chan struct{}, 1), inlined: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
-		round: &indexRound{done: make(chan struct{})}}
+		round: &indexRound{done: make(chan struct{})}, mergeLimit: mergeWhileReading}
 	go ix.loop()
 	return ix
 }

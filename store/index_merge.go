@@ -38,9 +38,12 @@ import (
 // level with the most segments, which after a bulk read is soon the level
 // of the bulk's merged segments (12 of 6,000 pages at a million): tens of
 // seconds of a quarter of a core, which the readers would pay for in
-// latency. That one is left to the ingester's idle steps; meanwhile the
-// pages' small segments on level 0 are merged by FTS5's crisis merge, 64
-// pages' worth at a time, which no read was seen to wait for.
+// latency. That one is left to the ingester's idle steps (a step that
+// finishes a small merge spends the rest of its pages on the next one
+// FTS5 picks, so it moves on by a few pages now and then); meanwhile the
+// pages' small segments on level 0 are merged whenever that level has more
+// segments than the large one, or by FTS5's crisis merge, 64 pages' worth,
+// which no read was seen to wait for.
 const (
 	// mergeStepPages is about how many pages a merge step writes: 2-10 ms
 	// at a million messages.

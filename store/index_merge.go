@@ -106,7 +106,7 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 	ctx := context.Background()
 	levels, err := readFTSStructure(ctx, ix.s.idxdb)
 	if err != nil {
-		ix.s.log.Warn("merging the search index: its structure cannot be read; the ingester's idle steps merge it", "error", err.Error())
+		ix.warnOnce("merging the search index: its structure cannot be read; the ingester's idle steps merge it", err)
 		return nil
 	}
 	if pages := nextMergePages(levels); pages > ix.mergeLimit {
@@ -126,7 +126,7 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 	ix.merge.steps++
 	ix.merge.cpu += cpu
 	if err != nil {
-		ix.s.log.Warn("merging the search index failed; the next index run tries again", "error", err.Error())
+		ix.warnOnce("merging the search index failed; the next index run tries again", err)
 		return nil
 	}
 	if !more {
@@ -137,6 +137,15 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 		return nil
 	}
 	return time.After(max(mergePause*cpu, time.Millisecond))
+}
+
+// warnOnce logs a failure of the merging at most once a minute: merging
+// starts again after every run and inline page, ten times a second.
+func (ix *indexer) warnOnce(msg string, err error) {
+	if time.Since(ix.mergeWarned) >= time.Minute {
+		ix.s.log.Warn(msg, "error", err.Error())
+		ix.mergeWarned = time.Now()
+	}
 }
 
 // timedMergeStep is a merge step of mergeStepPages and the CPU time it

@@ -100,11 +100,12 @@ type indexer struct {
 	// merge is the merging in steps while someone reads (index_merge.go),
 	// which an ingest page indexed inline starts (inlined) as a run does;
 	// noMerge turns it off (tests of the ingester's merge steps).
-	merge      mergeRun
-	leftToIdle time.Time // when a merge left to idle time was last logged
-	mergeLimit int       // mergeWhileReading, smaller in tests
-	inlined    chan struct{}
-	noMerge    atomic.Bool
+	merge       mergeRun
+	leftToIdle  time.Time // when a merge left to idle time was last logged
+	mergeWarned time.Time // when a failure of the merging was last logged
+	mergeLimit  int       // mergeWhileReading, smaller in tests
+	inlined     chan struct{}
+	noMerge     atomic.Bool
 }
 
 // indexRound is one run of the indexer: done closes when it ends.

@@ -104,12 +104,13 @@ func ftsVarint(b []byte) (uint64, int) {
 	return 0, 0
 }
 
-// nextMergePages is the leaf pages a 'merge' step would read to finish
-// the merge it works on next, as FTS5 chooses it: the level with the most
-// segments (the lowest of equals), all of them, if it has ftsUsermerge or
-// more, unless a level above it has an unfinished merge of more segments
-// than that, which goes on. 0: nothing to merge.
-func nextMergePages(levels []ftsLevel) int {
+// nextMerge is the leaf pages a 'merge' step would read to finish the
+// merge it works on next, as FTS5 chooses it, and whether that merge has
+// started: the level with the most segments (the lowest of equals), all
+// of them, if it has ftsUsermerge or more, unless a level above it has an
+// unfinished merge of more segments than that, which goes on. 0: nothing
+// to merge.
+func nextMerge(levels []ftsLevel) (pages int, started bool) {
 	best, most := -1, 0
 	for i, l := range levels {
 		if l.merging > 0 {
@@ -123,16 +124,15 @@ func nextMergePages(levels []ftsLevel) int {
 		}
 	}
 	if best < 0 || most < ftsUsermerge {
-		return 0
+		return 0, false
 	}
 	l := levels[best]
 	inputs := len(l.pages)
 	if l.merging > 0 {
 		inputs = l.merging
 	}
-	pages := 0
 	for _, n := range l.pages[:inputs] {
 		pages += n
 	}
-	return pages
+	return pages, l.merging > 0
 }

@@ -38,8 +38,8 @@ func TestReadFTSStructure(t *testing.T) {
 	if want := searchSegments(ctx, t, s); segments != want || segments < 6 {
 		t.Fatalf("the structure lists %d segments (%+v), the index names %d, after 6 inline pages", segments, levels, want)
 	}
-	if got := nextMergePages(levels); got != pages {
-		t.Errorf("next merge reads %d pages, want all %d of level 0's", got, pages)
+	if got, started := nextMerge(levels); got != pages || started {
+		t.Errorf("next merge reads %d pages (started %v), want all %d of level 0's, not started", got, started, pages)
 	}
 	// A step starts merging level 0: its merge count is set, and the
 	// pages left to read are those of its inputs.
@@ -54,21 +54,22 @@ func TestReadFTSStructure(t *testing.T) {
 	}
 }
 
-func TestNextMergePages(t *testing.T) {
+func TestNextMerge(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		levels []ftsLevel
-		want   int
+		name    string
+		levels  []ftsLevel
+		want    int
+		started bool
 	}{
-		{"empty", nil, 0},
-		{"too few to merge", []ftsLevel{{pages: []int{5, 5, 5}}}, 0},
-		{"the level with the most", []ftsLevel{{pages: []int{1, 1, 1, 1}}, {pages: []int{100, 100, 100, 100, 100}}}, 500},
-		{"the lowest of equals", []ftsLevel{{pages: []int{1, 1, 1, 1}}, {pages: []int{100, 100, 100, 100}}}, 4},
-		{"an unfinished merge goes on", []ftsLevel{{pages: []int{1, 1}}, {merging: 3, pages: []int{10, 20, 30, 40}}}, 60},
-		{"unless a lower level has more", []ftsLevel{{pages: []int{1, 1, 1, 1, 1}}, {merging: 3, pages: []int{10, 20, 30}}}, 5},
+		{"empty", nil, 0, false},
+		{"too few to merge", []ftsLevel{{pages: []int{5, 5, 5}}}, 0, false},
+		{"the level with the most", []ftsLevel{{pages: []int{1, 1, 1, 1}}, {pages: []int{100, 100, 100, 100, 100}}}, 500, false},
+		{"the lowest of equals", []ftsLevel{{pages: []int{1, 1, 1, 1}}, {pages: []int{100, 100, 100, 100}}}, 4, false},
+		{"an unfinished merge goes on", []ftsLevel{{pages: []int{1, 1}}, {merging: 3, pages: []int{10, 20, 30, 40}}}, 60, true},
+		{"unless a lower level has more", []ftsLevel{{pages: []int{1, 1, 1, 1, 1}}, {merging: 3, pages: []int{10, 20, 30}}}, 5, false},
 	} {
-		if got := nextMergePages(c.levels); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		if got, started := nextMerge(c.levels); got != c.want || started != c.started {
+			t.Errorf("%s: %d (started %v), want %d (%v)", c.name, got, started, c.want, c.started)
 		}
 	}
 }
@@ -113,6 +114,6 @@ func FuzzParseFTSStructure(f *testing.F) {
 				t.Fatalf("merging %d of %d segments", l.merging, len(l.pages))
 			}
 		}
-		_ = nextMergePages(levels)
+		_, _ = nextMerge(levels)
 	})
 }

@@ -33,26 +33,36 @@ import (
 // quarter of a core: after each step the indexer pauses mergePause times
 // the CPU time the step took.
 //
-// It only takes on a merge of up to mergeWhileReading leaf pages. FTS5
-// finishes the merge it started before it starts another and picks the
-// level with the most segments, which after a bulk read is soon the level
-// of the bulk's merged segments (12 of 6,000 pages at a million): tens of
-// seconds of a quarter of a core, which the readers would pay for in
-// latency. That one is left to the ingester's idle steps (a step that
-// finishes a small merge spends the rest of its pages on the next one
-// FTS5 picks, so it moves on by a few pages now and then); meanwhile the
-// pages' small segments on level 0 are merged whenever that level has more
-// segments than the large one, or by FTS5's crisis merge, 64 pages' worth,
-// which no read was seen to wait for.
+// It only takes on merges of mergeFrom to mergeWhileReading leaf pages
+// (or one it has started), read from FTS5's structure record:
+//   - FTS5 picks the level with the most segments, which after a bulk read
+//     is soon the level of the bulk's merged segments (12 of 6,000 pages at
+//     a million): tens of seconds of a quarter of a core, which the readers
+//     would pay for in latency. That one is left to the ingester's idle
+//     steps (a step that finishes a merge spends the rest of its pages on
+//     the next one FTS5 picks, so it may start it).
+//   - The pages' own small segments are left to FTS5's crisis merge, 64 of
+//     them at a time, a few milliseconds of a core. Merging them whenever
+//     FTS5 would (whenever level 0 has more segments than the large level,
+//     every second or two) added a segment to that level each time, four
+//     times as fast as the crisis merges do, and that level's own crisis
+//     merge (at 64) would merge all of it in one transaction.
 const (
 	// mergeStepPages is about how many pages a merge step writes: 2-10 ms
 	// at a million messages.
 	mergeStepPages = 32
 	// mergeWhileReading is the largest merge, in leaf pages read
-	// (nextMergePages), that the indexer works on while someone reads:
-	// about a second of a core, and more than level 0 of a bulk read ever
-	// holds (63 segments of about 110 pages).
+	// (nextMerge), that the indexer works on while someone reads: about a
+	// second of a core, and more than level 0 of a bulk read ever holds
+	// (63 segments of about 110 pages).
 	mergeWhileReading = 8192
+	// mergeFrom is the smallest merge the indexer starts: FTS5's crisis
+	// merge of smaller ones takes 100 ms of a core or less. Each merge adds
+	// a segment to the level above, and merging the pages' small segments
+	// whenever FTS5 would (a level of 14 segments and up, after a bulk
+	// read) filled the bulk's level 1 four times as fast as the crisis
+	// merges do, towards that level's own crisis merge.
+	mergeFrom = 1024
 	// mergePause is how many times a step's CPU time the indexer waits
 	// before the next one.
 	mergePause = 3
@@ -109,12 +119,16 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 		ix.warnOnce("merging the search index: its structure cannot be read; the ingester's idle steps merge it", err)
 		return nil
 	}
-	if pages := nextMergePages(levels); pages > ix.mergeLimit {
+	pages, started := nextMerge(levels)
+	if pages > ix.mergeMax {
 		if time.Since(ix.leftToIdle) >= time.Minute {
 			ix.s.log.Debug("a merge of the search index left to idle time", "pages", pages)
 			ix.leftToIdle = time.Now()
 		}
 		return nil
+	}
+	if pages < ix.mergeMin && !started {
+		return nil // FTS5's crisis merge does it in a few milliseconds
 	}
 	start := time.Now()
 	more, cpu, err := ix.s.timedMergeStep(ctx)

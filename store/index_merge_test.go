@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,15 +23,28 @@ func searchSegments(ctx context.Context, t *testing.T, s *Store) int {
 // sequence number from on.
 func ingestOneByOne(ctx context.Context, t *testing.T, s *Store, from, n int) {
 	t.Helper()
+	ingestPages(ctx, t, s, from, n, 1)
+}
+
+// ingestPages applies n pages of per messages each to queue q, from
+// sequence number from on; each message has words of its own besides
+// "word another", so that a page's segment grows with per.
+func ingestPages(ctx context.Context, t *testing.T, s *Store, from, n, per int) {
+	t.Helper()
 	now := time.Now()
-	for i := range n {
-		seq := int64(from + i)
-		r := "Reason"
-		m := dlq.Message{SequenceNumber: seq, State: dlq.StateActive, MessageID: "m", DeadLetterReason: &r, Body: []byte("word another")}
-		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "q", SubQueue: dlq.SubQueueDeadLetter, From: seq, Through: seq,
-			Messages: []dlq.Message{m}, SeenAt: now}); err != nil {
+	seq := int64(from)
+	for range n {
+		msgs := make([]dlq.Message, per)
+		for j := range msgs {
+			r := "Reason"
+			msgs[j] = dlq.Message{SequenceNumber: seq + int64(j), State: dlq.StateActive, MessageID: "m", DeadLetterReason: &r,
+				Body: fmt.Appendf(nil, "word another w%d x%d y%d", seq+int64(j), 7*(seq+int64(j)), 13*(seq+int64(j)))}
+		}
+		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: "q", SubQueue: dlq.SubQueueDeadLetter, From: seq, Through: seq + int64(per) - 1,
+			Messages: msgs, SeenAt: now}); err != nil {
 			t.Fatal(err)
 		}
+		seq += int64(per)
 	}
 }
 
@@ -65,7 +79,9 @@ func TestIndexerMergesWhileSomeoneReads(t *testing.T) {
 	if got := searchSegments(ctx, t, s); got < before+40 {
 		t.Fatalf("%d segments after 40 inline pages, from %d: the pages were not indexed one by one", got, before)
 	}
-	// With it on, the next inline page starts merging them.
+	// With it on, the next inline page starts merging them (however
+	// small: the loop reads the limit only after noMerge is off).
+	s.idx.mergeMin = 1
 	s.idx.noMerge.Store(false)
 	search()
 	ingestOneByOne(ctx, t, s, 51, 1)
@@ -102,18 +118,76 @@ func TestIndexerLeavesALargeMergeToIdleTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages := nextMergePages(levels)
+	pages, _ := nextMerge(levels)
 	if pages < 20 {
 		t.Fatalf("the next merge reads %d pages after 20 inline pages", pages)
 	}
-	// The loop reads the limit only after it is set (noMerge until then).
-	s.idx.mergeLimit = pages - 1
+	// The loop reads the limits only after they are set (noMerge until
+	// then).
+	s.idx.mergeMin, s.idx.mergeMax = 1, pages-1
 	s.idx.noMerge.Store(false)
 	before := searchSegments(ctx, t, s)
 	ingestOneByOne(ctx, t, s, 21, 1) // starts merging
 	time.Sleep(300 * time.Millisecond)
 	if got := searchSegments(ctx, t, s); got < before+1 {
 		t.Fatalf("%d segments, then %d after a page: a merge of %d pages was taken on with a limit of %d", before, got, pages, pages-1)
+	}
+}
+
+// A merge smaller than mergeFrom is left to FTS5's crisis merge, unless it
+// has started: then the indexer finishes it.
+func TestIndexerLeavesSmallMergesUnlessStarted(t *testing.T) {
+	s := OpenFresh(t, "sqlite")
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.idx.noMerge.Store(true)
+	if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ingestPages(ctx, t, s, 1, 20, 300)
+	levels, err := readFTSStructure(ctx, s.idxdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages, _ := nextMerge(levels); pages < 40 || pages >= mergeFrom {
+		t.Fatalf("the next merge reads %d pages: want a small one of many pages", pages)
+	}
+	before := searchSegments(ctx, t, s)
+	s.idx.noMerge.Store(false) // mergeMin is mergeFrom
+	ingestPages(ctx, t, s, 6001, 1, 300)
+	time.Sleep(300 * time.Millisecond)
+	if got := searchSegments(ctx, t, s); got < before+1 {
+		t.Fatalf("%d segments, then %d after a page: a merge smaller than mergeFrom was taken on", before, got)
+	}
+	// A one-page step starts merging level 0 and leaves most of it; the
+	// next page has the indexer finish it.
+	s.idx.noMerge.Store(true)
+	if more, err := s.mergeSearchStep(ctx, 1); err != nil || !more {
+		t.Fatalf("one-page merge step: %v, %v", more, err)
+	}
+	if levels, err = readFTSStructure(ctx, s.idxdb); err != nil {
+		t.Fatal(err)
+	}
+	if _, started := nextMerge(levels); !started {
+		t.Fatalf("a one-page step finished the merge: %+v", levels)
+	}
+	s.idx.noMerge.Store(false)
+	ingestPages(ctx, t, s, 6301, 1, 300)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		levels, err := readFTSStructure(ctx, s.idxdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, started := nextMerge(levels); !started && searchSegments(ctx, t, s) <= 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after a merge was started it is not finished: %+v", levels)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -103,7 +103,8 @@ type indexer struct {
 	merge       mergeRun
 	leftToIdle  time.Time // when a merge left to idle time was last logged
 	mergeWarned time.Time // when a failure of the merging was last logged
-	mergeLimit  int       // mergeWhileReading, smaller in tests
+	mergeMin    int       // mergeFrom, smaller in tests
+	mergeMax    int       // mergeWhileReading, smaller in tests
 	inlined     chan struct{}
 	noMerge     atomic.Bool
 }
@@ -117,7 +118,7 @@ type indexRound struct {
 func newIndexer(s *Store) *indexer {
 	ix := &indexer{s: s, kick: make(chan struct{}, 1), asked: make(chan struct{}, 1), inlined: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
-		round: &indexRound{done: make(chan struct{})}, mergeLimit: mergeWhileReading}
+		round: &indexRound{done: make(chan struct{})}, mergeMin: mergeFrom, mergeMax: mergeWhileReading}
 	go ix.loop()
 	return ix
 }

@@ -50,17 +50,26 @@ func parseFTSStructure(b []byte) ([]ftsLevel, error) {
 		p, extra = 8, 5
 	}
 	bad := false
-	next := func() int {
+	read := func() uint64 {
 		v, n := ftsVarint(b[p:])
-		if n == 0 || v > 1<<31 {
+		if n == 0 {
+			bad = true
+		}
+		p += n
+		return v
+	}
+	// next reads a count or a page number; the counters (the write
+	// counter, V2's fields) are only skipped, whatever their size.
+	next := func() int {
+		v := read()
+		if v > 1<<31 {
 			bad = true
 			return 0
 		}
-		p += n
 		return int(v)
 	}
 	nLevels, nSegments := next(), next()
-	next() // write counter
+	read() // write counter
 	if bad || nLevels > 64 || nSegments > 1<<16 {
 		return nil, errors.New("the search index's structure record is malformed")
 	}
@@ -77,7 +86,7 @@ func parseFTSStructure(b []byte) ([]ftsLevel, error) {
 			next() // segment id
 			first, last := next(), next()
 			for range extra {
-				next()
+				read()
 			}
 			if bad || last < first-1 {
 				return nil, errors.New("the search index's structure record is malformed")

@@ -89,6 +89,11 @@ func TestParseFTSStructure(t *testing.T) {
 	if !slices.EqualFunc(got, want, func(a, b ftsLevel) bool { return a.merging == b.merging && slices.Equal(a.pages, b.pages) }) {
 		t.Fatalf("V2: %+v, want %+v", got, want)
 	}
+	// A write counter of nine bytes (2^64-1) is skipped.
+	big := []byte{0, 0, 0, 9, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 1, 5, 1, 2}
+	if got, err = parseFTSStructure(big); err != nil || len(got) != 1 || !slices.Equal(got[0].pages, []int{2}) {
+		t.Fatalf("a large write counter: %+v, %v; want one segment of 2 pages", got, err)
+	}
 	// The first format, and a two-byte varint (200 = 0x81 0x48).
 	v1 := []byte{0, 0, 0, 9, 1, 1, 0, 0, 1, 5, 1, 0x81, 0x48}
 	if got, err = parseFTSStructure(v1); err != nil || len(got) != 1 || !slices.Equal(got[0].pages, []int{200}) {

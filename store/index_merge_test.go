@@ -195,6 +195,10 @@ func TestIndexerLeavesSmallMergesUnlessStarted(t *testing.T) {
 func TestIndexerLeavesMergingWhenNobodyReads(t *testing.T) {
 	s := OpenFresh(t, "sqlite")
 	ctx := t.Context()
+	// However small the merge: nobody reading is the only reason left.
+	s.idx.noMerge.Store(true)
+	s.idx.mergeMin = 1
+	s.idx.noMerge.Store(false)
 	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -3,23 +3,13 @@ package store
 import (
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/dlqdash/dlqdash/dlq"
 )
 
 // The structure record read from a live index lists every segment the
 // index's own table of terms names, with their leaf pages.
 func TestReadFTSStructure(t *testing.T) {
-	s := OpenFresh(t, "sqlite")
-	s.idx.noMerge.Store(true)
+	s := readingStore(t)
 	ctx := t.Context()
-	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil { // inline pages from here
-		t.Fatal(err)
-	}
 	ingestOneByOne(ctx, t, s, 1, 6)
 	levels, err := readFTSStructure(ctx, s.idxdb)
 	if err != nil {

@@ -19,6 +19,23 @@ func searchSegments(ctx context.Context, t *testing.T, s *Store) int {
 	return n
 }
 
+// readingStore is a new SQLite store with queue q whose indexer does not
+// merge (noMerge) until the test says, and which someone has just searched:
+// its pages are indexed inline, a segment each.
+func readingStore(t *testing.T) *Store {
+	t.Helper()
+	s := OpenFresh(t, "sqlite")
+	ctx := t.Context()
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.idx.noMerge.Store(true)
+	if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // ingestOneByOne applies n pages of one message each to queue q, from
 // sequence number from on.
 func ingestOneByOne(ctx context.Context, t *testing.T, s *Store, from, n int) {
@@ -104,15 +121,8 @@ func TestIndexerMergesWhileSomeoneReads(t *testing.T) {
 // A merge larger than the indexer takes on while someone reads is left to
 // the ingester's idle steps.
 func TestIndexerLeavesALargeMergeToIdleTime(t *testing.T) {
-	s := OpenFresh(t, "sqlite")
+	s := readingStore(t)
 	ctx := t.Context()
-	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	s.idx.noMerge.Store(true)
-	if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil {
-		t.Fatal(err)
-	}
 	ingestOneByOne(ctx, t, s, 1, 20)
 	levels, err := readFTSStructure(ctx, s.idxdb)
 	if err != nil {
@@ -137,15 +147,8 @@ func TestIndexerLeavesALargeMergeToIdleTime(t *testing.T) {
 // A merge smaller than mergeFrom is left to FTS5's crisis merge, unless it
 // has started: then the indexer finishes it.
 func TestIndexerLeavesSmallMergesUnlessStarted(t *testing.T) {
-	s := OpenFresh(t, "sqlite")
+	s := readingStore(t)
 	ctx := t.Context()
-	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "q", Kind: dlq.KindQueue}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	s.idx.noMerge.Store(true)
-	if _, err := s.CountMessages(ctx, dlq.Filter{Query: "another"}, 0); err != nil {
-		t.Fatal(err)
-	}
 	ingestPages(ctx, t, s, 1, 20, 300)
 	levels, err := readFTSStructure(ctx, s.idxdb)
 	if err != nil {

@@ -145,3 +145,13 @@ func nextMerge(levels []ftsLevel) (pages int, started bool) {
 	}
 	return pages, l.merging > 0
 }
+
+// mostSegments is the largest number of segments any level holds: FTS5
+// merges a whole level in one go when it reaches crisismerge.
+func mostSegments(levels []ftsLevel) int {
+	most := 0
+	for _, l := range levels {
+		most = max(most, len(l.pages))
+	}
+	return most
+}

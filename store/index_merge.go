@@ -34,7 +34,8 @@ import (
 // the CPU time the step took.
 //
 // It only takes on merges of mergeFrom to mergeWhileReading leaf pages
-// (or one it has started), read from FTS5's structure record:
+// (or one it has started), read from FTS5's structure record, unless a
+// level nears its crisis merge (mergeNearCrisis):
 //   - FTS5 picks the level with the most segments, which after a bulk read
 //     is soon the level of the bulk's merged segments (12 of 6,000 pages at
 //     a million): tens of seconds of a quarter of a core, which the readers
@@ -66,6 +67,17 @@ const (
 	// mergePause is how many times a step's CPU time the indexer waits
 	// before the next one.
 	mergePause = 3
+	// mergeNearCrisis is the number of segments of a level at which the
+	// indexer takes on any merge, however large or small, and merges with
+	// half a core (mergePauseNearCrisis): FTS5 would soon merge that whole
+	// level in one transaction (crisismerge 64). The bulk's level 1 at 1M
+	// took 6.8 s of a core so; a level-0 crisis merge adds a segment to it
+	// every 64 pages, so 24 of them are left (2.5 minutes at 1,000 msg/s),
+	// and every level-0 merge of the indexer's adds one too (every second
+	// or two), against about 15 s to merge it at half a core.
+	mergeNearCrisis = 40
+	// mergePauseNearCrisis is mergePause near a crisis merge.
+	mergePauseNearCrisis = 1
 )
 
 // mergeRun is the state of the indexer's merging between two runs (the
@@ -120,14 +132,15 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 		return nil
 	}
 	pages, started := nextMerge(levels)
-	if pages > ix.mergeMax {
+	near := mostSegments(levels) >= mergeNearCrisis
+	if pages > ix.mergeMax && !near {
 		if time.Since(ix.leftToIdle) >= time.Minute {
 			ix.s.log.Debug("a merge of the search index left to idle time", "pages", pages)
 			ix.leftToIdle = time.Now()
 		}
 		return nil
 	}
-	if pages < ix.mergeMin && !started {
+	if pages < ix.mergeMin && !started && !near {
 		return nil // FTS5's crisis merge does it in a few milliseconds
 	}
 	start := time.Now()
@@ -150,7 +163,11 @@ func (ix *indexer) mergeOn() <-chan time.Time {
 		}
 		return nil
 	}
-	return time.After(max(mergePause*cpu, time.Millisecond))
+	pause := mergePause * cpu
+	if near {
+		pause = mergePauseNearCrisis * cpu
+	}
+	return time.After(max(pause, time.Millisecond))
 }
 
 // warnOnce logs a failure of the merging at most once a minute: merging

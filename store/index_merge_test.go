@@ -194,6 +194,38 @@ func TestIndexerLeavesSmallMergesUnlessStarted(t *testing.T) {
 	}
 }
 
+// A level near its crisis merge is merged whatever the size of the merge:
+// FTS5 would soon merge all of it in one transaction.
+func TestIndexerMergesALevelNearItsCrisis(t *testing.T) {
+	s := readingStore(t)
+	ctx := t.Context()
+	ingestOneByOne(ctx, t, s, 1, mergeNearCrisis-2)
+	levels, err := readFTSStructure(ctx, s.idxdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := mostSegments(levels); n < mergeNearCrisis-2 || n >= mergeNearCrisis {
+		t.Fatalf("%d segments on a level after %d inline pages", n, mergeNearCrisis-2)
+	}
+	// Too large to take on by the ceiling, and too small by the floor.
+	s.idx.mergeMax = 1
+	s.idx.noMerge.Store(false)
+	ingestOneByOne(ctx, t, s, mergeNearCrisis-1, 1)
+	time.Sleep(300 * time.Millisecond)
+	before := searchSegments(ctx, t, s)
+	if before < mergeNearCrisis-1 {
+		t.Fatalf("%d segments below the crisis threshold: merged", before)
+	}
+	ingestOneByOne(ctx, t, s, mergeNearCrisis, 1) // the level reaches mergeNearCrisis
+	deadline := time.Now().Add(10 * time.Second)
+	for searchSegments(ctx, t, s) > 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments 10 s after a level reached %d: not merged", searchSegments(ctx, t, s), mergeNearCrisis)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Nobody reads: the indexer merges nothing itself.
 func TestIndexerLeavesMergingWhenNobodyReads(t *testing.T) {
 	s := OpenFresh(t, "sqlite")

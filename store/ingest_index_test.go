@@ -366,7 +366,8 @@ func testIndexerRunsWithoutReads(t *testing.T, engine string) {
 }
 
 // The write-ahead log is copied into the database by the background
-// checkpoint, long before the writer's own checkpoint would (4,000 pages).
+// checkpoint, long before the writer's own checkpoint would (its
+// wal_autocheckpoint is a 512 MiB backstop: writerCheckpointPages).
 // SQLite only (its file and log).
 func TestBackgroundCheckpoint(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")

@@ -26,8 +26,11 @@ import (
 // driver is an index that can drive a list page.
 type driver struct {
 	index string
-	rows  int64  // estimated rows under the filter value
-	term  string // an extra AND term that lets SQLite use a partial index
+	rows  int64 // estimated rows under the filter value
+	// term is an extra AND term that lets SQLite use the index (a partial
+	// index's condition, or a column the filter implies), with its args.
+	term     string
+	termArgs []any
 }
 
 // compiled is a filter as SQL.
@@ -133,6 +136,7 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 	}
 
 	c := &compiled{query: query}
+	entity := int64(-1) // the one entity filtered on, if any
 	if !f.IncludeGone {
 		c.and("m.gone_at IS NULL")
 	}
@@ -163,6 +167,7 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 		}
 		var n int64
 		if len(ids) == 1 {
+			entity = ids[0]
 			c.and("m.entity_id = ?", ids[0])
 			if n, err = rowsOf(`SELECT coalesce(sum(present), 0) FROM catalog_counts WHERE entity_id = ?`, ids[0]); err != nil {
 				return nil, err
@@ -228,6 +233,9 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 		counter = "total"
 	}
 	reason := f.Reason
+	// entityReason is the reason the filter implies (its own, or its
+	// group's), for messages_by_entity_reason.
+	entityReason := reason
 	if f.Group != "" {
 		var id, n int64
 		var groupReason string
@@ -241,7 +249,7 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 		if reason != "" && reason != groupReason {
 			return &compiled{empty: true}, nil // a group has one reason
 		}
-		reason = "" // implied by the group
+		reason, entityReason = "", groupReason // implied by the group
 		c.and("m.group_id = ?", id)
 		c.drivers = append(c.drivers, driver{index: "messages_by_group", rows: n})
 	}
@@ -256,6 +264,22 @@ func compileFilter(ctx context.Context, eng engine, db queryer, f dlq.Filter) (*
 		// letter's group is derived from its reason).
 		c.last = append(c.last, term{"m.dead_letter_reason = ?", []any{reason}})
 		c.reasonGroups = &term{"(m.group_id IN (SELECT id FROM groups WHERE reason = ?) OR m.group_id IS NULL)", []any{reason}}
+	}
+	if entity >= 0 && entityReason != "" {
+		// One entity's messages of one reason, counted per group in the
+		// entity (a group has one reason). A group filter walks its
+		// reason's range, checking the group in the index. Messages with
+		// a reason but no group (the main entity's, rare) are not counted.
+		n, err := rowsOf(`SELECT coalesce(sum(ge.`+counter+`), 0) FROM group_entities ge
+			JOIN groups g ON g.id = ge.group_id WHERE g.reason = ? AND ge.entity_id = ?`, entityReason, entity)
+		if err != nil {
+			return nil, err
+		}
+		d := driver{index: "messages_by_entity_reason", rows: n}
+		if reason == "" {
+			d.term, d.termArgs = "m.dead_letter_reason = ?", []any{entityReason}
+		}
+		c.drivers = append(c.drivers, d)
 	}
 	// Time bounds are ranges on the sort key, which every index ends in. A
 	// bound excludes messages without an enqueued time (key -1).
@@ -449,9 +473,9 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 	}
 	indexTerms := func() {
 		if best.term != "" {
-			p.and(best.term)
+			p.and(best.term, best.termArgs...)
 		}
-		if c.reasonGroups != nil && best.index != "messages_by_reason" {
+		if c.reasonGroups != nil && best.index != "messages_by_reason" && best.index != "messages_by_entity_reason" {
 			p.and(c.reasonGroups.sql, c.reasonGroups.args...)
 		}
 	}

@@ -101,3 +101,108 @@ func testReasonFilterThroughGroups(t *testing.T, engine string) {
 		}
 	}
 }
+
+// TestEntityAndReasonFilters: an entity with a reason, or with a group, finds
+// exactly that entity's messages of it, newest first and across pages, when
+// the reason has many more messages in another entity and the entity more
+// of other reasons (on SQLite through messages_by_entity_reason, migration
+// 0021; a group's other groups of the same reason are left out).
+func TestEntityAndReasonFilters(t *testing.T) {
+	store.ForEachEngine(t, testEntityAndReasonFilters)
+}
+
+func testEntityAndReasonFilters(t *testing.T, engine string) {
+	ctx := t.Context()
+	s := store.OpenFresh(t, engine)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	if _, err := s.SyncEntities(ctx, []dlq.Entity{{Path: "orders", Kind: dlq.KindQueue}, {Path: "load", Kind: dlq.KindQueue}}, now); err != nil {
+		t.Fatal(err)
+	}
+	type msg struct{ reason, desc string }
+	var orders, load []msg
+	for i := range 300 {
+		load = append(load, msg{"SqlTimeout", "timed out"})
+		if i%10 == 0 {
+			orders = append(orders, msg{"SqlTimeout", "timed out"}, msg{"SqlTimeout", "pool exhausted"})
+		}
+		orders = append(orders, msg{"Other", "something else"})
+	}
+	var ids []string // every message id in order of enqueued time, and its msg
+	var all []msg
+	at := now.Add(-time.Hour)
+	for _, p := range []struct {
+		entity string
+		msgs   []msg
+	}{{"orders", orders}, {"load", load}} {
+		var msgs []dlq.Message
+		for i, m := range p.msgs {
+			at = at.Add(time.Second)
+			enq, reason, desc := at, m.reason, m.desc
+			id := fmt.Sprintf("%s-%d", p.entity, i)
+			msgs = append(msgs, dlq.Message{SequenceNumber: int64(i + 1), State: dlq.StateActive, MessageID: id,
+				DeadLetterReason: &reason, DeadLetterErrorDescription: &desc, EnqueuedAt: &enq, Body: []byte("x")})
+			ids, all = append(ids, id), append(all, m)
+		}
+		if _, err := s.ApplyPage(ctx, dlq.Page{Entity: p.entity, SubQueue: dlq.SubQueueDeadLetter, From: 1,
+			Through: int64(len(msgs)), Messages: msgs, SeenAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gs, err := s.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := map[string]string{} // description: group id
+	for _, g := range gs {
+		group[g.DescriptionPattern] = g.ID
+	}
+	if group["timed out"] == "" || group["pool exhausted"] == "" {
+		t.Fatalf("groups %+v", gs)
+	}
+	for _, tt := range []struct {
+		f     dlq.Filter
+		match func(id string, m msg) bool
+	}{
+		{dlq.Filter{Entity: "orders", Reason: "SqlTimeout"}, func(id string, m msg) bool {
+			return strings.HasPrefix(id, "orders-") && m.reason == "SqlTimeout"
+		}},
+		{dlq.Filter{Entity: "orders", Group: group["timed out"]}, func(id string, m msg) bool {
+			return strings.HasPrefix(id, "orders-") && m.desc == "timed out"
+		}},
+		{dlq.Filter{Entity: "load", Reason: "Other"}, func(string, msg) bool { return false }},
+	} {
+		var want []string
+		for i := len(ids) - 1; i >= 0; i-- {
+			if tt.match(ids[i], all[i]) {
+				want = append(want, ids[i])
+			}
+		}
+		var got []string
+		cursor := ""
+		for range 100 {
+			recs, next, err := s.ListMessages(ctx, tt.f, 7, cursor)
+			if err != nil {
+				t.Fatalf("%+v: %v", tt.f, err)
+			}
+			for _, r := range recs {
+				got = append(got, r.MessageID)
+			}
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v: %d messages %v, want %d %v", tt.f, len(got), got, len(want), want)
+		}
+		if n, err := s.CountMessages(ctx, tt.f, 1000); err != nil || n != int64(len(want)) {
+			t.Errorf("%+v: count %d (%v), want %d", tt.f, n, err, len(want))
+		}
+		if engine == "sqlite" {
+			// The entity's rows of the reason drive the walk: not the
+			// reason's (330, mostly load's) nor the entity's (330).
+			if index, _, err := store.ListPlanForTest(ctx, s, tt.f); err != nil || index != "INDEXED BY messages_by_entity_reason" {
+				t.Errorf("%+v: plan %q (%v), want messages_by_entity_reason", tt.f, index, err)
+			}
+		}
+	}
+}

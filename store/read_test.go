@@ -596,6 +596,7 @@ func TestListPlansUseTheirIndexes(t *testing.T) {
 		{dlq.Filter{State: dlq.StateDeferred}, "messages_by_state"},
 		{dlq.Filter{SubQueue: dlq.SubQueueTransferDeadLetter}, "messages_by_subqueue"},
 		{dlq.Filter{Group: group, Entity: "orders", Since: &since}, "messages_by_group"},
+		{dlq.Filter{Entity: "orders", Reason: "SqlTimeout"}, "messages_by_entity_reason"},
 	}
 	for _, tt := range tests {
 		index, where, err := store.ListPlanForTest(ctx, fx.s, tt.f)

@@ -19,3 +19,13 @@ func AnalyzeForTest(ctx context.Context, s *Store) error {
 	_, err := s.writer.ExecContext(ctx, "ANALYZE")
 	return err
 }
+
+// SearchKeyBoundForTest is the bound on the sort key (milliseconds of the
+// enqueued time) of every message the search q matches (key_bounds.go).
+func SearchKeyBoundForTest(ctx context.Context, s *Store, q string) (int64, bool, error) {
+	words, err := ftsQuery(q)
+	if err != nil {
+		return 0, false, err
+	}
+	return s.searchKeyBound(ctx, match{{cols: allColumns, words: words}})
+}

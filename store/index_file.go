@@ -47,7 +47,8 @@ func IndexPath(path string) string { return path + "-index" }
 
 // indexSchema is the index file's tables: the search index as 0002, 0004
 // and 0012 made it, the property rows as 0013 did, what the indexer learned
-// of the property keys (0020), and its meta.
+// of the property keys (0020), the sort keys' bounds (key_bounds.go), and
+// its meta.
 var indexSchema = []string{
 	`CREATE VIRTUAL TABLE IF NOT EXISTS idx.messages_fts USING fts5 (
 	body, reason, description, properties,
@@ -74,6 +75,12 @@ var indexSchema = []string{
 	value TEXT NOT NULL,
 	PRIMARY KEY (key, value)
 ) STRICT, WITHOUT ROWID`,
+	// A bound on the sort keys of each block of message ids and those
+	// below it (key_bounds.go).
+	`CREATE TABLE IF NOT EXISTS idx.key_bounds (
+	block   INTEGER PRIMARY KEY,
+	max_key INTEGER NOT NULL
+) STRICT`,
 	`CREATE TABLE IF NOT EXISTS idx.index_meta (
 	key   TEXT PRIMARY KEY,
 	value TEXT NOT NULL
@@ -247,7 +254,7 @@ func prepareIndexFile(ctx context.Context, db *sql.DB, logger *slog.Logger) erro
 			"catalog_id", catalogID.String, "index_catalog_id", indexID.String)
 		for _, q := range []string{`INSERT INTO idx.messages_fts (messages_fts) VALUES ('delete-all')`,
 			`DELETE FROM idx.message_properties`, `DELETE FROM idx.property_keys`, `DELETE FROM idx.property_key_values`,
-			`DELETE FROM idx.index_meta`} {
+			`DELETE FROM idx.key_bounds`, `DELETE FROM idx.index_meta`} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}
@@ -255,6 +262,9 @@ func prepareIndexFile(ctx context.Context, db *sql.DB, logger *slog.Logger) erro
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO idx.index_meta (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, metaCatalogID, catalogID.String); err != nil {
+		return err
+	}
+	if err := fillKeyBounds(ctx, tx); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -529,6 +529,9 @@ func indexSearchRange(ctx context.Context, tx *sql.Tx, through, hi int64) (*prop
 			FROM messages m JOIN bodies b ON b.message_id = m.id WHERE m.id > ? AND m.id <= ? ORDER BY m.id`, from, hi); err != nil {
 			return nil, fmt.Errorf("index for search: %w", err)
 		}
+		if err := writeKeyBounds(ctx, tx, from, hi); err != nil {
+			return nil, err
+		}
 		if err := setIndexMeta(ctx, tx, metaSearchThrough, hi); err != nil {
 			return nil, fmt.Errorf("index for search: %w", err)
 		}

@@ -613,6 +613,14 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		}
 		how = "probe"
 	}
+	// Every match is a hit: the walk starts at the hits' bound on the sort
+	// key, past newer messages that have none of the words (key_bounds.go).
+	if bound, ok, err := s.searchKeyBound(ctx, expr); err != nil {
+		return listPlan{}, err
+	} else if ok && (p.until == nil || *p.until > bound+1) {
+		until := bound + 1
+		p.until = &until
+	}
 	switch how {
 	case "check":
 		indexTerms()

@@ -107,10 +107,10 @@ func fillKeyBounds(ctx context.Context, tx *sql.Tx) error {
 }
 
 // searchKeyBound is a bound on the sort key of every message the search
-// expr matches (on SQLite; ok false on PostgreSQL, or when the search has
-// no hit).
+// expr matches (on SQLite; ok false on PostgreSQL, when the search has no
+// hit, or on a read-only store beside an index file without the bounds).
 func (s *Store) searchKeyBound(ctx context.Context, expr match) (bound int64, ok bool, err error) {
-	if s.eng.postgres {
+	if s.eng.postgres || !s.keyBounds {
 		return 0, false, nil
 	}
 	var b sql.NullInt64

@@ -144,7 +144,7 @@ func TestSearchStartsAtItsHitsKeyBound(t *testing.T) {
 func TestKeyBoundsOfAnOlderIndexFile(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "catalog.db")
-	s, _ := keyBoundsCatalog(t, path)
+	s, want := keyBoundsCatalog(t, path)
 	before, ok, err := store.SearchKeyBoundForTest(ctx, s, "needle")
 	if err != nil || !ok {
 		t.Fatalf("bound %d, %v, %v", before, ok, err)
@@ -160,6 +160,19 @@ func TestKeyBoundsOfAnOlderIndexFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
+	// Read-only (dlqdash export beside an older dlqdash's server): no
+	// bounds, the same answers.
+	ro, err := store.OpenReadOnly(ctx, path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := store.ForceSearchForTest("collect") // a walk, which the bound would start
+	recs, _, err := ro.ListMessages(ctx, dlq.Filter{Query: "needle"}, 100, "")
+	restore()
+	ro.Close()
+	if err != nil || len(recs) != len(want) {
+		t.Errorf("read-only: %d messages (%v), want %d", len(recs), err, len(want))
+	}
 	s, err = store.Open(ctx, path, store.Options{})
 	if err != nil {
 		t.Fatal(err)

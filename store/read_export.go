@@ -146,6 +146,14 @@ func OpenReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		s.Close()
 		return nil, s.wrap("open database", err)
 	}
+	if !noIndexFile {
+		var n int
+		if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM idx.sqlite_schema WHERE name = 'key_bounds'`).Scan(&n); err != nil {
+			s.Close()
+			return nil, s.wrap("open database", err)
+		}
+		s.keyBounds = n > 0
+	}
 	switch known := SchemaVersion(); {
 	case v > known:
 		s.Close()

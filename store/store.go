@@ -89,6 +89,10 @@ type Store struct {
 	// copy of the catalog file alone): searches and property filters fail
 	// with errIndexFileMissing.
 	noIndexFile bool
+	// keyBounds: the index file has key_bounds (key_bounds.go), which a
+	// writable Open makes sure of; a read-only store beside an index file
+	// an older dlqdash wrote may find none, and searches walk unbounded.
+	keyBounds bool
 
 	// The catalog's prepared multi-row inserts (ingest_insert.go).
 	chunk chunkStatements
@@ -207,6 +211,7 @@ func openSQLite(ctx context.Context, path string, opts Options) (*Store, error) 
 		return nil, err
 	}
 	s.idxdb = idxdb
+	s.keyBounds = true // prepareIndexFile made and filled it
 	s.propdb = openPropertyWriter(drv, path, opts.BusyTimeout)
 
 	if err := s.prepareChunks(ctx); err != nil {

@@ -21,31 +21,10 @@ import (
 //
 //	go test -run '^$' -bench ApplyPageInto1M -benchtime 1x ./store/
 func BenchmarkApplyPageInto1M(b *testing.B) {
-	src := storetest.Catalog(b, 1_000_000)
 	for b.Loop() {
 		b.StopTimer()
-		path := filepath.Join(b.TempDir(), "catalog.db")
-		copyFile(b, src, path)
-		copyFile(b, store.IndexPath(src), store.IndexPath(path)) // its search and property rows
-		s, err := store.Open(b.Context(), path, store.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
 		now := time.Now()
-		// The generated entities stay listed: a sync that left them out
-		// would mark a million messages gone, and the benchmark would time
-		// the checkpoint of that.
-		have, err := s.ListEntities(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		listed := []dlq.Entity{{Path: "bench-orders", Kind: dlq.KindQueue}}
-		for _, e := range have {
-			listed = append(listed, e.Entity)
-		}
-		if _, err := s.SyncEntities(b.Context(), listed, now); err != nil {
-			b.Fatal(err)
-		}
+		s := openCatalogCopy(b, "bench-orders", now)
 
 		body := bytes.Repeat([]byte(`{"sku":"A-1","qty":3,"note":"customer asked for gift wrap"},`), 17)
 		reason := "SqlTimeout"
@@ -74,6 +53,37 @@ func BenchmarkApplyPageInto1M(b *testing.B) {
 		s.Close()
 		b.StartTimer()
 	}
+}
+
+// openCatalogCopy opens a copy of the generated million-message catalog
+// (and of its index file: its search and property rows) with one more
+// queue, named queue, listed at now.
+func openCatalogCopy(b *testing.B, queue string, now time.Time) *store.Store {
+	b.Helper()
+	src := storetest.Catalog(b, benchMessages)
+	path := filepath.Join(b.TempDir(), "catalog.db")
+	copyFile(b, src, path)
+	copyFile(b, store.IndexPath(src), store.IndexPath(path))
+	s, err := store.Open(b.Context(), path, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The generated entities stay listed: a sync that left them out would
+	// mark a million messages gone.
+	have, err := s.ListEntities(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	listed := []dlq.Entity{{Path: queue, Kind: dlq.KindQueue}}
+	for _, e := range have {
+		if e.DeletedAt == nil {
+			listed = append(listed, e.Entity)
+		}
+	}
+	if _, err := s.SyncEntities(b.Context(), listed, now); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 func copyFile(tb testing.TB, from, to string) {

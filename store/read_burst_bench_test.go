@@ -3,13 +3,11 @@ package store_test
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/dlqdash/dlqdash/dlq"
 	"github.com/dlqdash/dlqdash/store"
-	"github.com/dlqdash/dlqdash/store/storetest"
 )
 
 var (
@@ -28,30 +26,9 @@ var (
 //	go test -run '^$' -bench ListAfterBurst -benchtime 20x -timeout 30m ./store/
 func BenchmarkListAfterBurst(b *testing.B) {
 	ctx := b.Context()
-	src := storetest.Catalog(b, benchMessages)
-	path := filepath.Join(b.TempDir(), "catalog.db")
-	copyFile(b, src, path)
-	copyFile(b, store.IndexPath(src), store.IndexPath(path))
-	s, err := store.Open(ctx, path, store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	have, err := s.ListEntities(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The generated entities stay listed, or they would be marked deleted.
-	listed := []dlq.Entity{{Path: "burst", Kind: dlq.KindQueue}}
-	for _, e := range have {
-		if e.DeletedAt == nil {
-			listed = append(listed, e.Entity)
-		}
-	}
 	now := time.Now().UTC()
-	if _, err := s.SyncEntities(ctx, listed, now); err != nil {
-		b.Fatal(err)
-	}
+	s := openCatalogCopy(b, "burst", now)
+	defer s.Close()
 	started := time.Now()
 	reason := "SqlTimeout"
 	const page = 1000

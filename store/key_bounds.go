@@ -90,8 +90,8 @@ func fillKeyBounds(ctx context.Context, tx *sql.Tx) error {
 		return nil
 	}
 	var searched int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT max(CAST(value AS BIGINT)) FROM idx.index_meta WHERE key IN (?, ?)), 0)`,
-		metaIndexThrough, metaSearchThrough).Scan(&searched); err != nil {
+	indexed, args := sqliteEngine.indexedThroughSQL()
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(`+indexed+`, 0)`, args...).Scan(&searched); err != nil {
 		return fmt.Errorf("bound the sort keys: %w", err)
 	}
 	if searched == 0 {

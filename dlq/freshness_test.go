@@ -234,3 +234,26 @@ func TestStaleAndPollDeadlineDefaults(t *testing.T) {
 		}
 	}
 }
+
+// The freshness timer publishes a status that went stale while it was
+// publishing the one before: a timer that fired just before the stale
+// moment, on a machine busy enough that its next look came after it,
+// waited a whole second once, and pages turned stale a second late.
+func TestFreshnessTimerDoesNotMissTheStaleMoment(t *testing.T) {
+	staleAt := time.Date(2026, 11, 27, 9, 0, 1, 0, time.UTC)
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name        string
+		looked, now time.Time
+		want        time.Duration
+	}{
+		{"fresh: until the stale moment", staleAt.Add(-400 * ms), staleAt.Add(-300 * ms), 300 * ms},
+		{"went stale after the look: at once", staleAt.Add(-5 * ms), staleAt.Add(80 * ms), 0},
+		{"stale when looked: a second", staleAt.Add(2 * ms), staleAt.Add(3 * ms), time.Second},
+		{"stale at the very moment looked: a second", staleAt, staleAt.Add(ms), time.Second},
+	} {
+		if got := dlq.NextFreshnessCheck(c.looked, c.now, staleAt); got != c.want {
+			t.Errorf("%s: next check in %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -135,8 +135,9 @@ func (in *Ingester) staleAtLocked() (at time.Time, running bool) {
 
 // publishFreshness publishes the status at this moment if a page would
 // show it differently from the last one published. A healthy status whose
-// last success moved on is not a change: pages show "Live".
-func (in *Ingester) publishFreshness() {
+// last success moved on is not a change: pages show "Live". It returns
+// the moment it looked at.
+func (in *Ingester) publishFreshness() time.Time {
 	in.pubMu.Lock()
 	defer in.pubMu.Unlock()
 	now := in.cfg.Now().UTC()
@@ -145,7 +146,7 @@ func (in *Ingester) publishFreshness() {
 	readOK := in.status.Healthy // the last read succeeded: stale, not failed
 	in.mu.Unlock()
 	if in.published != nil && sameFreshness(*in.published, st) {
-		return
+		return now
 	}
 	if readOK && !st.Healthy && in.published != nil && in.published.Healthy {
 		// A failed read is logged by Run; a read that does not end is
@@ -155,6 +156,7 @@ func (in *Ingester) publishFreshness() {
 	in.published = &st
 	c := st
 	in.cfg.Publish(Change{Kind: ChangeFreshness, Status: &c, At: now})
+	return now
 }
 
 func sameFreshness(a, b Status) bool {
@@ -183,16 +185,28 @@ func (in *Ingester) watchFreshness(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		in.publishFreshness()
+		looked := in.publishFreshness()
 		now := in.cfg.Now()
 		in.mu.Lock()
 		staleAt, _ := in.staleAtLocked()
 		in.mu.Unlock()
-		next := staleAt.Sub(now)
-		if next <= 0 {
-			next = time.Second
-		}
-		t.Reset(next)
+		t.Reset(nextFreshnessCheck(looked, now, staleAt))
+	}
+}
+
+// nextFreshnessCheck is how long watchFreshness waits after publishing the
+// status it saw at looked, now: until the status goes stale at staleAt;
+// once stale, a second (its words count seconds). When it went stale
+// between looked and now (a timer that fired just before staleAt, then a
+// busy machine), that change is not published yet: at once.
+func nextFreshnessCheck(looked, now, staleAt time.Time) time.Duration {
+	switch {
+	case now.Before(staleAt):
+		return staleAt.Sub(now)
+	case looked.Before(staleAt):
+		return 0
+	default:
+		return time.Second
 	}
 }
 

@@ -261,7 +261,11 @@ func TestClaimedJobPausedAndResumedFromAnotherReplica(t *testing.T) {
 func TestClaimLostStopsTheRun(t *testing.T) {
 	const n = 200
 	e := claimEnv(t, n)
-	table := &claimTable{st: e.st, stale: time.Second, rows: map[int64]*claimRow{}}
+	// The ghost's claim goes stale when the test says so (its beat is set
+	// by hand); A's own must not while it runs the job: under a loaded
+	// race-detector run, a staleness of 1 s let A's next claim round find
+	// its own claim stale and take the job once more (a third claim).
+	table := &claimTable{st: e.st, stale: 5 * time.Second, rows: map[int64]*claimRow{}}
 	a := table.replica("replica-a")
 	e.claimEngine(a)
 	ctx := audit.WithActor(t.Context(), "tester")

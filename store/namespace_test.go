@@ -268,3 +268,56 @@ func testAdoptRenamedNamespace(t *testing.T, engine string) {
 		t.Errorf("second rename moved %d, %v; want nothing", n, err)
 	}
 }
+
+// TestGroupNamespacesOrderedBySums: a group's namespaces are ordered by
+// their sums (present, then total, then name), not by their largest
+// entity: eu has two entities of 4 (8 in all), us one of 5.
+func TestGroupNamespacesOrderedBySums(t *testing.T) {
+	store.ForEachEngine(t, testGroupNamespacesOrderedBySums)
+}
+
+func testGroupNamespacesOrderedBySums(t *testing.T, engine string) {
+	ctx := t.Context()
+	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	s, err := store.Open(ctx, store.FreshTarget(t, engine), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	fill := func(ns *store.Namespace, counts map[string]int) {
+		t.Helper()
+		var ents []dlq.Entity
+		for path, n := range counts {
+			ents = append(ents, dlq.Entity{Path: path, Kind: dlq.KindQueue, Counts: dlq.Counts{DeadLetter: int64(n)}})
+		}
+		if _, err := ns.SyncEntities(ctx, ents, at); err != nil {
+			t.Fatal(err)
+		}
+		for path, n := range counts {
+			var msgs []dlq.Message
+			for i := range n {
+				enq, reason := at.Add(time.Duration(i)*time.Second), "Timeout"
+				msgs = append(msgs, dlq.Message{SequenceNumber: int64(i + 1), State: dlq.StateActive,
+					MessageID: fmt.Sprintf("%s-%s-%d", ns.Name(), path, i), EnqueuedAt: &enq, DeadLetterReason: &reason})
+			}
+			if _, err := ns.ApplyPage(ctx, dlq.Page{Entity: path, SubQueue: dlq.SubQueueDeadLetter, From: 0,
+				Through: math.MaxInt64, Messages: msgs, SeenAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fill(s.Namespace("eu"), map[string]int{"billing": 4, "orders": 4})
+	fill(s.Namespace("us"), map[string]int{"shipping": 5})
+	gs, err := s.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []dlq.NamespaceCount{
+		{Name: "eu", Present: 8, Total: 8, Entities: []string{"billing", "orders"}},
+		{Name: "us", Present: 5, Total: 5, Entities: []string{"shipping"}},
+	}
+	if len(gs) != 1 || gs[0].Present != 13 || fmt.Sprint(gs[0].Namespaces) != fmt.Sprint(want) ||
+		fmt.Sprint(gs[0].Entities) != "[shipping billing orders]" {
+		t.Fatalf("groups %+v; want one of 13 present, its namespaces %v, its entities [shipping billing orders]", gs, want)
+	}
+}

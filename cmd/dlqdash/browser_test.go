@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -46,7 +48,7 @@ func browser(t *testing.T, exe string) (context.Context, *atomic.Int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(profile) })
+	t.Cleanup(func() { removeProfile(t, profile) })
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.ExecPath(exe),
 		chromedp.Flag("headless", true),
@@ -75,6 +77,22 @@ func browser(t *testing.T, exe string) (context.Context, *atomic.Int32) {
 		t.Fatalf("start chromium: %v", err)
 	}
 	return ctx, &dialogs
+}
+
+// removeProfile removes Chromium's profile directory. Its helpers can
+// write one more file (Default/Network Persistent State) just after the
+// browser has gone, which made a single RemoveAll leave the directory
+// behind in the temporary directory on most runs: it tries again until
+// the directory stays gone.
+func removeProfile(t *testing.T, dir string) {
+	for range 20 {
+		err := os.RemoveAll(dir)
+		time.Sleep(100 * time.Millisecond)
+		if _, serr := os.Stat(dir); err == nil && errors.Is(serr, fs.ErrNotExist) {
+			return
+		}
+	}
+	t.Logf("Chromium's profile %s is still there after 2 s; left behind", dir)
 }
 
 // TestBrowserTriage drives the real program in Chromium: dlqdash emulator,

@@ -254,3 +254,17 @@ func LogRestartForTest(s *Store) (restarts int64, copying, holding time.Duration
 	}
 	return r.restarts.Load(), time.Duration(r.copying.Load()), time.Duration(r.holding.Load()), r.logSyncs.Load()
 }
+
+// SetNewestMinForTest sets the fewest newest hits a search page is looked
+// for in (read_newest.go), until the returned func restores it.
+func SetNewestMinForTest(n int) func() {
+	old := newestMin
+	newestMin = n
+	return func() { newestMin = old }
+}
+
+// NewestCountsForTest is how many search pages were found among their
+// newest hits, and how many were looked for there and not found.
+func NewestCountsForTest(s *Store) (found, missed int64) {
+	return s.newestFound.Load(), s.newestMissed.Load()
+}

@@ -186,35 +186,25 @@ func (s *Store) ListMessages(ctx context.Context, f dlq.Filter, limit int, curso
 		}
 		after = &k
 	}
-	p, err := s.planList(ctx, f, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("list messages: %w", err)
+	var recs []dlq.Record
+	found := false
+	if after == nil {
+		var err error
+		if recs, found, err = s.listNewest(ctx, f, limit); err != nil {
+			return nil, "", fmt.Errorf("list messages: %w", err)
+		}
 	}
-	if p.empty {
-		return nil, "", nil
-	}
-
-	where, args := p.bounded(after)
-	key, id := p.keys()
-	q := "SELECT " + recordColumns + " FROM " + p.from() + " " + recordJoins + whereClause(where) +
-		" ORDER BY " + key + " DESC, " + id + " DESC LIMIT ?"
-	args = append(args, limit+1)
-
-	rows, err := s.reader.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list messages: %w", err)
-	}
-	defer rows.Close()
-	recs := make([]dlq.Record, 0, min(limit+1, 64))
-	for rows.Next() {
-		r, err := scanRecord(rows, false)
+	if !found {
+		p, err := s.planList(ctx, f, limit)
 		if err != nil {
 			return nil, "", fmt.Errorf("list messages: %w", err)
 		}
-		recs = append(recs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("list messages: %w", err)
+		if p.empty {
+			return nil, "", nil
+		}
+		if recs, err = queryPage(ctx, s.reader, p, after, limit); err != nil {
+			return nil, "", fmt.Errorf("list messages: %w", err)
+		}
 	}
 	var next string
 	if len(recs) > limit {
@@ -222,6 +212,30 @@ func (s *Store) ListMessages(ctx context.Context, f dlq.Filter, limit int, curso
 		next = encodeCursor(keyOf(&recs[limit-1]))
 	}
 	return recs, next, nil
+}
+
+// queryPage runs plan p for the page after the cursor: up to limit+1
+// records, the one more saying that there is a next page.
+func queryPage(ctx context.Context, db queryer, p listPlan, after *pageKey, limit int) ([]dlq.Record, error) {
+	where, args := p.bounded(after)
+	key, id := p.keys()
+	q := "SELECT " + recordColumns + " FROM " + p.from() + " " + recordJoins + whereClause(where) +
+		" ORDER BY " + key + " DESC, " + id + " DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	recs := make([]dlq.Record, 0, min(limit+1, 64))
+	for rows.Next() {
+		r, err := scanRecord(rows, false)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
 }
 
 // whereClause is " WHERE t1 AND t2 ...", or "" for no terms.

@@ -673,23 +673,7 @@ func (s *Store) ftsEstimate(ctx context.Context, expr match, limit int64) (int64
 
 // ftsHits returns the rowids matching the search, at most max.
 func (s *Store) ftsHits(ctx context.Context, expr match, max int) ([]int64, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT rowid FROM messages_fts WHERE `+s.eng.searchMatch()+` LIMIT ?`, s.eng.searchArg(expr), max)
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	defer rows.Close()
-	ids := make([]int64, 0, 64)
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	return ids, nil
+	return hitIDs(ctx, s.reader, `SELECT rowid FROM messages_fts WHERE `+s.eng.searchMatch()+` LIMIT ?`, s.eng.searchArg(expr), max)
 }
 
 // idList is ids as a JSON array, for json_each.

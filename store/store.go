@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -93,6 +94,9 @@ type Store struct {
 	// writable Open makes sure of; a read-only store beside an index file
 	// an older dlqdash wrote may find none, and searches walk unbounded.
 	keyBounds bool
+	// newestFound and newestMissed count the search pages found among
+	// their newest hits and those that were not (read_newest.go).
+	newestFound, newestMissed atomic.Int64
 
 	// The catalog's prepared multi-row inserts (ingest_insert.go).
 	chunk chunkStatements

@@ -94,12 +94,14 @@ func newestCatalog(t *testing.T, firstNewest bool) *store.Store {
 	return s
 }
 
-// pagesOf lists every page of f, following the cursors.
+// pagesOf lists the first three pages of f, following the cursors: the
+// first comes from the newest hits when it can, the others from the
+// cursor it gave.
 func pagesOf(t *testing.T, s *store.Store, f dlq.Filter, limit int) [][]int64 {
 	t.Helper()
 	var out [][]int64
 	cursor := ""
-	for range 1000 {
+	for range 3 {
 		recs, next, err := s.ListMessages(t.Context(), f, limit, cursor)
 		if err != nil {
 			t.Fatalf("%+v: %v", f, err)
@@ -110,17 +112,16 @@ func pagesOf(t *testing.T, s *store.Store, f dlq.Filter, limit int) [][]int64 {
 		}
 		out = append(out, ids)
 		if next == "" {
-			return out
+			break
 		}
 		cursor = next
 	}
-	t.Fatalf("%+v: more than 1,000 pages", f)
-	return nil
+	return out
 }
 
-// TestSearchPageFromNewestHits: a search's pages found among the newest
-// hits are the pages every other strategy finds, page by page and cursor
-// by cursor, whether the ids and the sort keys agree or not; and the
+// TestSearchPageFromNewestHits: a search's first page found among the
+// newest hits, and the pages after its cursor, are the pages another
+// strategy finds, whether the ids and the sort keys agree or not; and the
 // newest hits answer the pages where they agree.
 func TestSearchPageFromNewestHits(t *testing.T) {
 	t.Run("steady", func(t *testing.T) { testSearchPageFromNewestHits(t, false) })
@@ -141,7 +142,7 @@ func testSearchPageFromNewestHits(t *testing.T, firstNewest bool) {
 		{Query: "nowhere"},
 	}
 	for _, f := range filters {
-		for _, limit := range []int{7, 50} {
+		for _, limit := range []int{3, 7, 50} {
 			got := pagesOf(t, s, f, limit)
 			for _, how := range []string{"collect"} {
 				restore := store.ForceSearchForTest(how)

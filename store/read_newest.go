@@ -50,9 +50,15 @@ type newestPlan struct {
 	bound int64
 }
 
-// planNewest plans f's page over its newest hits, in tx; ok is false when
-// f is not a search this can answer (not SQLite, no key bounds, no search,
-// property filters, or more candidates than are worth listing by id).
+// planNewest plans f's page over its newest hits, reading through tx; ok
+// is false when f is not a search this can answer (not SQLite, no key
+// bounds, no search, property filters, a time window ending before now, a
+// filter too narrow to fill a page from the candidates, or more
+// candidates than are worth listing by id). Its queries need not share a
+// snapshot: a message indexed after the candidates were read has a larger
+// id than any of them and is left to the next query, as in planList's
+// strategies, and the bound of a block below the newest hits no longer
+// changes.
 func (s *Store) planNewest(ctx context.Context, tx queryer, f dlq.Filter, limit int) (np newestPlan, ok bool, err error) {
 	if s.eng.postgres || !s.keyBounds || forceSearch != "" {
 		return newestPlan{}, false, nil

@@ -601,15 +601,7 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 			return listPlan{}, err
 		}
 		if len(ids) <= ftsFetchMax {
-			// NOT INDEXED still allows the rowid lookups. The hits drive,
-			// not a property: the terms are the filter's alone.
-			p = listPlan{postgres: s.eng.postgres, until: c.until, index: s.eng.notIndexed(), where: slices.Clone(c.where), args: slices.Clone(c.args)}
-			p.and("m.id IN ("+s.eng.jsonInts()+")", idList(ids))
-			if c.reasonGroups != nil {
-				p.and(c.reasonGroups.sql, c.reasonGroups.args...)
-			}
-			lastTerms()
-			return p, nil
+			return s.hitsPlan(c, ids), nil
 		}
 		how = "probe"
 	}
@@ -635,6 +627,21 @@ func (s *Store) planList(ctx context.Context, f dlq.Filter, limit int) (listPlan
 		p.and(s.eng.searchProbe(), s.eng.searchArg(expr))
 	}
 	return p, nil
+}
+
+// hitsPlan is the page of c among the messages ids (hits of its search):
+// NOT INDEXED still allows the rowid lookups. The hits drive, not a
+// property: the terms are the filter's alone.
+func (s *Store) hitsPlan(c *compiled, ids []int64) listPlan {
+	p := listPlan{postgres: s.eng.postgres, until: c.until, index: s.eng.notIndexed(), where: slices.Clone(c.where), args: slices.Clone(c.args)}
+	p.and("m.id IN ("+s.eng.jsonInts()+")", idList(ids))
+	if c.reasonGroups != nil {
+		p.and(c.reasonGroups.sql, c.reasonGroups.args...)
+	}
+	for _, t := range c.last {
+		p.and(s.eng.propertyTerm(t.sql, false), t.args...)
+	}
+	return p
 }
 
 // ftsCount counts the rows matching the search, up to max.

@@ -50,19 +50,16 @@ type newestPlan struct {
 	bound int64
 }
 
-// planNewest plans f's page over its newest hits, reading through tx; ok
-// is false when f is not a search this can answer (not SQLite, no key
-// bounds, no search, property filters, a time window ending before now, a
-// filter too narrow to fill a page from the candidates, or more
-// candidates than are worth listing by id). Its queries need not share a
+// planNewest plans f's page over its newest hits, reading through tx, for
+// listNewest (which checks the engine and the key bounds); ok is false
+// when f is not a search this can answer (no search, property filters, a
+// time window ending before now, a filter too narrow to fill a page from
+// the candidates, or more candidates than are worth listing by id). Its queries need not share a
 // snapshot: a message indexed after the candidates were read has a larger
 // id than any of them and is left to the next query, as in planList's
 // strategies, and the bound of a block below the newest hits no longer
 // changes.
 func (s *Store) planNewest(ctx context.Context, tx queryer, f dlq.Filter, limit int) (np newestPlan, ok bool, err error) {
-	if s.eng.postgres || !s.keyBounds || forceSearch != "" {
-		return newestPlan{}, false, nil
-	}
 	c, err := compileFilter(ctx, s.eng, tx, f)
 	if err != nil {
 		return newestPlan{}, false, err
@@ -109,15 +106,7 @@ func (s *Store) planNewest(ctx context.Context, tx queryer, f dlq.Filter, limit 
 		// No block below: no other hit.
 		np.complete, np.bound = !b.Valid, b.Int64
 	}
-	p := listPlan{until: c.until, index: s.eng.notIndexed(), where: append([]string(nil), c.where...), args: append([]any(nil), c.args...)}
-	p.and("m.id IN ("+s.eng.jsonInts()+")", idList(ids))
-	if c.reasonGroups != nil {
-		p.and(c.reasonGroups.sql, c.reasonGroups.args...)
-	}
-	for _, t := range c.last {
-		p.and(s.eng.propertyTerm(t.sql, false), t.args...)
-	}
-	np.plan = p
+	np.plan = s.hitsPlan(c, ids)
 	return np, true, nil
 }
 
